@@ -1,0 +1,48 @@
+"""FastStream app of the executor: health, lifecycle; the worker pulls jobs one per free slot."""
+
+from __future__ import annotations
+
+import json
+
+import nats
+from regatta_shared.service import build_app, configure_logging, make_broker, run_app
+from regatta_shared.settings import load_settings
+
+from .trials import EnvironmentChoice
+from .worker import Executor
+
+settings = load_settings()
+broker = make_broker(settings)
+executor: Executor | None = None
+
+
+async def start_worker() -> None:
+    global executor
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    environment = EnvironmentChoice(
+        settings.executor_environment, json.loads(settings.executor_environment_kwargs or "{}")
+    )
+    executor = Executor(
+        nc,
+        settings.data_dir / "executor",
+        settings.executor_slots,
+        environment,
+        ack_wait=settings.job_ack_wait,
+    )
+    await executor.start()
+
+
+async def stop_worker() -> None:
+    if executor is not None:
+        await executor.stop()
+
+
+app = build_app(broker, settings, after_startup=[start_worker], on_shutdown=[stop_worker])
+
+
+def main() -> None:
+    import os
+
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    configure_logging("executor")
+    run_app(app, settings)

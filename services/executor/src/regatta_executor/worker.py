@@ -1,0 +1,230 @@
+"""The executor's worker: takes attempts from the shared JOBS durable, one per free slot.
+
+Delivery: a job is acked only after its final report is on REPORTS, so an executor that dies
+mid-attempt has the job redelivered after ack_wait; a live attempt heartbeats (`in_progress`) every
+ack_wait/3 so it is never redelivered while it runs (invariant 4). Infrastructure faults are retried
+here with backoff, each retry reported; the scheduler records one outcome per attempt id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import KeyNotFoundError
+from regatta_shared.bus import (
+    ARTIFACTS_BUCKET,
+    CANCEL_SUBJECT_PREFIX,
+    CANCELLED_RUNS_BUCKET,
+    JOB_SUBJECT,
+    JOBS_STREAM,
+    REPORT_SUBJECT,
+    REPORTS_STREAM,
+    TASKS_BUCKET,
+    ensure_streams,
+)
+from regatta_shared.jobs import AttemptJob, AttemptReport
+
+from . import artifacts
+from .outcome import TrialOutcome, classify
+from .task_cache import TaskCache
+from .trials import EnvironmentChoice, run_trial, trial_config
+
+log = logging.getLogger("regatta.executor")
+DURABLE = "executors"
+
+
+def executor_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Executor:
+    def __init__(
+        self,
+        nc: NATS,
+        work_dir: Path,
+        slots: int,
+        environment: EnvironmentChoice,
+        ack_wait: float = 30.0,
+        retry_base_delay: float = 1.0,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.work_dir = work_dir
+        self.slots = slots
+        self.environment = environment
+        self.ack_wait = ack_wait
+        self.retry_base_delay = retry_base_delay
+        self.id = executor_id()
+        self.running: dict[str, set[asyncio.Task[None]]] = {}
+        self._loops: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+
+    async def start(self) -> None:
+        await ensure_streams(self.js)
+        self.tasks = TaskCache(self.work_dir / "task-cache", await self.js.object_store(TASKS_BUCKET))
+        self.artifact_store = await self.js.object_store(ARTIFACTS_BUCKET)
+        self.cancelled = await self.js.key_value(CANCELLED_RUNS_BUCKET)
+        await self.nc.subscribe(f"{CANCEL_SUBJECT_PREFIX}.*", cb=self._on_cancel)
+        config = ConsumerConfig(
+            durable_name=DURABLE,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait,
+            max_deliver=-1,
+            max_ack_pending=-1,
+        )
+        self._loops = [asyncio.create_task(self._slot(config)) for _ in range(self.slots)]
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+
+    async def _slot(self, config: ConsumerConfig) -> None:
+        sub = await self.js.pull_subscribe(JOB_SUBJECT, durable=DURABLE, stream=JOBS_STREAM, config=config)
+        while not self._stopping.is_set():
+            try:
+                messages = await sub.fetch(1, timeout=2.0)
+            except (NatsTimeout, TimeoutError):
+                continue
+            except Exception:
+                log.exception("fetch failed")
+                await asyncio.sleep(1.0)
+                continue
+            for msg in messages:
+                await self._handle(msg)
+
+    async def _on_cancel(self, msg: Msg) -> None:
+        run_id = msg.subject.rsplit(".", 1)[-1]
+        for task in list(self.running.get(run_id, ())):
+            task.cancel()
+
+    async def _is_cancelled(self, run_id: str) -> bool:
+        try:
+            await self.cancelled.get(run_id)
+            return True
+        except KeyNotFoundError:
+            return False
+
+    async def _handle(self, msg: Msg) -> None:
+        job = AttemptJob.model_validate_json(msg.data)
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            if await self._is_cancelled(job.run_id):
+                await self._report_cancelled(job, 1, "run stopped before the attempt started")
+            else:
+                attempt = asyncio.create_task(self._attempt(job))
+                self.running.setdefault(job.run_id, set()).add(attempt)
+                try:
+                    await attempt
+                finally:
+                    self.running[job.run_id].discard(attempt)
+            await msg.ack()
+        except Exception:
+            log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=2.0)
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        while True:
+            await asyncio.sleep(self.ack_wait / 3)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
+
+    async def _attempt(self, job: AttemptJob) -> None:
+        try_number = 1
+        while True:
+            await self._report(job, "started", try_number)
+            try:
+                outcome, refs, sandbox_seconds = await self._run_once(job, try_number)
+            except asyncio.CancelledError:
+                await self._report_cancelled(job, try_number, "run stopped during the attempt")
+                return
+            if outcome.retryable and try_number <= job.max_retries:
+                delay = min(self.retry_base_delay * 2 ** (try_number - 1), 60.0)
+                await self._report(
+                    job,
+                    "retrying",
+                    try_number,
+                    exception_type=outcome.exception_type,
+                    exception_message=outcome.exception_message,
+                    delay_seconds=delay,
+                )
+                try:
+                    await asyncio.sleep(delay)
+                except asyncio.CancelledError:
+                    await self._report_cancelled(job, try_number, "run stopped while waiting to retry")
+                    return
+                try_number += 1
+                continue
+            await self._report(
+                job,
+                "finished",
+                try_number,
+                outcome=outcome.outcome,
+                rewards=outcome.rewards,
+                primary_reward=outcome.primary_reward,
+                exception_type=outcome.exception_type,
+                exception_message=outcome.exception_message,
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+                timings=outcome.timings,
+                usage=outcome.usage,
+                sandbox_seconds=sandbox_seconds,
+                artifacts=refs,
+            )
+            return
+
+    async def _run_once(self, job: AttemptJob, try_number: int) -> tuple[TrialOutcome, list, float]:
+        task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}"
+        trials_dir.mkdir(parents=True, exist_ok=True)
+        secrets: dict[str, str] = {}
+        config = trial_config(job, task_dir, trials_dir, self.environment, secrets, {})
+        started = time.monotonic()
+        try:
+            await self._report(job, "note", try_number, note="sandbox created")
+            result = await run_trial(config)
+            sandbox_seconds = time.monotonic() - started
+            outcome = classify(result, job.pass_threshold, job.primary_reward_key)
+            trial_dir = trials_dir / job.attempt_id
+            refs = await artifacts.upload(self.artifact_store, trial_dir, list(secrets.values()))
+            return outcome, refs, sandbox_seconds
+        finally:
+            shutil.rmtree(trials_dir, ignore_errors=True)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._report(job, "note", try_number, note="sandbox cleaned"))
+
+    async def _report_cancelled(self, job: AttemptJob, try_number: int, message: str) -> None:
+        await self._report(
+            job,
+            "finished",
+            try_number,
+            outcome="cancelled",
+            exception_type="CancelledError",
+            exception_message=message,
+        )
+
+    async def _report(self, job: AttemptJob, kind: str, try_number: int, **fields: object) -> None:
+        report = AttemptReport(
+            kind=kind,  # type: ignore[arg-type]
+            run_id=job.run_id,
+            attempt_id=job.attempt_id,
+            try_number=try_number,
+            executor_id=self.id,
+            **fields,  # type: ignore[arg-type]
+        )
+        await self.js.publish(REPORT_SUBJECT, report.model_dump_json().encode(), stream=REPORTS_STREAM, timeout=10)

@@ -1,0 +1,110 @@
+"""Regatta's own REST API, `/api/v1`. Routes are thin: authenticate, call one function, return."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
+from regatta_shared.harnesses import HARNESSES
+
+from . import commands, queries, run_queries
+from .auth import Scope, authenticate, resolve_scope
+
+router = APIRouter(prefix="/api/v1", tags=["v1"])
+
+
+def scope(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    x_regatta_workspace: Annotated[str | None, Header()] = None,
+) -> Scope:
+    store = request.app.state.store
+    principal = authenticate(store, authorization)
+    return resolve_scope(store, principal, x_regatta_workspace)
+
+
+ScopeDep = Annotated[Scope, Depends(scope)]
+Limit = Annotated[int, Query(ge=1, le=200)]
+Offset = Annotated[int, Query(ge=0)]
+
+
+@router.get("/benchmarks")
+def list_benchmarks(request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+    return queries.list_benchmarks(request.app.state.store, s, limit, offset)
+
+
+@router.post("/benchmarks", status_code=201)
+def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    benchmark_id = commands.add_benchmark(request.app.state.store, s, body)
+    return {"id": benchmark_id, "sync_status": "pending"}
+
+
+@router.get("/benchmarks/{key}")
+def show_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    return queries.benchmark_detail(request.app.state.store, s, key)
+
+
+@router.post("/benchmarks/{key}/sync", status_code=202)
+def sync_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    return {"sync_id": commands.request_sync(request.app.state.store, s, key), "sync_status": "pending"}
+
+
+@router.delete("/benchmarks/{key}", status_code=204)
+def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
+    commands.remove_benchmark(request.app.state.store, s, key)
+    return Response(status_code=204)
+
+
+@router.get("/benchmarks/{key}/leaderboard")
+def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> dict[str, Any]:
+    store = request.app.state.store
+    benchmark = queries.find_benchmark(store, s, key)
+    return {"benchmark_id": benchmark["id"], "sort": sort,
+            "leaderboard": queries.leaderboard_rows(store, benchmark["id"], sort)}
+
+
+@router.get("/harnesses")
+def harnesses(_s: ScopeDep) -> dict[str, Any]:
+    return {"harnesses": [{"name": name, **info} for name, info in sorted(HARNESSES.items())]}
+
+
+@router.get("/runs")
+def list_runs(request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0,
+              benchmark: str | None = None) -> dict[str, Any]:
+    return run_queries.list_runs(request.app.state.store, s, limit, offset, benchmark,
+                                 request.app.state.settings.gateway_url)
+
+
+@router.post(
+    "/runs",
+    status_code=201,
+    openapi_extra={"requestBody": {"content": {
+        "application/json": {"schema": {"type": "object"}},
+        "application/toml": {"schema": {"type": "string"}},
+    }}},
+)
+async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
+    raw = await request.body()
+    parsed = commands.parse_submission(raw, request.headers.get("content-type", "application/json"))
+    return commands.submit_run(request.app.state.store, s, parsed)
+
+
+@router.get("/runs/{key}")
+def show_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    return run_queries.run_detail(request.app.state.store, s, key, request.app.state.settings.gateway_url)
+
+
+@router.get("/runs/{key}/attempts")
+def run_attempts(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    return {"attempts": run_queries.list_attempts(request.app.state.store, s, key)}
+
+
+@router.get("/runs/{key}/logs")
+def run_logs(request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor: str | None = None) -> dict[str, Any]:
+    return run_queries.run_logs(request.app.state.store, s, key, limit, cursor)
+
+
+@router.post("/runs/{key}/stop", status_code=202)
+def stop_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    commands.stop_run(request.app.state.store, s, key)
+    return {"status": "stopping"}

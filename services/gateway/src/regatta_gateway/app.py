@@ -1,0 +1,72 @@
+"""The gateway process: FastAPI (REST, later the web UI) plus the projection runner of its read models."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from regatta_shared.projections import ProjectionRunner
+from regatta_shared.service import configure_logging, make_store, prepare_streams
+from regatta_shared.settings import Settings, load_settings
+from sqlalchemy import text
+
+from .api_v1 import router as v1
+from .bootstrap import add_hosted_benchmarks, bootstrap
+from .errors import ApiError
+from .readmodels import ReadModels
+
+log = logging.getLogger("regatta.gateway")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or load_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = make_store(settings)
+        runner = ProjectionRunner(store, ReadModels())
+        runner.create_tables()
+        await asyncio.to_thread(runner.catch_up)
+        app.state.store = store
+        app.state.settings = settings
+        app.state.projections = runner
+        await prepare_streams(settings)
+        admin = bootstrap(store, settings)
+        await asyncio.to_thread(runner.catch_up)
+        if admin is not None:
+            add_hosted_benchmarks(store, settings, admin)
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner.run_forever(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+            store.dispose()
+
+    app = FastAPI(title="Regatta", version="0.1.0", lifespan=lifespan)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.get("/health", tags=["ops"])
+    def health(request: Request) -> dict[str, str]:
+        with request.app.state.store.read_engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return {"status": "ok"}
+
+    app.include_router(v1)
+    return app
+
+
+def main() -> None:
+    import uvicorn
+
+    configure_logging("gateway")
+    settings = load_settings()
+    uvicorn.run(create_app(settings), host=settings.gateway_host, port=settings.gateway_port, log_level="warning")

@@ -1,0 +1,85 @@
+"""Bearer tokens (stored only as SHA-256 hashes) and the workspace each request acts in."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from regatta_shared.clock import isoformat, utcnow
+from regatta_shared.eventstore import EventStore
+from sqlalchemy import and_, select
+
+from .errors import ApiError
+from .readmodels import tables as t
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: str
+    user_name: str
+    email: str
+    token_id: str
+    expires_at: str | None
+
+
+@dataclass(frozen=True)
+class Scope:
+    principal: Principal
+    workspace_id: str
+    workspace_name: str
+    role: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+def authenticate(store: EventStore, authorization: str | None) -> Principal:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise ApiError(401, "Missing bearer token", code="AUTH_HEADER_MISSING")
+    token = authorization.split(" ", 1)[1].strip()
+    with store.read_engine.connect() as conn:
+        row = conn.execute(
+            select(t.tokens, t.users.c.name, t.users.c.email)
+            .join(t.users, t.users.c.id == t.tokens.c.user_id)
+            .where(t.tokens.c.token_hash == hash_token(token))
+        ).mappings().first()
+    if row is None:
+        raise ApiError(401, "Invalid token", code="TOKEN_INVALID")
+    if row["revoked"]:
+        raise ApiError(401, "Token revoked", code="TOKEN_REVOKED")
+    if row["expires_at"] and row["expires_at"] <= (isoformat(utcnow()) or ""):
+        raise ApiError(401, "Token expired", code="TOKEN_EXPIRED")
+    return Principal(row["user_id"], row["name"], row["email"], row["id"], row["expires_at"])
+
+
+def resolve_scope(store: EventStore, principal: Principal, workspace: str | None) -> Scope:
+    """The named workspace (by name or id) if the user belongs to it; else the user's first workspace."""
+    query = (
+        select(t.workspaces.c.id, t.workspaces.c.name, t.members.c.role)
+        .join(t.members, t.members.c.workspace_id == t.workspaces.c.id)
+        .where(t.members.c.user_id == principal.user_id)
+        .order_by(t.workspaces.c.name)
+    )
+    if workspace:
+        name = workspace.strip()
+        query = query.where((t.workspaces.c.name == name) | (t.workspaces.c.id == name))
+    with store.read_engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    if row is None:
+        raise ApiError(
+            404,
+            "Workspace not found or not accessible",
+            code="WORKSPACE_SCOPE_HEADER_ACCESS_DENIED",
+        )
+    return Scope(principal, row["id"], row["name"], row["role"])
+
+
+def workspace_members(store: EventStore, workspace_id: str) -> list[str]:
+    with store.read_engine.connect() as conn:
+        return [r[0] for r in conn.execute(select(t.members.c.user_id).where(
+            and_(t.members.c.workspace_id == workspace_id)))]

@@ -1,0 +1,235 @@
+"""Commands of the gateway: validate, then record what was asked as events. Nothing else is written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from regatta_shared.events import (
+    AgentSpec,
+    BenchmarkAdded,
+    BenchmarkRemoved,
+    BenchmarkSource,
+    BenchmarkSyncRequested,
+    ExecutionSettings,
+    ModelSpec,
+    RunStopRequested,
+    RunSubmitted,
+    RunTask,
+    TaskSelection,
+)
+from regatta_shared.eventstore import EventStore, WrongExpectedVersion
+from regatta_shared.eventstore.records import new_event
+from regatta_shared.harnesses import HARNESSES
+from regatta_shared.ids import benchmark_stream, new_id, run_stream
+from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
+from sqlalchemy import select
+
+from .auth import Scope
+from .errors import ApiError
+from .queries import find_benchmark, find_run
+from .readmodels import tables as t
+from .runtoml import resolved_toml
+
+
+def add_benchmark(store: EventStore, scope: Scope, body: dict[str, Any], *, hosted: bool = False) -> str:
+    source = _source(body)
+    name = str(body.get("name") or source.dataset or source.ref).strip()
+    if not name:
+        raise ApiError(400, "name is required", field="name")
+    benchmark_id = new_id("bm")
+    added = BenchmarkAdded(benchmark_id=benchmark_id, workspace_id=scope.workspace_id, name=name,
+                           source=source, hosted=hosted)
+    store.append(benchmark_stream(benchmark_id),
+                 [new_event(added, actor=scope.principal.user_id, workspace_id=scope.workspace_id)], 0)
+    return benchmark_id
+
+
+def _source(body: dict[str, Any]) -> BenchmarkSource:
+    kind = body.get("source_type") or ("folder" if body.get("path") else "registry")
+    if kind == "registry":
+        registry = body.get("registry_path") or body.get("registry")
+        dataset = body.get("dataset") or body.get("source_ref")
+        if not isinstance(registry, str) or not registry:
+            raise ApiError(400, "registry_path is required for a registry source", field="registry_path")
+        if not isinstance(dataset, str) or not dataset.strip():
+            raise ApiError(400, "dataset (name[@version]) is required", field="dataset")
+        name, _, version = dataset.strip().partition("@")
+        return BenchmarkSource(type="registry", ref=dataset.strip(), registry_path=registry, dataset=name,
+                               version=version or None)
+    if kind == "folder":
+        path = body.get("path") or body.get("source_ref")
+        if not isinstance(path, str) or not path:
+            raise ApiError(400, "path is required for a folder source", field="path")
+        return BenchmarkSource(type="folder", ref=path)
+    raise ApiError(400, f"source_type {kind!r} is not supported", field="source_type")
+
+
+def request_sync(store: EventStore, scope: Scope, key: str) -> str:
+    benchmark = find_benchmark(store, scope, key)
+    if benchmark["status"] in ("pending", "syncing"):
+        raise ApiError(409, "A sync is already in progress", code="CONFLICT")
+    sync_id = new_id("sync")
+    requested = BenchmarkSyncRequested(benchmark_id=benchmark["id"], sync_id=sync_id)
+    store.append(benchmark_stream(benchmark["id"]), [new_event(requested, actor=scope.principal.user_id,
+                                                               workspace_id=scope.workspace_id)])
+    return sync_id
+
+
+def remove_benchmark(store: EventStore, scope: Scope, key: str) -> None:
+    benchmark = find_benchmark(store, scope, key)
+    if benchmark["hosted"]:
+        raise ApiError(403, "Hosted benchmarks cannot be removed", code="FORBIDDEN")
+    removed = BenchmarkRemoved(benchmark_id=benchmark["id"])
+    store.append(benchmark_stream(benchmark["id"]), [new_event(removed, actor=scope.principal.user_id,
+                                                               workspace_id=scope.workspace_id)])
+
+
+def parse_submission(raw: bytes, content_type: str) -> RunRequest:
+    try:
+        if "toml" in content_type:
+            return parse_request(toml_to_request(raw.decode("utf-8", errors="replace")))
+        import json
+
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError as error:
+            raise ConfigError([{"key": "(body)", "message": f"malformed JSON: {error}"}]) from None
+        if not isinstance(body, dict):
+            raise ConfigError([{"key": "(body)", "message": "expected a JSON object"}])
+        return parse_request(body)
+    except ConfigError as error:
+        raise ApiError(400, "Invalid benchmark config", code="VALIDATION", issues=error.issues,
+                       field=error.issues[0]["key"] if error.issues else None) from None
+
+
+def submit_run(store: EventStore, scope: Scope, request: RunRequest) -> dict[str, Any]:
+    benchmark = find_benchmark(store, scope, request.experiment_config.benchmark,
+                               field="experiment_config.benchmark")
+    if benchmark["status"] != "ready":
+        raise ApiError(400, f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
+                       field="experiment_config.benchmark",
+                       issues=[{"key": "experiment.benchmark", "message": "benchmark is still syncing"
+                                if benchmark["status"] in ("pending", "syncing") else "benchmark sync failed"}])
+    metadata = benchmark["metadata"] or {}
+    tasks = _select_tasks(store, benchmark, request)
+    agents = _agents(request, metadata)
+    execution = _execution(request, metadata)
+    missing = _missing_secrets(store, scope, request)
+    if missing:
+        raise ApiError(404, f"Secret(s) not found: {', '.join(missing)}", code="NOT_FOUND",
+                       missing_secrets=missing)
+    run_id = new_id("run")
+    name = request.name or f"{_slug(benchmark['name'])}-{run_id[-6:]}"
+    selection = TaskSelection(**(request.tasks_config.model_dump() if request.tasks_config else {}))
+    submitted = RunSubmitted(
+        run_id=run_id, workspace_id=scope.workspace_id, name=name, benchmark_id=benchmark["id"],
+        benchmark_name=benchmark["name"], benchmark_version=benchmark["version"],
+        benchmark_digest=benchmark["digest"], selection=selection, tasks=tasks, agents=agents,
+        execution=execution, env=request.env_config, secret_names=request.referenced_secrets(),
+        primary_reward_key=metadata.get("primary_reward_key"),
+    )
+    submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
+    try:
+        store.append(run_stream(run_id), [new_event(submitted, actor=scope.principal.user_id,
+                                                    workspace_id=scope.workspace_id)], 0)
+    except WrongExpectedVersion:
+        raise ApiError(409, "Run id collision; retry", code="CONFLICT") from None
+    return {"id": run_id, "name": name, "status": "pending", "task_count": len(tasks), "workflow_id": run_id}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "run"
+
+
+def _select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequest) -> list[RunTask]:
+    with store.read_engine.connect() as conn:
+        rows = conn.execute(
+            select(t.benchmark_tasks).where(t.benchmark_tasks.c.benchmark_id == benchmark["id"],
+                                            t.benchmark_tasks.c.sync_id == benchmark["ready_sync_id"])
+            .order_by(t.benchmark_tasks.c.ordinal)
+        ).mappings().all()
+    tasks = [RunTask(name=r["name"], digest=r["digest"], category=r["category"]) for r in rows]
+    selection = request.tasks_config
+    if selection is None:
+        return tasks
+    issues = []
+    if selection.task_set:
+        sets = (benchmark["metadata"] or {}).get("task_sets") or {}
+        if selection.task_set not in sets:
+            issues.append({"key": "tasks.task_set", "message": f"benchmark has no task set {selection.task_set!r}"})
+        else:
+            wanted = set(sets[selection.task_set])
+            tasks = [task for task in tasks if task.name in wanted]
+    if selection.categories:
+        known = {task.category for task in tasks}
+        unknown = [c for c in selection.categories if c not in known]
+        if unknown:
+            issues.append({"key": "tasks.categories", "message": f"unknown categories: {', '.join(unknown)}"})
+        tasks = [task for task in tasks if task.category in set(selection.categories)]
+    if selection.task_names:
+        known_names = {task.name for task in tasks}
+        unknown = [n for n in selection.task_names if n not in known_names]
+        if unknown:
+            issues.append({"key": "tasks.task_names", "message": f"unknown tasks: {', '.join(unknown[:20])}"})
+        tasks = [task for task in tasks if task.name in set(selection.task_names)]
+    if issues:
+        raise ApiError(400, "Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION")
+    if not tasks:
+        raise ApiError(400, "The task selection is empty", field="tasks", code="VALIDATION")
+    return tasks
+
+
+def _agents(request: RunRequest, metadata: dict[str, Any]) -> list[AgentSpec]:
+    agents = []
+    issues = []
+    for index, entry in enumerate(request.agents):
+        harness = entry.harness or metadata.get("default_harness")
+        if not harness:
+            issues.append({"key": f"agents.{index}.harness", "message": "harness is required for this benchmark"})
+            continue
+        if harness not in HARNESSES:
+            issues.append({"key": f"agents.{index}.harness", "message": f"unknown harness {harness!r}"})
+            continue
+        agents.append(AgentSpec(index=index, harness=harness, model=ModelSpec(**entry.model.model_dump()),
+                                env=entry.env, harness_api_key_secret=entry.harness_api_key_secret))
+    if issues:
+        raise ApiError(400, "Invalid agents", field=issues[0]["key"], issues=issues, code="VALIDATION")
+    return agents
+
+
+def _execution(request: RunRequest, metadata: dict[str, Any]) -> ExecutionSettings:
+    execution = request.execution_config
+    values = execution.model_dump() if execution else {}
+    judged = metadata.get("requires_judge_model") or metadata.get("requires_judge_api_key")
+    if not judged:
+        for key in ("judge_model", "judge_api_key_secret"):
+            if values.get(key):
+                raise ApiError(400, f"{key} is only allowed for benchmarks with an LLM judge",
+                               field=f"execution_config.{key}", code="VALIDATION",
+                               issues=[{"key": f"execution.{key}", "message": "benchmark has no LLM judge"}])
+    elif not values.get("judge_model"):
+        values["judge_model"] = metadata.get("judge_model_default")
+    if values.get("pass_threshold") is None:
+        values["pass_threshold"] = float(metadata.get("pass_threshold", 1.0))
+    return ExecutionSettings(**values)
+
+
+def _missing_secrets(store: EventStore, scope: Scope, request: RunRequest) -> list[str]:
+    names = request.referenced_secrets()
+    if not names:
+        return []
+    with store.read_engine.connect() as conn:
+        rows = conn.execute(select(t.secrets.c.name, t.secrets.c.scope, t.secrets.c.owner_user_id).where(
+            t.secrets.c.workspace_id == scope.workspace_id, t.secrets.c.name.in_(names))).all()
+    present = {name for name, kind, owner in rows if kind == "workspace" or owner == scope.principal.user_id}
+    return [name for name in names if name not in present]
+
+
+def stop_run(store: EventStore, scope: Scope, key: str, reason: str = "stopped by user") -> None:
+    run = find_run(store, scope, key)
+    if run["status"] in ("finished", "failed", "stopped"):
+        raise ApiError(409, f"Run is already {run['status']}", code="CONFLICT")
+    requested = RunStopRequested(run_id=run["id"], reason=reason)
+    store.append(run_stream(run["id"]), [new_event(requested, actor=scope.principal.user_id,
+                                                   workspace_id=scope.workspace_id)])

@@ -1,0 +1,170 @@
+"""Reads of the read models, shaped as the API returns them (names from the Osmosis contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regatta_shared.eventstore import EventStore
+from sqlalchemy import Connection, and_, func, or_, select
+
+from .auth import Scope
+from .errors import ApiError
+from .readmodels import tables as t
+
+TERMINAL = ("finished", "failed", "stopped")
+
+
+def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None = None) -> dict[str, Any]:
+    with store.read_engine.connect() as conn:
+        rows = conn.execute(select(t.benchmarks).where(
+            t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.removed.is_(False),
+            or_(t.benchmarks.c.id == key, t.benchmarks.c.source_ref == key, t.benchmarks.c.name == key),
+        ).order_by(t.benchmarks.c.added_at.desc())).mappings().all()
+    if not rows:
+        raise ApiError(404, f"Benchmark {key!r} not found", code="NOT_FOUND", field=field)
+    exact = [r for r in rows if r["id"] == key] or rows
+    return dict(exact[0])
+
+
+def find_run(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
+    with store.read_engine.connect() as conn:
+        row = conn.execute(select(t.runs).where(
+            t.runs.c.workspace_id == scope.workspace_id, or_(t.runs.c.id == key, t.runs.c.name == key),
+        ).order_by(t.runs.c.seq.desc())).mappings().first()
+    if row is None:
+        raise ApiError(404, f"Benchmark run {key!r} not found", code="NOT_FOUND")
+    return dict(row)
+
+
+def _categories(conn: Connection, benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(t.benchmark_tasks.c.category, func.count()).where(
+            t.benchmark_tasks.c.benchmark_id == benchmark["id"],
+            t.benchmark_tasks.c.sync_id == benchmark["ready_sync_id"],
+            t.benchmark_tasks.c.category.is_not(None),
+        ).group_by(t.benchmark_tasks.c.category).order_by(t.benchmark_tasks.c.category)
+    ).all()
+    return [{"name": name, "task_count": count} for name, count in rows]
+
+
+def _task_sets(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
+    metadata = benchmark["metadata"] or {}
+    recommended = metadata.get("recommended_task_set")
+    return [
+        {"name": name, "task_count": len(names), "recommended": name == recommended}
+        for name, names in sorted((metadata.get("task_sets") or {}).items())
+    ]
+
+
+def benchmark_summary(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
+    last = conn.execute(select(t.runs.c.name, t.runs.c.status, t.runs.c.created_at).where(
+        t.runs.c.benchmark_id == row["id"]).order_by(t.runs.c.seq.desc()).limit(1)).mappings().first()
+    counts = conn.execute(select(func.count(), func.count().filter(t.runs.c.status == "running")).where(
+        t.runs.c.benchmark_id == row["id"])).one()
+    ready = row["status"] == "ready"
+    body: dict[str, Any] = {
+        "id": row["id"],
+        "name": row["name"],
+        "source_type": row["source_type"],
+        "source_ref": row["source_ref"],
+        "task_count": int(row["task_count"] or 0) if ready else int(row["total"] or 0),
+        "category_count": len(_categories(conn, row)) if ready else 0,
+        "task_sets": _task_sets(row) if ready else [],
+        "description": (row["metadata"] or {}).get("description") or "",
+        "sync_status": row["status"],
+        "synced_task_count": int(row["synced"] or 0),
+        "hosted": bool(row["hosted"]),
+        "version": row["version"],
+        "digest": row["digest"],
+        "run_count": int(counts[0]),
+        "running_count": int(counts[1]),
+        "created_at": row["added_at"],
+        "creator_name": row["added_by"],
+    }
+    if row["sync_error"]:
+        body["sync_error"] = row["sync_error"]
+    if last:
+        body.update(last_run_at=last["created_at"], last_run_status=last["status"], last_run_name=last["name"])
+    return body
+
+
+def list_benchmarks(store: EventStore, scope: Scope, limit: int, offset: int) -> dict[str, Any]:
+    where = and_(t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.removed.is_(False))
+    with store.read_engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(t.benchmarks).where(where)).scalar_one()
+        rows = conn.execute(select(t.benchmarks).where(where).order_by(t.benchmarks.c.added_at, t.benchmarks.c.id)
+                            .limit(limit).offset(offset)).mappings().all()
+        items = [benchmark_summary(conn, dict(r)) for r in rows]
+    return page("benchmarks", items, total, limit, offset)
+
+
+def page(key: str, items: list[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
+    more = offset + len(items) < total
+    return {key: items, "total_count": total, "has_more": more, "next_offset": offset + len(items) if more else None}
+
+
+def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
+    row = find_benchmark(store, scope, key)
+    metadata = row["metadata"] or {}
+    with store.read_engine.connect() as conn:
+        body = benchmark_summary(conn, row)
+        body["categories"] = _categories(conn, row) if row["status"] == "ready" else []
+        tasks = conn.execute(select(t.benchmark_tasks).where(
+            t.benchmark_tasks.c.benchmark_id == row["id"], t.benchmark_tasks.c.sync_id == row["ready_sync_id"],
+        ).order_by(t.benchmark_tasks.c.ordinal)).mappings().all()
+    body["tasks"] = [
+        {"name": r["name"], "category": r["category"], "difficulty": r["difficulty"], "tags": r["tags"] or []}
+        for r in tasks
+    ]
+    body.update(
+        runner_family="harbor",
+        supports_harness=bool(metadata.get("supports_harness", True)),
+        requires_harness=bool(metadata.get("requires_harness", False)),
+        requires_judge_model=bool(metadata.get("requires_judge_model", False)),
+        requires_judge_api_key=bool(metadata.get("requires_judge_api_key", False)),
+        pass_threshold=float(metadata.get("pass_threshold", 1.0)),
+    )
+    for key_name in ("judge_model_default", "default_harness"):
+        if metadata.get(key_name):
+            body[key_name] = metadata[key_name]
+    return {"benchmark": body, "leaderboard": leaderboard_rows(store, row["id"])}
+
+
+def leaderboard_rows(store: EventStore, benchmark_id: str, sort: str = "pass_at_1") -> list[dict[str, Any]]:
+    with store.read_engine.connect() as conn:
+        row = conn.execute(select(t.leaderboards.c.rows).where(t.leaderboards.c.benchmark_id == benchmark_id)).first()
+    rows = list(row[0]) if row else []
+    return sort_leaderboard(rows, sort)
+
+
+SORTS = ("pass_at_1", "pass_at_k", "cost_per_task", "time_per_task", "tokens_per_task")
+
+
+def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    if sort not in SORTS:
+        raise ApiError(400, f"sort must be one of {', '.join(SORTS)}", field="sort")
+    shaped = []
+    for row in rows:
+        ranking = (row.get("ranks") or {}).get(sort) or {}
+        shaped.append({**row, "rank": ranking.get("rank"), "tied": bool(ranking.get("tied")),
+                       "comparison": ranking.get("comparison")})
+    higher_better = sort in ("pass_at_1", "pass_at_k")
+
+    def key(item: dict[str, Any]) -> tuple[Any, ...]:
+        value = _metric(item, sort)
+        missing = value is None
+        ordered = -(value or 0.0) if higher_better else (value or 0.0)
+        return (item["rank"] is None, item["rank"] or 0, missing, ordered, item.get("participant", ""))
+
+    return sorted(shaped, key=key)
+
+
+def _metric(row: dict[str, Any], sort: str) -> float | None:
+    if sort == "pass_at_1":
+        return (row.get("pass_at_1") or {}).get("value")
+    if sort == "pass_at_k":
+        curve = row.get("pass_at_k") or []
+        return curve[-1]["value"] if curve else None
+    if sort == "time_per_task":
+        return row.get("mean_duration_seconds")
+    return row.get(sort)

@@ -1,0 +1,3 @@
+from .projection import ReadModels
+
+__all__ = ['ReadModels']

@@ -1,0 +1,67 @@
+"""One log line per run event (contract §4.6 LogEntry), so Logs tell the run from submission to cleanup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regatta_shared.clock import isoformat
+from regatta_shared.eventstore import StoredEvent
+
+
+def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | None:
+    d = event.data
+    match event.type:
+        case "RunSubmitted":
+            return "info", "submit", f"Run submitted by {actor or 'unknown'}: {len(d['tasks'])} tasks × " \
+                f"{len(d['agents'])} agents × {d['execution']['attempts_per_task']} attempts"
+        case "RunQueued":
+            return "info", "queue", f"Run queued: {d['expected_attempts']} attempts expected"
+        case "RunStarted":
+            return "info", "start", "Run started"
+        case "AttemptScheduled":
+            return "debug", "dispatch", f"Attempt {d['attempt_index'] + 1} of {d['task']} (agent " \
+                f"{d['agent_index'] + 1}) dispatched"
+        case "AttemptStarted":
+            return "info", "attempt", f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']})"
+        case "AttemptRetried":
+            return "warning", "retry", f"Attempt {d['attempt_id']} retried (try {d['try_number']}) after " \
+                f"{d.get('exception_type')}: {d.get('exception_message') or ''}".strip()
+        case "AttemptFinished":
+            level = "error" if d["outcome"] == "errored" else "info"
+            extra = f" ({d['exception_type']})" if d.get("exception_type") else ""
+            return level, "result", f"{d['task']} attempt {d['attempt_index'] + 1} (agent {d['agent_index'] + 1}): " \
+                f"{d['outcome']}{extra}"
+        case "ExecutorNoted":
+            return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"
+        case "RunStopRequested":
+            return "warning", "stop", f"Stop requested by {actor or 'unknown'}: {d.get('reason', '')}"
+        case "RunExecutionCompleted":
+            return "info", "execute", "All attempts recorded"
+        case "RunScored":
+            return ("info", "score", "Final scores recorded") if d["final"] else None
+        case "RunFinished":
+            return "info", "finish", "Run finished"
+        case "RunStopped":
+            return "warning", "stop", f"Run stopped: {d.get('reason', '')}; sandboxes cleaned"
+        case "RunFailed":
+            return "error", "fail", f"Run failed: {d.get('reason', '')}"
+    return None
+
+
+def log_entry(event: StoredEvent, actor: str | None) -> dict[str, Any] | None:
+    found = _message(event, actor)
+    if found is None:
+        return None
+    level, step, message = found
+    details = {"event_type": event.type, "event_id": event.event_id}
+    if event.type == "AttemptFinished":
+        details.update({k: event.data.get(k) for k in ("attempt_id", "rewards", "exception_message")})
+    return {
+        "run_id": event.data["run_id"],
+        "position": event.position,
+        "timestamp": isoformat(event.recorded_at),
+        "level": level,
+        "step": step,
+        "message": message,
+        "details": details,
+    }

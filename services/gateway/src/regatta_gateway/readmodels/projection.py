@@ -1,0 +1,262 @@
+"""The gateway's projection: folds every event into the read-model tables.
+
+Deterministic (invariant 7): timestamps come from the events' recorded_at, never from the clock.
+Idempotent per event because the runner applies each position once, in order, with its checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from regatta_shared.clock import isoformat
+from regatta_shared.eventstore import StoredEvent
+from sqlalchemy import Connection, and_, delete, insert, select, update
+
+from . import tables as t
+from .logs import log_entry
+
+Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
+HANDLERS: dict[str, Handler] = {}
+
+
+def handles(*types: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for type_name in types:
+            HANDLERS[type_name] = fn
+        return fn
+
+    return register
+
+
+class ReadModels:
+    name = "gateway"
+    metadata = t.metadata
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        handler = HANDLERS.get(event.type)
+        if handler is not None:
+            handler(conn, event, event.data)
+        if event.stream_id.startswith("run-"):
+            entry = log_entry(event, _user_name(conn, event.actor))
+            if entry is not None:
+                conn.execute(insert(t.run_logs).values(**entry))
+
+
+def _at(event: StoredEvent) -> str:
+    return isoformat(event.recorded_at) or ""
+
+
+def _user_name(conn: Connection, user_id: str | None) -> str | None:
+    if not user_id:
+        return None
+    row = conn.execute(select(t.users.c.name).where(t.users.c.id == user_id)).first()
+    return row[0] if row else user_id
+
+
+# --- identity -------------------------------------------------------------------------------------
+
+
+@handles("WorkspaceCreated")
+def _workspace(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(insert(t.workspaces).values(id=d["workspace_id"], name=d["name"]))
+
+
+@handles("UserRegistered")
+def _user(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(insert(t.users).values(id=d["user_id"], email=d["email"], name=d["name"]))
+
+
+@handles("MemberAdded")
+def _member(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(delete(t.members).where(and_(t.members.c.workspace_id == d["workspace_id"],
+                                              t.members.c.user_id == d["user_id"])))
+    conn.execute(insert(t.members).values(workspace_id=d["workspace_id"], user_id=d["user_id"], role=d["role"]))
+
+
+@handles("ApiTokenCreated")
+def _token(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(insert(t.tokens).values(id=d["token_id"], user_id=d["user_id"], token_hash=d["token_hash"],
+                                         name=d["name"], expires_at=d.get("expires_at"), revoked=False,
+                                         created_at=_at(e)))
+
+
+@handles("ApiTokenRevoked")
+def _revoke(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(update(t.tokens).where(t.tokens.c.id == d["token_id"]).values(revoked=True))
+
+
+@handles("SecretSet")
+def _secret_set(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    who = _user_name(conn, e.actor)
+    existing = conn.execute(select(t.secrets.c.id).where(t.secrets.c.id == d["secret_id"])).first()
+    if existing:
+        conn.execute(update(t.secrets).where(t.secrets.c.id == d["secret_id"])
+                     .values(updated_at=_at(e), updater_name=who))
+    else:
+        conn.execute(insert(t.secrets).values(id=d["secret_id"], workspace_id=d["workspace_id"], name=d["name"],
+                                              scope=d["scope"], owner_user_id=d.get("owner_user_id"),
+                                              created_at=_at(e), updated_at=_at(e), creator_name=who,
+                                              updater_name=who))
+
+
+@handles("SecretDeleted")
+def _secret_deleted(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(delete(t.secrets).where(t.secrets.c.id == d["secret_id"]))
+
+
+# --- benchmarks -----------------------------------------------------------------------------------
+
+
+def _benchmark(conn: Connection, benchmark_id: str, **values: Any) -> None:
+    conn.execute(update(t.benchmarks).where(t.benchmarks.c.id == benchmark_id).values(**values))
+
+
+@handles("BenchmarkAdded")
+def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    source = d["source"]
+    conn.execute(insert(t.benchmarks).values(
+        id=d["benchmark_id"], workspace_id=d["workspace_id"], name=d["name"], source_type=source["type"],
+        source_ref=source["ref"], source=source, hosted=d.get("hosted", False), status="pending", synced=0,
+        total=0, metadata={}, added_at=_at(e), added_by=_user_name(conn, e.actor) or "system", removed=False))
+
+
+@handles("BenchmarkSyncRequested")
+def _sync_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _benchmark(conn, d["benchmark_id"], status="pending", sync_id=d["sync_id"], synced=0, sync_error=None)
+
+
+@handles("BenchmarkSyncStarted")
+def _sync_started(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _benchmark(conn, d["benchmark_id"], status="syncing", sync_id=d["sync_id"], synced=0, total=d["total"],
+               sync_error=None)
+
+
+@handles("BenchmarkTasksSynced")
+def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    row = conn.execute(select(t.benchmarks.c.synced).where(t.benchmarks.c.id == d["benchmark_id"])).first()
+    synced = (row[0] or 0) if row else 0
+    rows = [
+        {"benchmark_id": d["benchmark_id"], "sync_id": d["sync_id"], "name": task["name"], "ordinal": synced + i,
+         "category": task.get("category"), "difficulty": task.get("difficulty"), "tags": task.get("tags") or [],
+         "digest": task["digest"]}
+        for i, task in enumerate(d["tasks"])
+    ]
+    if rows:
+        conn.execute(insert(t.benchmark_tasks), rows)
+    _benchmark(conn, d["benchmark_id"], synced=synced + len(rows))
+
+
+@handles("BenchmarkSyncCompleted")
+def _sync_completed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _benchmark(conn, d["benchmark_id"], status="ready", ready_sync_id=d["sync_id"], task_count=d["task_count"],
+               version=d["version"], digest=d["digest"], metadata=d.get("metadata") or {}, sync_error=None)
+
+
+@handles("BenchmarkSyncFailed")
+def _sync_failed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _benchmark(conn, d["benchmark_id"], status="failed", sync_error=d["reason"])
+
+
+@handles("BenchmarkRemoved")
+def _benchmark_removed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _benchmark(conn, d["benchmark_id"], removed=True)
+
+
+@handles("LeaderboardComputed")
+def _leaderboard(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(delete(t.leaderboards).where(t.leaderboards.c.benchmark_id == d["benchmark_id"]))
+    conn.execute(insert(t.leaderboards).values(benchmark_id=d["benchmark_id"], rows=d["rows"]))
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+def _run(conn: Connection, run_id: str, **values: Any) -> None:
+    conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(**values))
+
+
+@handles("RunSubmitted")
+def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    user = conn.execute(select(t.users).where(t.users.c.id == (e.actor or ""))).mappings().first()
+    expected = len(d["tasks"]) * len(d["agents"]) * d["execution"]["attempts_per_task"]
+    submission = {k: v for k, v in d.items() if k not in ("sealed_secrets",)}
+    conn.execute(insert(t.runs).values(
+        id=d["run_id"], workspace_id=d["workspace_id"], benchmark_id=d["benchmark_id"], name=d["name"],
+        status="pending", created_at=_at(e), created_by=user["name"] if user else e.actor,
+        creator_email=user["email"] if user else None, expected=expected, ingested=0, seq=e.position,
+        submission=submission, scores=None, scores_final=False, stop_requested=False, input_tokens=0,
+        output_tokens=0, cost_usd=None))
+
+
+@handles("RunQueued")
+def _run_queued(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _run(conn, d["run_id"], status="queued", expected=d["expected_attempts"])
+
+
+@handles("RunStarted")
+def _run_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    _run(conn, d["run_id"], status="running", started_at=_at(e))
+
+
+@handles("RunStopRequested")
+def _stop_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    _run(conn, d["run_id"], stop_requested=True)
+
+
+@handles("RunStopped", "RunFailed")
+def _run_ended(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    status = "stopped" if e.type == "RunStopped" else "failed"
+    _run(conn, d["run_id"], status=status, completed_at=_at(e), reason=d.get("reason"))
+
+
+@handles("RunFinished")
+def _run_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    _run(conn, d["run_id"], status="finished", completed_at=_at(e))
+
+
+@handles("RunScored")
+def _run_scored(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    row = conn.execute(select(t.runs.c.scores_final).where(t.runs.c.id == d["run_id"])).first()
+    if row and row[0] and not d["final"]:
+        return
+    _run(conn, d["run_id"], scores=d["agents"], scores_final=d["final"])
+
+
+@handles("AttemptScheduled")
+def _attempt_scheduled(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(insert(t.attempts).values(
+        attempt_id=d["attempt_id"], run_id=d["run_id"], agent_index=d["agent_index"], task=d["task"],
+        attempt_index=d["attempt_index"], status="scheduled", try_number=d.get("try_number", 1),
+        scheduled_at=_at(e)))
+
+
+@handles("AttemptStarted")
+def _attempt_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(update(t.attempts).where(and_(t.attempts.c.attempt_id == d["attempt_id"],
+                                               t.attempts.c.outcome.is_(None)))
+                 .values(status="running", started_at=_at(e), try_number=d["try_number"]))
+
+
+@handles("AttemptRetried")
+def _attempt_retried(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(update(t.attempts).where(t.attempts.c.attempt_id == d["attempt_id"])
+                 .values(status="retrying", try_number=d["try_number"]))
+
+
+@handles("AttemptFinished")
+def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(update(t.attempts).where(t.attempts.c.attempt_id == d["attempt_id"])
+                 .values(status="finished", outcome=d["outcome"], finished_at=_at(e), result=d,
+                         try_number=d["try_number"]))
+    run = conn.execute(select(t.runs.c.ingested, t.runs.c.input_tokens, t.runs.c.output_tokens,
+                              t.runs.c.cost_usd).where(t.runs.c.id == d["run_id"])).mappings().first()
+    if run is None:
+        return
+    usage = d.get("usage") or {}
+    cost = run["cost_usd"]
+    if usage.get("cost_usd") is not None:
+        cost = (cost or 0.0) + usage["cost_usd"]
+    _run(conn, d["run_id"], ingested=(run["ingested"] or 0) + 1,
+         input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
+         output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0), cost_usd=cost)

@@ -1,0 +1,246 @@
+"""The run aggregate: fold a run's events into its state, and decide the events that follow.
+
+Pure functions; no I/O. Every decided event carries a deterministic id, so deciding twice (two
+scheduler instances, a redelivered report) appends once: the store ignores a known event id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from regatta_shared.events import (
+    AttemptFinished,
+    AttemptRetried,
+    AttemptScheduled,
+    AttemptStarted,
+    Event,
+    ExecutorNoted,
+    RunExecutionCompleted,
+    RunFailed,
+    RunFinished,
+    RunQueued,
+    RunStarted,
+    RunStopped,
+    RunStopRequested,
+    RunSubmitted,
+)
+from regatta_shared.eventstore.records import NewEvent, StoredEvent, deterministic_id, new_event
+from regatta_shared.ids import attempt_id
+from regatta_shared.jobs import AttemptReport
+
+TERMINAL = {"finished", "failed", "stopped"}
+
+
+@dataclass
+class AttemptState:
+    attempt_id: str
+    agent_index: int
+    task: str
+    attempt_index: int
+    try_number: int = 1
+    started: bool = False
+    outcome: str | None = None
+
+
+@dataclass
+class RunState:
+    run_id: str
+    version: int = 0
+    submitted: RunSubmitted | None = None
+    status: str = "pending"
+    attempts: dict[str, AttemptState] = field(default_factory=dict)
+    stop_requested: bool = False
+    execution_completed: bool = False
+
+    @property
+    def in_flight(self) -> list[AttemptState]:
+        return [a for a in self.attempts.values() if a.outcome is None]
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+def plan(submitted: RunSubmitted) -> list[tuple[int, str, int]]:
+    """The attempts of a run, in dispatch order: attempt rounds first, so early results cover every task."""
+    return [
+        (agent.index, task.name, attempt_index)
+        for attempt_index in range(submitted.execution.attempts_per_task)
+        for task in submitted.tasks
+        for agent in submitted.agents
+    ]
+
+
+def fold(run_id: str, events: Iterable[StoredEvent]) -> RunState:
+    state = RunState(run_id=run_id)
+    for stored in events:
+        state.version = stored.version
+        _apply(state, stored.payload())
+    return state
+
+
+def _apply(state: RunState, event: Event) -> None:
+    match event:
+        case RunSubmitted():
+            state.submitted = event
+        case RunQueued():
+            state.status = "queued"
+        case RunStarted():
+            state.status = "running"
+        case AttemptScheduled():
+            state.attempts[event.attempt_id] = AttemptState(
+                event.attempt_id, event.agent_index, event.task, event.attempt_index, event.try_number
+            )
+        case AttemptStarted():
+            attempt = state.attempts.get(event.attempt_id)
+            if attempt:
+                attempt.started = True
+                attempt.try_number = max(attempt.try_number, event.try_number)
+        case AttemptRetried():
+            attempt = state.attempts.get(event.attempt_id)
+            if attempt:
+                attempt.try_number = max(attempt.try_number, event.try_number)
+        case AttemptFinished():
+            attempt = state.attempts.get(event.attempt_id)
+            if attempt:
+                attempt.outcome = event.outcome
+        case RunStopRequested():
+            state.stop_requested = True
+        case RunExecutionCompleted():
+            state.execution_completed = True
+        case RunStopped():
+            state.status = "stopped"
+        case RunFailed():
+            state.status = "failed"
+        case RunFinished():
+            state.status = "finished"
+
+
+def _ev(payload: Event, *id_parts: str) -> NewEvent:
+    return new_event(payload, event_id=deterministic_id(*id_parts), actor="run-scheduler")
+
+
+def decide_on_submitted(state: RunState) -> list[NewEvent]:
+    if state.submitted is None or state.status != "pending" or state.stop_requested:
+        return []
+    expected = len(plan(state.submitted))
+    return [_ev(RunQueued(run_id=state.run_id, expected_attempts=expected), state.run_id, "queued")]
+
+
+def decide_dispatch(state: RunState) -> list[NewEvent]:
+    """Schedule attempts until the run's concurrency is used; close the run when all are done."""
+    submitted = state.submitted
+    if submitted is None or state.terminal or state.status == "pending":
+        return []
+    if state.stop_requested:
+        return _decide_stop(state)
+    decided: list[NewEvent] = []
+    free = submitted.execution.max_concurrent_attempts - len(state.in_flight)
+    if free > 0:
+        for agent_index, task, index in plan(submitted):
+            if free <= 0:
+                break
+            aid = attempt_id(state.run_id, agent_index, task, index)
+            if aid in state.attempts:
+                continue
+            scheduled = AttemptScheduled(
+                run_id=state.run_id, attempt_id=aid, agent_index=agent_index, task=task, attempt_index=index
+            )
+            decided.append(_ev(scheduled, aid, "scheduled"))
+            free -= 1
+    all_done = len(state.attempts) + len(decided) == len(plan(submitted)) and not state.in_flight
+    if all_done and not decided and not state.execution_completed:
+        decided.append(_ev(RunExecutionCompleted(run_id=state.run_id), state.run_id, "execution-completed"))
+    return decided
+
+
+def _decide_stop(state: RunState) -> list[NewEvent]:
+    """Attempts no executor has started are cancelled here; started ones wait for their executor's report."""
+    if state.terminal:
+        return []
+    decided = [
+        _ev(_cancelled(state.run_id, attempt), attempt.attempt_id, "finished")
+        for attempt in state.in_flight
+        if not attempt.started
+    ]
+    if len(decided) == len(state.in_flight):
+        decided.append(_ev(RunStopped(run_id=state.run_id, reason="stopped by user"), state.run_id, "stopped"))
+    return decided
+
+
+def _cancelled(run_id: str, attempt: AttemptState) -> AttemptFinished:
+    return AttemptFinished(
+        run_id=run_id,
+        attempt_id=attempt.attempt_id,
+        agent_index=attempt.agent_index,
+        task=attempt.task,
+        attempt_index=attempt.attempt_index,
+        try_number=attempt.try_number,
+        outcome="cancelled",
+        exception_type="CancelledError",
+        exception_message="run stopped before the attempt started",
+    )
+
+
+def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
+    attempt = state.attempts.get(report.attempt_id)
+    if attempt is None or attempt.outcome is not None:
+        # Unknown or already finished: a redelivered or duplicate report changes nothing.
+        return []
+    aid = report.attempt_id
+    decided: list[NewEvent] = []
+    if report.kind == "started":
+        if state.status == "queued":
+            decided.append(_ev(RunStarted(run_id=state.run_id), state.run_id, "started"))
+        started = AttemptStarted(
+            run_id=state.run_id, attempt_id=aid, try_number=report.try_number, executor_id=report.executor_id
+        )
+        decided.append(_ev(started, aid, "started", str(report.try_number), report.executor_id))
+    elif report.kind == "retrying":
+        retried = AttemptRetried(
+            run_id=state.run_id,
+            attempt_id=aid,
+            try_number=report.try_number + 1,
+            exception_type=report.exception_type,
+            exception_message=report.exception_message,
+            delay_seconds=report.delay_seconds or 0.0,
+        )
+        decided.append(_ev(retried, aid, "retried", str(report.try_number + 1)))
+    elif report.kind == "note":
+        note = ExecutorNoted(
+            run_id=state.run_id, attempt_id=aid, note=report.note or "", level=report.level
+        )
+        decided.append(_ev(note, aid, "note", str(report.try_number), report.executor_id, report.note or ""))
+    elif report.kind == "finished" and report.outcome is not None:
+        if state.status == "queued":
+            decided.append(_ev(RunStarted(run_id=state.run_id), state.run_id, "started"))
+        finished = AttemptFinished(
+            run_id=state.run_id,
+            attempt_id=aid,
+            agent_index=attempt.agent_index,
+            task=attempt.task,
+            attempt_index=attempt.attempt_index,
+            try_number=report.try_number,
+            outcome=report.outcome,
+            rewards=report.rewards,
+            primary_reward=report.primary_reward,
+            exception_type=report.exception_type,
+            exception_message=report.exception_message,
+            started_at=report.started_at,
+            finished_at=report.finished_at,
+            timings=report.timings,
+            usage=report.usage,
+            sandbox_seconds=report.sandbox_seconds,
+            executor_id=report.executor_id,
+            artifacts=report.artifacts,
+        )
+        # One id per attempt: whoever records it first wins, every later copy is a no-op.
+        decided.append(_ev(finished, aid, "finished"))
+    return decided
+
+
+def decide_on_stop_requested(state: RunState) -> list[NewEvent]:
+    if state.terminal:
+        return []
+    return _decide_stop(state)

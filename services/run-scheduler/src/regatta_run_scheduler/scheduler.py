@@ -1,0 +1,101 @@
+"""Service layer of the run-scheduler: load a run, let the aggregate decide, append, repeat.
+
+The run's state is cached per process and caught up from the store before every decision, so a
+second scheduler instance or a redelivered message only costs an optimistic-concurrency retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from regatta_shared.events import AttemptScheduled, RunSubmitted
+from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
+from regatta_shared.ids import run_stream
+from regatta_shared.jobs import AttemptJob, AttemptReport
+
+from . import run as aggregate
+
+log = logging.getLogger("regatta.run_scheduler")
+Decision = Callable[[aggregate.RunState], list[NewEvent]]
+
+
+class RunScheduler:
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._states: dict[str, aggregate.RunState] = {}
+
+    def load(self, run_id: str) -> aggregate.RunState:
+        state = self._states.get(run_id) or aggregate.RunState(run_id=run_id)
+        newer = self.store.read_stream(run_stream(run_id), after_version=state.version)
+        if newer:
+            for stored in newer:
+                state.version = stored.version
+                aggregate._apply(state, stored.payload())
+        self._states[run_id] = state
+        if state.terminal:
+            self._states.pop(run_id, None)
+        return state
+
+    def decide(self, run_id: str, decision: Decision) -> aggregate.RunState:
+        """Apply one decision, then keep dispatching until the run needs nothing more for now."""
+        for step in (decision, aggregate.decide_dispatch):
+            for _ in range(50):
+                state = self.load(run_id)
+                new_events = step(state)
+                if not new_events:
+                    break
+                try:
+                    self.store.append(run_stream(run_id), new_events, expected_version=state.version)
+                except WrongExpectedVersion:
+                    continue
+                if step is aggregate.decide_dispatch:
+                    continue
+                break
+        return self.load(run_id)
+
+    def on_event(self, event: StoredEvent) -> aggregate.RunState | None:
+        run_id = event.data.get("run_id")
+        if not run_id:
+            return None
+        if event.type == "RunSubmitted":
+            return self.decide(run_id, aggregate.decide_on_submitted)
+        if event.type == "RunStopRequested":
+            return self.decide(run_id, aggregate.decide_on_stop_requested)
+        return None
+
+    def on_report(self, report: AttemptReport) -> aggregate.RunState:
+        return self.decide(report.run_id, lambda state: aggregate.decide_on_report(state, report))
+
+    def job_for(self, event: StoredEvent) -> AttemptJob | None:
+        """The JOBS message for a scheduled attempt, built from the run's locked submission."""
+        scheduled = event.payload()
+        assert isinstance(scheduled, AttemptScheduled)
+        state = self.load(scheduled.run_id)
+        submitted = state.submitted
+        attempt = state.attempts.get(scheduled.attempt_id)
+        if submitted is None or attempt is None or attempt.outcome is not None:
+            return None
+        return build_job(submitted, scheduled)
+
+
+def build_job(submitted: RunSubmitted, scheduled: AttemptScheduled) -> AttemptJob:
+    agent = submitted.agents[scheduled.agent_index]
+    task = next(t for t in submitted.tasks if t.name == scheduled.task)
+    execution = submitted.execution
+    return AttemptJob(
+        run_id=submitted.run_id,
+        attempt_id=scheduled.attempt_id,
+        agent=agent,
+        task=task.name,
+        task_digest=task.digest,
+        attempt_index=scheduled.attempt_index,
+        timeout_multiplier=execution.timeout_multiplier,
+        max_retries=execution.max_retries,
+        pass_threshold=execution.pass_threshold if execution.pass_threshold is not None else 1.0,
+        primary_reward_key=submitted.primary_reward_key,
+        env={**submitted.env, **agent.env},
+        verifier_env_names=list(execution.verifier_secrets),
+        judge_model=execution.judge_model,
+        sealed_secrets=submitted.sealed_secrets,
+    )

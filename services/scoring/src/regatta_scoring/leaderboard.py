@@ -1,0 +1,138 @@
+"""Leaderboards (statistics.md §5–6): latest qualifying run per participant, ranks and ties per metric.
+
+Pure: takes run histories, returns rows. Task set and version only shape the comparison groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from regatta_shared.events import AgentScores, RunScored, RunSubmitted
+from regatta_shared.eventstore import StoredEvent
+
+from . import statistics as st
+
+PASS_METRICS = ("pass_at_1", "pass_at_k")
+COST_METRICS = {"cost_per_task": "cost_per_task", "time_per_task": "mean_duration_seconds",
+                "tokens_per_task": "tokens_per_task"}
+
+
+@dataclass(frozen=True)
+class LeaderboardEntry:
+    participant: str
+    harness: str
+    model: str
+    run_id: str
+    run_name: str
+    order: int
+    group: tuple[str, str]
+    task_set: str
+    version: str
+    k: int
+    scores: AgentScores
+
+
+def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
+    """The qualifying agents of one run: finished run, full list or parity set, every attempt scored."""
+    if not history or history[0].type != "RunSubmitted":
+        return []
+    submitted = history[0].payload()
+    assert isinstance(submitted, RunSubmitted)
+    finished = next((e for e in history if e.type == "RunFinished"), None)
+    final = next((e.payload() for e in reversed(history) if e.type == "RunScored" and e.data["final"]), None)
+    if finished is None or not isinstance(final, RunScored):
+        return []
+    selection = submitted.selection
+    if selection.kind == "filtered" or (selection.kind == "task_set" and selection.task_set != "parity"):
+        return []
+    task_set = selection.task_set or "full"
+    entries = []
+    for scores in final.agents:
+        if not scores.complete or scores.pass_at_1 is None:
+            continue
+        agent = submitted.agents[scores.agent_index]
+        entries.append(LeaderboardEntry(
+            participant=agent.participant, harness=agent.harness, model=agent.model.display_name,
+            run_id=submitted.run_id, run_name=submitted.name, order=finished.position,
+            group=(submitted.benchmark_digest, task_set), task_set=task_set,
+            version=submitted.benchmark_version, k=submitted.execution.attempts_per_task, scores=scores))
+    return entries
+
+
+def latest_per_participant(entries: list[LeaderboardEntry]) -> list[LeaderboardEntry]:
+    latest: dict[str, LeaderboardEntry] = {}
+    for entry in sorted(entries, key=lambda e: e.order):
+        latest[entry.participant] = entry
+    return list(latest.values())
+
+
+def _task_scores(scores: AgentScores, k: int) -> dict[str, Fraction]:
+    return {task: st.pass_at_k_task(n, c, k) for task, (n, c) in scores.task_counts.items()}
+
+
+def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.Participant]:
+    participants = []
+    for entry in entries:
+        k = 1 if metric == "pass_at_1" else entry.k
+        tasks = _task_scores(entry.scores, k)
+        estimate = sum(tasks.values(), Fraction(0)) / len(tasks)
+        # k is part of the pass@k group key: pass@2 and pass@5 are different measurements.
+        group = entry.group if metric == "pass_at_1" else (*entry.group, k)
+        participants.append(st.Participant(id=entry.participant, name=entry.participant, order=entry.order,
+                                           group=group, estimate=estimate, task_scores=tasks))
+    return participants
+
+
+def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
+    entries = latest_per_participant(all_entries)
+    rows: dict[str, dict[str, Any]] = {e.participant: _row(e) for e in entries}
+    for metric in PASS_METRICS:
+        for pid, ranked in st.rank_participants(_pass_participants(entries, metric)).items():
+            rows[pid]["ranks"][metric] = {"rank": ranked.rank, "tied": ranked.tied,
+                                          "comparison": ranked.comparison}
+    for metric, field in COST_METRICS.items():
+        values = {e.participant: getattr(e.scores, field) for e in entries}
+        ranks, tied = st.rank_lower_is_better(values)
+        for pid in rows:
+            rows[pid]["ranks"][metric] = {"rank": ranks.get(pid), "tied": tied.get(pid, False), "comparison": None}
+    return sorted(rows.values(), key=lambda r: (r["ranks"]["pass_at_1"]["rank"], -r["pass_at_1"]["value"],
+                                                r["participant"]))
+
+
+def _row(entry: LeaderboardEntry) -> dict[str, Any]:
+    scores = entry.scores
+    pass_k = [p for p in scores.pass_at_k if p["k"] <= entry.k]
+    return {
+        "participant": entry.participant,
+        "harness": entry.harness,
+        "model": entry.model,
+        "run_id": entry.run_id,
+        "run_name": entry.run_name,
+        "task_set": entry.task_set,
+        "version": entry.version,
+        "k": entry.k,
+        "pass_at_1": scores.pass_at_1.model_dump() if scores.pass_at_1 else None,
+        "pass_at_k": pass_k,
+        "cost_per_task": scores.cost_per_task,
+        "mean_duration_seconds": scores.mean_duration_seconds,
+        "tokens_per_task": scores.tokens_per_task,
+        "ranks": {},
+    }
+
+
+def rank_run_agents(agents: list[AgentScores]) -> list[AgentScores]:
+    """The run's own ranking of its agents by pass@1 (same tasks, one group), for Agent Results."""
+    participants = [
+        st.Participant(id=str(a.agent_index), name=str(a.agent_index), order=a.agent_index, group="run",
+                       estimate=sum(ts.values(), Fraction(0)) / len(ts), task_scores=ts)
+        for a in agents
+        if a.pass_at_1 is not None and (ts := _task_scores(a, 1))
+    ]
+    ranked = st.rank_participants(participants)
+    return [
+        a.model_copy(update={"rank": ranked[str(a.agent_index)].rank, "tied": ranked[str(a.agent_index)].tied})
+        if str(a.agent_index) in ranked else a
+        for a in agents
+    ]

@@ -1,0 +1,92 @@
+"""NATS JetStream layout shared by every service: streams, subjects, durable names, buckets.
+
+Delivery is at-least-once everywhere (architecture.md, invariant 3): every consumer is idempotent,
+durables are explicit and shared, and a failing handler NACKs so the message comes back.
+"""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+from nats.js.api import (
+    ConsumerConfig,
+    KeyValueConfig,
+    ObjectStoreConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BucketNotFoundError, NotFoundError
+
+EVENTS_STREAM = "EVENTS"
+JOBS_STREAM = "JOBS"
+REPORTS_STREAM = "REPORTS"
+
+EVENT_SUBJECT_PREFIX = "evt"
+JOB_SUBJECT = "jobs.attempt"
+REPORT_SUBJECT = "reports.attempt"
+CANCEL_SUBJECT_PREFIX = "regatta.cancel"
+
+TASKS_BUCKET = "regatta-tasks"
+ARTIFACTS_BUCKET = "regatta-artifacts"
+CANCELLED_RUNS_BUCKET = "regatta-cancelled-runs"
+
+DUPLICATE_WINDOW_SECONDS = 600.0
+
+
+def event_subject(category: str, type_name: str) -> str:
+    return f"{EVENT_SUBJECT_PREFIX}.{category}.{type_name}"
+
+
+STREAMS = [
+    StreamConfig(
+        name=EVENTS_STREAM,
+        subjects=[f"{EVENT_SUBJECT_PREFIX}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+        max_age=7 * 24 * 3600,
+    ),
+    StreamConfig(
+        name=JOBS_STREAM,
+        subjects=["jobs.>"],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+    ),
+    StreamConfig(
+        name=REPORTS_STREAM,
+        subjects=["reports.>"],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+    ),
+]
+
+
+async def ensure_streams(js: JetStreamContext) -> None:
+    """Create or reconcile the streams and buckets; safe to call from every process at start."""
+    for config in STREAMS:
+        try:
+            await js.stream_info(config.name)
+            await js.update_stream(config)
+        except NotFoundError:
+            await js.add_stream(config)
+    for bucket in (TASKS_BUCKET, ARTIFACTS_BUCKET):
+        try:
+            await js.object_store(bucket)
+        except (BucketNotFoundError, NotFoundError):
+            await js.create_object_store(bucket, ObjectStoreConfig(storage=StorageType.FILE))
+    try:
+        await js.key_value(CANCELLED_RUNS_BUCKET)
+    except (BucketNotFoundError, NotFoundError):
+        await js.create_key_value(KeyValueConfig(bucket=CANCELLED_RUNS_BUCKET, storage=StorageType.FILE))
+
+
+async def reconcile_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
+    """Bring an existing durable's ack_wait/max_deliver in line with the code (invariant 3)."""
+    try:
+        await js.consumer_info(stream, config.durable_name or "")
+    except NotFoundError:
+        await js.add_consumer(stream, config)
+        return
+    await js.add_consumer(stream, config)

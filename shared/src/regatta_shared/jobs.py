@@ -1,0 +1,50 @@
+"""Messages between the scheduler and executors (JOBS and REPORTS work queues). Not stored events."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from regatta_shared.events import AgentSpec, ArtifactRef, Outcome, Timings, Usage
+
+
+class AttemptJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: str
+    attempt_id: str
+    agent: AgentSpec
+    task: str
+    task_digest: str
+    attempt_index: int
+    timeout_multiplier: float = 1.0
+    max_retries: int = 0
+    pass_threshold: float = 1.0
+    primary_reward_key: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    verifier_env_names: list[str] = Field(default_factory=list)
+    judge_model: str | None = None
+    sealed_secrets: str | None = None
+
+
+class AttemptReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["started", "retrying", "finished", "note"]
+    run_id: str
+    attempt_id: str
+    try_number: int
+    executor_id: str
+    outcome: Outcome | None = None
+    rewards: dict[str, float] | None = None
+    primary_reward: float | None = None
+    exception_type: str | None = None
+    exception_message: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    timings: Timings = Field(default_factory=Timings)
+    usage: Usage = Field(default_factory=Usage)
+    sandbox_seconds: float | None = None
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    delay_seconds: float | None = None
+    note: str | None = None
+    level: Literal["info", "warning", "error"] = "info"

@@ -1,0 +1,69 @@
+"""The relay: tails the event store (which is the outbox) and publishes every event to JetStream.
+
+At-least-once: the checkpoint is saved only after JetStream acknowledged the batch; a crash in between
+republishes the batch, and JetStream drops the copies because `Nats-Msg-Id` is the event id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from nats.aio.client import Client as NATS
+
+from regatta_shared.bus import EVENTS_STREAM, ensure_streams, event_subject
+from regatta_shared.codec import encode_stored
+from regatta_shared.events import EVENT_TYPES
+from regatta_shared.eventstore import EventStore, StoredEvent
+
+log = logging.getLogger("regatta.relay")
+CHECKPOINT = "relay"
+
+
+def subject_for(event: StoredEvent) -> str:
+    model = EVENT_TYPES.get(event.type)
+    category = model.category if model else event.stream_id.split("-", 1)[0]
+    return event_subject(category, event.type)
+
+
+class Relay:
+    def __init__(self, store: EventStore, nc: NATS, batch_size: int = 500, idle_sleep: float = 0.02) -> None:
+        self.store = store
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.batch_size = batch_size
+        self.idle_sleep = idle_sleep
+        self.published = 0
+
+    async def run_once(self) -> int:
+        position = await asyncio.to_thread(self.store.checkpoint, CHECKPOINT)
+        batch = await asyncio.to_thread(self.store.read_all, position, self.batch_size)
+        if not batch:
+            return 0
+        await asyncio.gather(*(self._publish(event) for event in batch))
+        await asyncio.to_thread(self._save, batch[-1].position)
+        self.published += len(batch)
+        return len(batch)
+
+    async def _publish(self, event: StoredEvent) -> None:
+        await self.js.publish(
+            subject_for(event),
+            encode_stored(event),
+            stream=EVENTS_STREAM,
+            headers={"Nats-Msg-Id": event.event_id},
+            timeout=10,
+        )
+
+    def _save(self, position: int) -> None:
+        with self.store.transaction() as conn:
+            self.store.save_checkpoint(conn, CHECKPOINT, position)
+
+    async def run_forever(self, stop: asyncio.Event | None = None) -> None:
+        await ensure_streams(self.js)
+        while stop is None or not stop.is_set():
+            try:
+                if await self.run_once() < self.batch_size:
+                    await asyncio.sleep(self.idle_sleep)
+            except Exception:
+                log.exception("relay batch failed; retrying")
+                await asyncio.sleep(1.0)

@@ -1,0 +1,198 @@
+"""The run-config schema: the Osmosis TOML (osmosis-cli-contract.md §6) and its JSON body (§4.4).
+
+Unknown keys are rejected everywhere; every error names its dotted field.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+
+SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class ConfigError(Exception):
+    def __init__(self, issues: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{i['key']}: {i['message']}" for i in issues))
+        self.issues = issues
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _secret(value: str | None) -> str | None:
+    if value is not None and not SECRET_NAME.match(value):
+        raise ValueError("must match ^[A-Z][A-Z0-9_]*$")
+    return value
+
+
+def _env(values: dict[str, str]) -> dict[str, str]:
+    for key in values:
+        if not ENV_NAME.match(key) or key.startswith("_OSMOSIS_"):
+            raise ValueError(f"env key {key!r} must match ^[A-Z_][A-Z0-9_]*$ and not start with _OSMOSIS_")
+    return values
+
+
+class ProviderModel(Strict):
+    type: Literal["provider"]
+    model: NonBlank
+    api_key_secret: NonBlank
+    _check = field_validator("api_key_secret")(_secret)
+
+
+class EndpointModel(Strict):
+    type: Literal["endpoint"]
+    base_url: NonBlank
+    model: NonBlank
+    api_key_secret: NonBlank
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    _check = field_validator("api_key_secret")(_secret)
+
+    @field_validator("extra_headers")
+    @classmethod
+    def _no_authorization(cls, headers: dict[str, str]) -> dict[str, str]:
+        if any(k.lower() == "authorization" for k in headers):
+            raise ValueError("must not set Authorization")
+        return headers
+
+
+class HostedModel(Strict):
+    type: Literal["hosted"]
+    base_model: NonBlank
+    lora_model_name: str = ""
+
+
+class AgentEntry(Strict):
+    harness: NonBlank | None = None
+    harness_api_key_secret: str | None = None
+    model: Annotated[ProviderModel | EndpointModel | HostedModel, Field(discriminator="type")]
+    env: dict[str, str] = Field(default_factory=dict)
+    _check = field_validator("harness_api_key_secret")(_secret)
+    _check_env = field_validator("env")(_env)
+
+
+class Experiment(Strict):
+    benchmark: NonBlank
+
+
+class TasksConfig(Strict):
+    task_set: NonBlank | None = None
+    task_names: list[NonBlank] = Field(default_factory=list)
+    categories: list[NonBlank] = Field(default_factory=list)
+
+
+class ExecutionConfig(Strict):
+    attempts_per_task: int = Field(1, ge=1, le=100)
+    max_concurrent_attempts: int = Field(4, ge=1)
+    timeout_multiplier: float = Field(1.0, gt=0)
+    max_retries: int = Field(0, ge=0, le=10)
+    pass_threshold: float | None = Field(None, ge=0, le=1)
+    judge_model: NonBlank | None = None
+    judge_api_key_secret: str | None = None
+    verifier_secrets: list[str] = Field(default_factory=list, max_length=16)
+    cost_cap_usd: float | None = Field(None, gt=0)
+    _check = field_validator("judge_api_key_secret")(_secret)
+
+    @field_validator("verifier_secrets")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            _secret(name)
+        return names
+
+    @field_validator("attempts_per_task", "max_concurrent_attempts", "max_retries", mode="before")
+    @classmethod
+    def _strict_int(cls, value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("must be an integer")
+        return value
+
+
+class SecretsBlock(Strict):
+    required: list[str] = Field(default_factory=list, max_length=16)
+    provided: dict[str, str] = Field(default_factory=dict)
+
+
+class RunRequest(Strict):
+    """The JSON body of a submission (contract §4.4); the TOML maps onto it one to one."""
+
+    experiment_config: Experiment
+    agents: list[AgentEntry] = Field(min_length=1, max_length=8)
+    tasks_config: TasksConfig | None = None
+    execution_config: ExecutionConfig | None = None
+    env_config: dict[str, str] = Field(default_factory=dict)
+    secrets: SecretsBlock | None = None
+    name: str | None = None
+    _check_env = field_validator("env_config")(_env)
+
+    def referenced_secrets(self) -> list[str]:
+        """Names to resolve from the store: agents' keys, judge key, verifier names, unprovided required."""
+        names: list[str] = []
+        for agent in self.agents:
+            key = getattr(agent.model, "api_key_secret", None)
+            names += [n for n in (key, agent.harness_api_key_secret) if n]
+        execution = self.execution_config
+        if execution:
+            names += [n for n in (execution.judge_api_key_secret,) if n] + list(execution.verifier_secrets)
+        if self.secrets:
+            names += [n for n in self.secrets.required if n not in self.secrets.provided]
+        return list(dict.fromkeys(names))
+
+
+def _issues(error: ValidationError) -> list[dict[str, str]]:
+    issues = []
+    for item in error.errors():
+        key = ".".join(str(p) for p in item["loc"] if not str(p).startswith("function-"))
+        message = "Unrecognized key" if item["type"] == "extra_forbidden" else item["msg"]
+        issues.append({"key": key or "(root)", "message": message})
+    return issues
+
+
+def parse_request(body: dict[str, Any]) -> RunRequest:
+    try:
+        return RunRequest.model_validate(body)
+    except ValidationError as error:
+        raise ConfigError(_issues(error)) from None
+
+
+TOML_TABLES = {"experiment", "tasks", "agents", "execution", "verifier", "secrets", "env", "name"}
+
+
+def toml_to_request(text: str) -> dict[str, Any]:
+    """Map the Osmosis TOML onto the submission body exactly as the CLI does (contract §6)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError([{"key": "(toml)", "message": f"malformed TOML: {error}"}]) from None
+    unknown = sorted(set(doc) - TOML_TABLES)
+    if unknown:
+        raise ConfigError([{"key": key, "message": "Unrecognized key"} for key in unknown])
+    if "experiment" not in doc:
+        raise ConfigError([{"key": "experiment", "message": "Field required"}])
+    body: dict[str, Any] = {"experiment_config": doc["experiment"], "agents": doc.get("agents", [])}
+    if doc.get("name") is not None:
+        body["name"] = doc["name"]
+    if doc.get("tasks"):
+        body["tasks_config"] = doc["tasks"]
+    execution = dict(doc.get("execution") or {})
+    verifier = doc.get("verifier") or {}
+    if not isinstance(verifier, dict) or set(verifier) - {"required"}:
+        raise ConfigError([{"key": f"verifier.{k}", "message": "Unrecognized key"} for k in set(verifier) - {"required"}])
+    if verifier.get("required"):
+        execution["verifier_secrets"] = verifier["required"]
+    if execution:
+        body["execution_config"] = execution
+    if doc.get("env"):
+        body["env_config"] = doc["env"]
+    secrets = doc.get("secrets") or {}
+    if not isinstance(secrets, dict) or set(secrets) - {"required"}:
+        raise ConfigError([{"key": f"secrets.{k}", "message": "Unrecognized key"} for k in set(secrets) - {"required"}])
+    if secrets.get("required"):
+        body["secrets"] = {"required": secrets["required"], "provided": {}}
+    return body

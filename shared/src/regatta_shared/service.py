@@ -1,0 +1,89 @@
+"""What every service process shares: the broker, stream set-up, a health endpoint, and how it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import nats
+from faststream.asgi import AsgiFastStream, make_ping_asgi
+from faststream.nats import AckPolicy, ConsumerConfig, JStream, NatsBroker, PullSub
+
+from regatta_shared.bus import ensure_streams
+from regatta_shared.eventstore import EventStore
+from regatta_shared.settings import Settings
+
+
+def configure_logging(service: str) -> None:
+    level = os.environ.get("REGATTA_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=level, format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+
+
+def make_broker(settings: Settings) -> NatsBroker:
+    # Reconnect forever: a restarted nats-server must not take the service down with it.
+    return NatsBroker(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+
+
+def make_store(settings: Settings) -> EventStore:
+    if settings.resolved_database_url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = EventStore(settings.resolved_database_url)
+    store.create_schema()
+    return store
+
+
+async def prepare_streams(settings: Settings) -> None:
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    try:
+        await ensure_streams(nc.jetstream())
+    finally:
+        await nc.close()
+
+
+def durable_pull(
+    stream: str,
+    durable: str,
+    *,
+    ack_wait: float = 30.0,
+    batch_size: int = 10,
+    filter_subjects: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Subscriber options for a shared durable pull consumer that NACKs (never drops) on failure."""
+    config = ConsumerConfig(ack_wait=ack_wait, max_deliver=-1)
+    if filter_subjects:
+        config.filter_subjects = list(filter_subjects)
+    return {
+        "stream": JStream(name=stream, declare=False),
+        "durable": durable,
+        "pull_sub": PullSub(batch_size=batch_size, timeout=1.0),
+        "ack_policy": AckPolicy.NACK_ON_ERROR,
+        "config": config,
+    }
+
+
+def build_app(
+    broker: NatsBroker,
+    settings: Settings,
+    *,
+    on_startup: Sequence[Callable[..., Any]] = (),
+    after_startup: Sequence[Callable[..., Any]] = (),
+    on_shutdown: Sequence[Callable[..., Any]] = (),
+) -> AsgiFastStream:
+    async def _streams() -> None:
+        await prepare_streams(settings)
+
+    return AsgiFastStream(
+        broker,
+        asgi_routes=[("/health", make_ping_asgi(broker, timeout=5.0))],
+        on_startup=[_streams, *on_startup],
+        after_startup=list(after_startup),
+        on_shutdown=list(on_shutdown),
+    )
+
+
+def run_app(app: AsgiFastStream, settings: Settings) -> None:
+    port = settings.health_port or 0
+    asyncio.run(app.run(run_extra_options={"host": "127.0.0.1", "port": port, "log_level": "warning"}))

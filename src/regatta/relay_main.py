@@ -1,0 +1,3 @@
+from regatta.services import run_relay
+
+run_relay()

@@ -1,0 +1,147 @@
+"""The embedded stack: one nats-server, the SQLite store, every service as its own process.
+
+A supervisor restarts a service that dies, so the stack behaves like a deployment: state lives in
+the event store and JetStream, never in a process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import nats_server
+from .services import command
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ORDER = ["relay", "registry-sync", "run-scheduler", "scoring", "executor", "gateway"]
+
+
+def ensure_token(data_dir: Path) -> str:
+    if os.environ.get("REGATTA_BOOTSTRAP_TOKEN"):
+        return os.environ["REGATTA_BOOTSTRAP_TOKEN"]
+    path = data_dir / "token"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = "rg_" + secrets.token_urlsafe(24)
+    path.write_text(token)
+    path.chmod(0o600)
+    return token
+
+
+@dataclass
+class Stack:
+    data_dir: Path
+    port: int = 8000
+    executors: int = 2
+    nats_url: str | None = None
+    database_url: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    nats: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.data_dir = self.data_dir.resolve()
+        self.logs = self.data_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.token = ensure_token(self.data_dir)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            "NATS_URL": self.nats_url or "",
+            "REGATTA_DATA_DIR": str(self.data_dir),
+            "REGATTA_BOOTSTRAP_TOKEN": self.token,
+            "REGATTA_GATEWAY_PORT": str(self.port),
+            "HARBOR_TELEMETRY": "0",
+        })
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        if (EXAMPLES / "registry.json").exists() and "REGATTA_HOSTED_BENCHMARKS" not in os.environ:
+            env["REGATTA_HOSTED_BENCHMARKS"] = json.dumps(
+                [{"registry_path": str(EXAMPLES / "registry.json"), "dataset": "regatta-examples@1.0",
+                  "name": "regatta-examples"}]
+            )
+        env.update(self.extra_env)
+        return env
+
+    def start_nats(self) -> None:
+        if self.nats_url:
+            return
+        port = int(os.environ.get("REGATTA_NATS_PORT") or nats_server.free_port())
+        self.nats = nats_server.start(self.data_dir / "nats", port, self.logs / "nats-server.log")
+        self.nats_url = f"nats://127.0.0.1:{port}"
+
+    def start(self) -> None:
+        self.start_nats()
+        for name in ORDER:
+            if name == "executor":
+                for index in range(self.executors):
+                    self.start_service("executor", f"executor-{index + 1}")
+            else:
+                self.start_service(name)
+        self.wait_ready()
+
+    def start_service(self, service: str, key: str | None = None) -> subprocess.Popen[bytes]:
+        key = key or service
+        log = (self.logs / f"{key}.log").open("ab")
+        process = subprocess.Popen(command(service), env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        self.processes[key] = process
+        return process
+
+    def kill(self, key: str, sig: int = signal.SIGKILL) -> None:
+        process = self.processes[key]
+        os.killpg(process.pid, sig)
+        process.wait(timeout=30)
+
+    def restart(self, key: str) -> None:
+        service = "executor" if key.startswith("executor") else key
+        self.start_service(service, key)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            for key, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"{key} exited with {process.returncode}; see {self.logs / (key + '.log')}")
+            time.sleep(0.1)
+        raise TimeoutError("the gateway did not become healthy")
+
+    def supervise(self) -> None:
+        """Restart any service that dies until interrupted."""
+        while True:
+            for key, process in list(self.processes.items()):
+                if process.poll() is not None:
+                    self.restart(key)
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        if self.nats is not None:
+            self.nats.terminate()
+            self.nats.wait(timeout=10)
