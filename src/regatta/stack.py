@@ -83,14 +83,18 @@ class Stack:
         self.nats_url = f"nats://127.0.0.1:{port}"
 
     def start(self) -> None:
-        self.start_nats()
-        for name in ORDER:
-            if name == "executor":
-                for index in range(self.executors):
-                    self.start_service("executor", f"executor-{index + 1}")
-            else:
-                self.start_service(name)
-        self.wait_ready()
+        try:
+            self.start_nats()
+            for name in ORDER:
+                if name == "executor":
+                    for index in range(self.executors):
+                        self.start_service("executor", f"executor-{index + 1}")
+                else:
+                    self.start_service(name)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def start_service(self, service: str, key: str | None = None) -> subprocess.Popen[bytes]:
         key = key or service
@@ -121,7 +125,8 @@ class Stack:
                 pass
             for key, process in self.processes.items():
                 if process.poll() is not None:
-                    raise RuntimeError(f"{key} exited with {process.returncode}; see {self.logs / (key + '.log')}")
+                    log = self.logs / f"{key}.log"
+                    raise RuntimeError(f"{key} exited with {process.returncode}; see {log}")
             time.sleep(0.1)
         raise TimeoutError("the gateway did not become healthy")
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import nats
 from faststream.asgi import AsgiFastStream, make_ping_asgi
-from faststream.nats import AckPolicy, ConsumerConfig, JStream, NatsBroker, PullSub
+from faststream import AckPolicy
+from faststream.nats import ConsumerConfig, JStream, NatsBroker, PullSub
 
 from regatta_shared.bus import ensure_streams
 from regatta_shared.eventstore import EventStore
@@ -48,7 +49,6 @@ def durable_pull(
     durable: str,
     *,
     ack_wait: float = 30.0,
-    batch_size: int = 10,
     filter_subjects: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Subscriber options for a shared durable pull consumer that NACKs (never drops) on failure."""
@@ -58,7 +58,9 @@ def durable_pull(
     return {
         "stream": JStream(name=stream, declare=False),
         "durable": durable,
-        "pull_sub": PullSub(batch_size=batch_size, timeout=1.0),
+        # One message per fetch: FastStream runs a fetched batch concurrently and its batch fetch leaks
+        # a builtin TimeoutError on an idle stream; handlers here are sequential by design.
+        "pull_sub": PullSub(batch_size=1, timeout=5.0),
         "ack_policy": AckPolicy.NACK_ON_ERROR,
         "config": config,
     }
@@ -86,4 +88,4 @@ def build_app(
 
 def run_app(app: AsgiFastStream, settings: Settings) -> None:
     port = settings.health_port or 0
-    asyncio.run(app.run(run_extra_options={"host": "127.0.0.1", "port": port, "log_level": "warning"}))
+    asyncio.run(app.run(logging.WARNING, run_extra_options={"host": "127.0.0.1", "port": port}))

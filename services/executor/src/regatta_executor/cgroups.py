@@ -204,9 +204,9 @@ class CgroupLeaf:
 
 def _apply(version: int, leaf: Path, controllers: frozenset[str], limits: Limits) -> set[str]:
     enforced: set[str] = set()
-    if "pids" in controllers and limits.max_processes is not None:
-        if _write(leaf / "pids.max", str(limits.max_processes)):
-            enforced.add("pids")
+    pids = limits.max_processes
+    if "pids" in controllers and pids is not None and _write(leaf / "pids.max", str(pids)):
+        enforced.add("pids")
     if "memory" in controllers and limits.memory_bytes is not None:
         memory = str(limits.memory_bytes)
         if version == 2:

@@ -8,6 +8,7 @@ in after resolution makes the copy fail instead of escaping.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -80,6 +81,9 @@ class SandboxFiles:
         finally:
             os.close(dir_fd)
 
+    def make_dirs(self, path: str) -> None:
+        os.close(self._open_dir(self.resolve(path), create=True))
+
     def resolve(self, path: str) -> PurePosixPath:
         """The sandbox path with every symlink expanded, as the sandbox itself would see it."""
         pending = list(PurePosixPath("/", path).parts[1:])
@@ -140,10 +144,8 @@ class SandboxFiles:
         try:
             for part in rest.parts:
                 if create:
-                    try:
+                    with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o755, dir_fd=fd)
-                    except FileExistsError:
-                        pass
                 next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = next_fd
@@ -155,7 +157,8 @@ class SandboxFiles:
 
 def _copy_file_in(source: Path, name: str, dir_fd: int) -> None:
     mode = stat.S_IMODE(os.stat(source).st_mode)
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, mode, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as dst, open(source, "rb") as src:
         shutil.copyfileobj(src, dst)
         os.fchmod(fd, mode)
@@ -167,10 +170,8 @@ def _copy_tree_in(source: Path, dir_fd: int) -> None:
             _remove_entry(entry.name, dir_fd)
             os.symlink(os.readlink(entry.path), entry.name, dir_fd=dir_fd)
         elif entry.is_dir():
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(entry.name, 0o755, dir_fd=dir_fd)
-            except FileExistsError:
-                pass
             child = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
             try:
                 _copy_tree_in(Path(entry.path), child)

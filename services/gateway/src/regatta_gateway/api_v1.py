@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
 from regatta_shared.harnesses import HARNESSES
 
 from . import commands, queries, run_queries
@@ -23,6 +25,11 @@ def scope(
     return resolve_scope(store, principal, x_regatta_workspace)
 
 
+def settle(request: Request) -> None:
+    """Read-your-writes: fold the events a command just appended before answering it."""
+    request.app.state.projections.catch_up()
+
+
 ScopeDep = Annotated[Scope, Depends(scope)]
 Limit = Annotated[int, Query(ge=1, le=200)]
 Offset = Annotated[int, Query(ge=0)]
@@ -36,6 +43,7 @@ def list_benchmarks(request: Request, s: ScopeDep, limit: Limit = 50, offset: Of
 @router.post("/benchmarks", status_code=201)
 def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     benchmark_id = commands.add_benchmark(request.app.state.store, s, body)
+    settle(request)
     return {"id": benchmark_id, "sync_status": "pending"}
 
 
@@ -46,12 +54,15 @@ def show_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
 
 @router.post("/benchmarks/{key}/sync", status_code=202)
 def sync_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
-    return {"sync_id": commands.request_sync(request.app.state.store, s, key), "sync_status": "pending"}
+    sync_id = commands.request_sync(request.app.state.store, s, key)
+    settle(request)
+    return {"sync_id": sync_id, "sync_status": "pending"}
 
 
 @router.delete("/benchmarks/{key}", status_code=204)
 def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
     commands.remove_benchmark(request.app.state.store, s, key)
+    settle(request)
     return Response(status_code=204)
 
 
@@ -85,8 +96,14 @@ def list_runs(request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset =
 )
 async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
     raw = await request.body()
-    parsed = commands.parse_submission(raw, request.headers.get("content-type", "application/json"))
-    return commands.submit_run(request.app.state.store, s, parsed)
+    content_type = request.headers.get("content-type", "application/json")
+
+    def submit() -> dict[str, Any]:
+        created = commands.submit_run(request.app.state.store, s, commands.parse_submission(raw, content_type))
+        settle(request)
+        return created
+
+    return await run_in_threadpool(submit)
 
 
 @router.get("/runs/{key}")
@@ -107,4 +124,5 @@ def run_logs(request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor:
 @router.post("/runs/{key}/stop", status_code=202)
 def stop_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
     commands.stop_run(request.app.state.store, s, key)
+    settle(request)
     return {"status": "stopping"}

@@ -6,6 +6,8 @@ import asyncio
 
 import nats
 from nats.js.errors import NotFoundError
+from faststream.nats.annotations import NatsMessage
+
 from regatta_shared.bus import EVENTS_STREAM, TASKS_BUCKET
 from regatta_shared.codec import decode_stored
 from regatta_shared.service import (
@@ -48,8 +50,8 @@ async def connect() -> None:
         filter_subjects=["evt.benchmark.BenchmarkAdded", "evt.benchmark.BenchmarkSyncRequested"],
     ),
 )
-async def sync_benchmark(body: bytes) -> None:
-    event = decode_stored(body)
+async def sync_benchmark(msg: NatsMessage) -> None:
+    event = decode_stored(msg.body)
     sync = state["sync"]
     assert isinstance(sync, BenchmarkSync)
     benchmark_id = event.data["benchmark_id"]

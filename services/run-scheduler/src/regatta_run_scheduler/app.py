@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import nats
-from faststream.nats import NatsMessage
+from faststream.nats.annotations import NatsMessage
+
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
@@ -49,8 +50,8 @@ def _scheduler() -> RunScheduler:
         filter_subjects=["evt.run.RunSubmitted", "evt.run.RunStopRequested"],
     ),
 )
-async def on_run_command(body: bytes, msg: NatsMessage) -> None:
-    event = decode_stored(body)
+async def on_run_command(msg: NatsMessage) -> None:
+    event = decode_stored(msg.body)
     if event.type == "RunStopRequested":
         await announce_cancel(event.data["run_id"])
     await asyncio.to_thread(_scheduler().on_event, event)
@@ -60,8 +61,8 @@ async def on_run_command(body: bytes, msg: NatsMessage) -> None:
     "evt.run.AttemptScheduled",
     **durable_pull(EVENTS_STREAM, "run-scheduler-dispatch", filter_subjects=["evt.run.AttemptScheduled"]),
 )
-async def dispatch_attempt(body: bytes) -> None:
-    event = decode_stored(body)
+async def dispatch_attempt(msg: NatsMessage) -> None:
+    event = decode_stored(msg.body)
     job = await asyncio.to_thread(_scheduler().job_for, event)
     if job is None:
         return
@@ -75,9 +76,9 @@ async def dispatch_attempt(body: bytes) -> None:
     )
 
 
-@broker.subscriber(REPORT_SUBJECT, **durable_pull(REPORTS_STREAM, "run-scheduler-reports", batch_size=50))
-async def record_report(body: bytes) -> None:
-    report = AttemptReport.model_validate_json(body)
+@broker.subscriber(REPORT_SUBJECT, **durable_pull(REPORTS_STREAM, "run-scheduler-reports"))
+async def record_report(msg: NatsMessage) -> None:
+    report = AttemptReport.model_validate_json(msg.body)
     await asyncio.to_thread(_scheduler().on_report, report)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from faststream.nats.annotations import NatsMessage
+
 from regatta_shared.bus import EVENTS_STREAM
 from regatta_shared.codec import decode_stored
 from regatta_shared.service import (
@@ -35,7 +37,6 @@ def _scorer() -> Scorer:
     **durable_pull(
         EVENTS_STREAM,
         "scoring",
-        batch_size=50,
         filter_subjects=[
             "evt.run.AttemptFinished",
             "evt.run.RunExecutionCompleted",
@@ -44,8 +45,8 @@ def _scorer() -> Scorer:
         ],
     ),
 )
-async def score_run_event(body: bytes) -> None:
-    await asyncio.to_thread(_scorer().on_event, decode_stored(body))
+async def score_run_event(msg: NatsMessage) -> None:
+    await asyncio.to_thread(_scorer().on_event, decode_stored(msg.body))
 
 
 app = build_app(broker, settings)

@@ -89,16 +89,28 @@ def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any
     entries = latest_per_participant(all_entries)
     rows: dict[str, dict[str, Any]] = {e.participant: _row(e) for e in entries}
     for metric in PASS_METRICS:
-        for pid, ranked in st.rank_participants(_pass_participants(entries, metric)).items():
-            rows[pid]["ranks"][metric] = {"rank": ranked.rank, "tied": ranked.tied,
-                                          "comparison": ranked.comparison}
+        for ranked in st.rank_participants(_pass_participants(entries, metric)):
+            rows[ranked.id]["ranks"][metric] = {"rank": ranked.rank, "tied": ranked.tied,
+                                                "comparison": _comparison(ranked.comparison)}
     for metric, field in COST_METRICS.items():
         values = {e.participant: getattr(e.scores, field) for e in entries}
-        ranks, tied = st.rank_lower_is_better(values)
+        ranks = st.rank_lower_is_better(values)
+        tied = st.tied_flags(ranks)
         for pid in rows:
             rows[pid]["ranks"][metric] = {"rank": ranks.get(pid), "tied": tied.get(pid, False), "comparison": None}
     return sorted(rows.values(), key=lambda r: (r["ranks"]["pass_at_1"]["rank"], -r["pass_at_1"]["value"],
                                                 r["participant"]))
+
+
+def _comparison(comparison: st.TopComparison) -> dict[str, Any]:
+    return {
+        "top": comparison.top_id,
+        "top_estimate": float(comparison.top_estimate),
+        "estimate": float(comparison.estimate),
+        "difference": float(comparison.difference),
+        "p_value": comparison.p_value,
+        "p_holm": comparison.p_holm,
+    }
 
 
 def _row(entry: LeaderboardEntry) -> dict[str, Any]:
@@ -130,7 +142,7 @@ def rank_run_agents(agents: list[AgentScores]) -> list[AgentScores]:
         for a in agents
         if a.pass_at_1 is not None and (ts := _task_scores(a, 1))
     ]
-    ranked = st.rank_participants(participants)
+    ranked = {r.id: r for r in st.rank_participants(participants)}
     return [
         a.model_copy(update={"rank": ranked[str(a.agent_index)].rank, "tied": ranked[str(a.agent_index)].tied})
         if str(a.agent_index) in ranked else a

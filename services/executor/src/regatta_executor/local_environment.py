@@ -1,0 +1,219 @@
+"""Regatta's `local` Harbor environment: the trial runs on this host inside a bubblewrap sandbox.
+
+Reach it from Harbor with::
+
+    environment={"import_path": "regatta_executor.local_environment:LocalEnvironment",
+                 "delete": True, "kwargs": {...LocalEnvironmentOptions fields...}}
+
+The task's Dockerfile is not built; only its last WORKDIR is used. The host's /usr, /etc, /opt and /var
+are mounted read-only, so tasks can use what the host has installed but cannot install anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any, override
+
+from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
+from harbor.environments.options import EnvironmentOptions
+from harbor.models.trial.config import ResourceMode
+from pydantic import Field, field_validator
+
+from regatta_executor.cgroups import Limits
+from regatta_executor.sandbox import Bind, Sandbox, SandboxSpec
+
+_WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
+_MIB = 1024 * 1024
+
+
+class LocalEnvironmentOptions(EnvironmentOptions):
+    """Kwargs of the local environment (Harbor's `environment.kwargs`)."""
+
+    auto_mounting: bool = Field(
+        default=True,
+        description="Always true: the trial's log folders are bind-mounted into the sandbox.",
+    )
+    sandbox_dir: str | None = Field(
+        default=None,
+        description="Host folder for per-trial sandbox roots; default <tmp>/regatta-sandboxes.",
+    )
+    default_memory_mb: int | None = Field(
+        default=2048, ge=16, description="Memory limit when the task sets no [environment].memory_mb."
+    )
+    default_cpus: float | None = Field(
+        default=None, gt=0, description="CPU limit when the task sets no [environment].cpus."
+    )
+    max_processes: int | None = Field(default=512, ge=16, description="Process (pid) limit per sandbox.")
+    cpu_time_sec: int | None = Field(default=None, ge=1, description="RLIMIT_CPU of every sandbox process.")
+    use_cgroups: bool = Field(default=True, description="Enforce limits with cgroups where possible.")
+    start_timeout_sec: float = Field(default=30.0, gt=0)
+
+    @field_validator("auto_mounting")
+    @classmethod
+    def _always_mounted(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError("the local environment always bind-mounts the trial's log folders")
+        return value
+
+
+class LocalEnvironment(BaseEnvironment):
+    """One long-lived bubblewrap sandbox per trial, entered with nsenter for every command.
+
+    Network: `no-network` and `allowlist` tasks get a private network namespace with only loopback
+    (an allowlist is enforced as no network at all); `public` tasks share the host's network.
+    """
+
+    options_model = LocalEnvironmentOptions
+    options: LocalEnvironmentOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_mounting", True)
+        super().__init__(*args, **kwargs)
+        self._sandbox: Sandbox | None = None
+        self._workdir = self._resolve_workdir()
+
+    @staticmethod
+    @override
+    def type() -> str:
+        return "local"
+
+    @property
+    @override
+    def capabilities(self) -> EnvironmentCapabilities:
+        return EnvironmentCapabilities(
+            mounted=True,
+            disable_internet=True,
+            network_allowlist=True,
+            network_allowlist_hostnames=True,
+            network_allowlist_wildcard_hostnames=True,
+            network_allowlist_ipv4_addresses=True,
+            network_allowlist_ipv6_addresses=True,
+            network_allowlist_ipv4_cidrs=True,
+            network_allowlist_ipv6_cidrs=True,
+        )
+
+    @classmethod
+    @override
+    def resource_capabilities(cls) -> EnvironmentResourceCapabilities:
+        return EnvironmentResourceCapabilities(cpu_limit=True, memory_limit=True, fractional_cpus=True)
+
+    @override
+    def _validate_definition(self) -> None:
+        unsupported = [m["target"] for m in self._mounts if m.get("type", "bind") != "bind"]
+        if unsupported:
+            raise ValueError(f"the local environment supports only bind mounts, not for {unsupported}")
+        if (self.environment_dir / "docker-compose.yaml").exists():
+            self.logger.warning("the local environment ignores docker-compose.yaml: no sidecar services run")
+
+    @property
+    def sandbox_root(self) -> Path | None:
+        """Host folder mounted as the sandbox's `/` while the environment runs."""
+        return self._sandbox.root if self._sandbox else None
+
+    @property
+    def enforced_limits(self) -> frozenset[str]:
+        """Which of pids, memory, cpu are enforced by cgroups (the rest fall back to rlimits)."""
+        return self._sandbox.enforced_limits if self._sandbox else frozenset()
+
+    @override
+    async def start(self, force_build: bool) -> None:
+        if self._network_is_allowlist:
+            self.logger.warning("network_mode 'allowlist' runs without any network in the local environment")
+        base = Path(self.options.sandbox_dir or Path(tempfile.gettempdir(), "regatta-sandboxes"))
+        workspace = base / f"{self.session_id}-{secrets.token_hex(4)}"
+        binds = tuple(
+            Bind(Path(m["source"]), PurePosixPath(m["target"]), bool(m.get("read_only")))
+            for m in self._mounts
+        )
+        spec = SandboxSpec(
+            workspace=workspace,
+            workdir=self._workdir,
+            network=self._network_is_public,
+            binds=binds,
+            limits=self._limits(),
+            cpu_time_sec=self.options.cpu_time_sec,
+            use_cgroups=self.options.use_cgroups,
+            start_timeout_sec=self.options.start_timeout_sec,
+        )
+        self._sandbox = Sandbox(spec, self.logger)
+        await self._sandbox.start()
+        await self._upload_environment_dir_after_start()
+
+    @override
+    async def stop(self, delete: bool) -> None:
+        if self._sandbox is not None:
+            await self._sandbox.stop(delete=delete)
+
+    @override
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        result = await self._running().exec(
+            command,
+            cwd=cwd or str(self._workdir),
+            env=self._merge_env(env),
+            timeout_sec=timeout_sec,
+            on_output=self._output_callback(),
+        )
+        return ExecResult(stdout=result.stdout, stderr=result.stderr, return_code=result.return_code)
+
+    @override
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        await asyncio.to_thread(self._running().files.upload_file, Path(source_path), target_path)
+
+    @override
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        await asyncio.to_thread(self._running().files.upload_dir, Path(source_dir), target_dir)
+
+    @override
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        await asyncio.to_thread(self._running().files.download_file, source_path, Path(target_path))
+
+    @override
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        await asyncio.to_thread(self._running().files.download_dir, source_dir, Path(target_dir))
+
+    def _running(self) -> Sandbox:
+        if self._sandbox is None:
+            raise RuntimeError("the local environment has not been started")
+        return self._sandbox
+
+    def _limits(self) -> Limits:
+        memory_mb = self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
+        cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
+        memory_mb = memory_mb or self.options.default_memory_mb
+        return Limits(
+            memory_bytes=memory_mb * _MIB if memory_mb else None,
+            cpus=cpus or self.options.default_cpus,
+            max_processes=self.options.max_processes,
+        )
+
+    def _resolve_workdir(self) -> PurePosixPath:
+        if self.task_env_config.workdir:
+            return PurePosixPath("/", self.task_env_config.workdir)
+        return dockerfile_workdir(self.environment_dir / "Dockerfile") or PurePosixPath("/")
+
+
+def dockerfile_workdir(dockerfile: Path) -> PurePosixPath | None:
+    """The working directory the image would have: WORKDIR instructions in order, relative ones joined
+    to the previous. Build arguments and environment variables are not expanded."""
+    try:
+        lines = dockerfile.read_text().splitlines()
+    except OSError:
+        return None
+    workdir: PurePosixPath | None = None
+    for line in lines:
+        match = _WORKDIR.match(line)
+        if match:
+            workdir = PurePosixPath(workdir or "/", match.group(1).strip("\"'"))
+    return workdir
