@@ -277,3 +277,7 @@ def run_stop(key: str) -> None:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

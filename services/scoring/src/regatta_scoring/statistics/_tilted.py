@@ -35,17 +35,19 @@ Problem = tuple[Sequence[int], Sequence[int], int]
 _WINDOW_WEIGHT = 40.0
 """Terms with e^{-θ(r-y)} < e^{-40} are below double precision relative to the sum and are not read."""
 
-_ALIAS_SIGMAS = 4.75
-"""Period margin above the tilted mean, in units of sqrt(Σ k a²) (9.5 untilted standard deviations): by
-Hoeffding's inequality the mass beyond it, which would alias onto the window, is < e^{-45}."""
+_ALIAS_LOG = 45.0
+"""The period leaves a margin on both sides of the tilted mean beyond which the tilted mass, which would
+alias onto the window, is < e^{-45}: the smaller of Hoeffding's margin sqrt(45/2 · Σ k a²) and
+Bernstein's 15 a_max + sqrt(225 a_max² + 90 σ_θ²), which is much narrower far in the tail, where the
+tilted variance σ_θ² is small."""
 
-_NEGLIGIBLE = 52.0
-"""Frequencies with |Q(j)| < e^{-52} are skipped; their total effect is < 1e-20 of the result."""
+_NEGLIGIBLE = 45.0
+"""Frequencies with |Q(j)| < e^{-45} are skipped; their total effect is < 1e-16 of the result."""
 
 _MAX_PERIOD = 1 << 20
 """Beyond this period (support ≳ 10^6, which under m·S ≤ 10^8 means m < 100) a direct method is cheaper."""
 
-_TABLE_PERIOD = 1 << 16
+_TABLE_PERIOD = 1 << 14
 _CHUNK = 1 << 22
 _TWO_PI = 2.0 * math.pi
 
@@ -82,54 +84,46 @@ def tilted_lower_tails(problems: Sequence[Problem]) -> list[float | None]:
         if not active.any():
             break
         theta = np.where(active, theta + gap / np.where(variance > 0, variance, 1.0), theta)
-    t, mean, _ = _moments(theta, owner, a, ak, aak, count)
+    t, mean, variance = _moments(theta, owner, a, ak, aak, count)
 
     # Window [lowest, r] of y that matter, and the period N that keeps aliasing below e^{-45}.
     reach = np.minimum(np.ceil(_WINDOW_WEIGHT / theta), r + 1).astype(np.int64)
     lowest = np.maximum(0, r_int - reach)
-    span = np.ceil(np.maximum(mean, r) + _ALIAS_SIGMAS * np.sqrt(sum_sq)).astype(np.int64) - lowest + 1
+    a_max = np.maximum.reduceat(a, first)
+    margin = np.minimum(
+        np.sqrt(_ALIAS_LOG / 2 * sum_sq),
+        _ALIAS_LOG / 3 * a_max + np.sqrt((_ALIAS_LOG / 3 * a_max) ** 2 + 2 * _ALIAS_LOG * variance),
+    )
+    span = np.ceil(np.maximum(mean, r) + margin).astype(np.int64) - lowest + 1
     s_int = np.rint(s).astype(np.int64)
     whole = span >= s_int + 1  # the whole support fits: no aliasing at all
     lowest = np.where(whole, 0, lowest)
     span = np.where(whole, s_int + 1, span)
-    period = np.array([1 << (int(x) - 1).bit_length() for x in span.tolist()], dtype=np.int64)
+    period = np.array([_period(x) for x in span.tolist()], dtype=np.int64)
     n_terms = r_int - lowest + 1
     accepted = period <= _MAX_PERIOD
 
-    kept_owner, kept_j = _frequencies(
-        np.flatnonzero(accepted), a_int, k * t / (1.0 + t) ** 2, first, sizes, period
-    )
-
-    # log Q(j) at the kept frequencies, summed over each problem's values (ragged expansion).
-    kept = len(kept_j)
-    repeat = sizes[kept_owner]
-    element = np.repeat(np.arange(kept), repeat)
-    offset = np.arange(int(repeat.sum())) - np.repeat(np.cumsum(repeat) - repeat, repeat)
-    entry = np.repeat(first[kept_owner], repeat) + offset
-    n_el = period[kept_owner][element]
-    angle = ((a_int[entry] * kept_j[element]) % n_el) * (_TWO_PI / n_el)
-    t_el = t[entry]
-    x = 1.0 + t_el * np.cos(angle)
-    y = -t_el * np.sin(angle)
-    k_el = k[entry]
-    log_norm = np.bincount(owner, k * np.log1p(t), minlength=count)
-    log_abs_q = (
-        0.5 * np.bincount(element, k_el * np.log(x * x + y * y), minlength=kept) - log_norm[kept_owner]
-    )
-    arg_q = np.bincount(element, k_el * np.arctan2(y, x), minlength=kept)
-
-    # Σ_{u=0}^{n-1} e^{-θu} ω^{j(r-u)} = ω^{jr} (1 - ξ^n) / (1 - ξ) with ξ = e^{-θ} ω^{-j}; both factors are
-    # formed as 2 sin²(φ/2) - cos φ · expm1(-θ·) + i e^{-θ·} sin φ, which has no cancellation near j = 0.
-    th = theta[kept_owner]
-    n_k = period[kept_owner]
-    terms_n = n_terms[kept_owner]
-    base = kept_j * (_TWO_PI / n_k)
-    denominator = _one_minus(base, th)
-    numerator = _one_minus(((kept_j * terms_n) % n_k) * (_TWO_PI / n_k), th * terms_n)
-    shift = ((kept_j * r_int[kept_owner]) % n_k) * (_TWO_PI / n_k)
-    terms = np.exp(log_abs_q + 1j * (arg_q + shift)) * (numerator / denominator)
-    hermitian = np.where((kept_j == 0) | (2 * kept_j == n_k), 1.0, 2.0)
-    sums = np.bincount(kept_owner, terms.real * hermitian, minlength=count) / period
+    # Evaluate in dense blocks of problems that share the period N and have a similar number of values.
+    sums = np.zeros(count)
+    position = np.arange(total) - first[owner]
+    width = np.array([(int(v) - 1).bit_length() for v in sizes.tolist()], dtype=np.int64)  # log2 bucket
+    keys = np.where(accepted, period * 64 + width, -1)
+    for key in np.unique(keys[accepted]).tolist():
+        members = np.flatnonzero(keys == key)
+        local = np.full(count, -1, dtype=np.int64)
+        local[members] = np.arange(len(members))
+        entries = np.flatnonzero(local[owner] >= 0)
+        rows, cols = local[owner[entries]], position[entries]
+        shape = (len(members), int(sizes[members].max()))
+        block_a = np.zeros(shape, dtype=np.int64)
+        block_k = np.zeros(shape)
+        block_t = np.zeros(shape)  # padding: a = 0, k = 0, t = 0 contributes nothing
+        block_a[rows, cols] = a_int[entries]
+        block_k[rows, cols] = k[entries]
+        block_t[rows, cols] = t[entries]
+        sums[members] = _block_sums(
+            key // 64, block_a, block_k, block_t, theta[members], r_int[members], n_terms[members]
+        )
 
     # log(M(θ) e^{θr}) value by value: log((1 + t)/2) = log1p(expm1(-θa)/2) stays accurate as θa → 0, and
     # per-value terms avoid cancelling m·log 2 against θr.
@@ -143,6 +137,13 @@ def tilted_lower_tails(problems: Sequence[Problem]) -> list[float | None]:
         else:
             out.append(None)
     return out
+
+
+def _period(span: int) -> int:
+    """Smallest 2^e or 3·2^e ≥ span: few distinct periods (cached tables) with little overshoot."""
+    power = 1 << (span - 1).bit_length()
+    three = 3 * power // 4
+    return three if three >= span and three % 2 == 0 else power
 
 
 def _moments(theta: Any, owner: Any, a: Any, ak: Any, aak: Any, count: int) -> tuple[Any, Any, Any]:
@@ -161,53 +162,66 @@ def _one_minus(phi: Any, decay: Any) -> Any:
     )
 
 
-def _frequencies(
-    problems: Any, a_int: Any, weights: Any, first: Any, sizes: Any, period: Any
-) -> tuple[Any, Any]:
-    """(problem, j) pairs with j ∈ [0, N/2] where |Q(j)| may exceed e^{-52}.
+def _block_sums(period: int, a: Any, k: Any, t: Any, theta: Any, r: Any, n_terms: Any) -> Any:
+    """Σ_{u < n} e^{-θu} q(r - u) for a block of problems sharing the period N (rows: problems)."""
+    row, j = _frequencies(period, a, k * t / (1.0 + t) ** 2)
+    # log Q(j) = Σ_a k_a [log|1 + t_a ω^{-aj}| + i arg(1 + t_a ω^{-aj}) - log(1 + t_a)]
+    angle = (a[row] * j[:, None] % period) * (_TWO_PI / period)
+    t_rows = t[row]
+    x = 1.0 + t_rows * np.cos(angle)
+    y = -t_rows * np.sin(angle)
+    k_rows = k[row]
+    log_abs_q = 0.5 * np.einsum("ij,ij->i", k_rows, np.log(x * x + y * y)) - np.einsum(
+        "ij,ij->i", k_rows, np.log1p(t_rows)
+    )
+    arg_q = np.einsum("ij,ij->i", k_rows, np.arctan2(y, x))
 
-    |Q(j)| ≤ exp(-Σ_a w_a (1 - cos(2π a j / N))) with w_a = k_a t_a / (1 + t_a)², since
+    # Σ_{u=0}^{n-1} e^{-θu} ω^{j(r-u)} = ω^{jr} (1 - ξ^n) / (1 - ξ) with ξ = e^{-θ} ω^{-j}; both factors are
+    # formed as 2 sin²(φ/2) - cos φ · expm1(-θ·) + i e^{-θ·} sin φ, which has no cancellation near j = 0.
+    th = theta[row]
+    terms_n = n_terms[row]
+    step = _TWO_PI / period
+    denominator = _one_minus(j * step, th)
+    numerator = _one_minus((j * terms_n % period) * step, th * terms_n)
+    shift = (j * r[row] % period) * step
+    terms = np.exp(log_abs_q + 1j * (arg_q + shift)) * (numerator / denominator)
+    hermitian = np.where((j == 0) | (2 * j == period), 1.0, 2.0)
+    return np.bincount(row, terms.real * hermitian, minlength=a.shape[0]) / period
+
+
+def _frequencies(period: int, a: Any, weights: Any) -> tuple[Any, Any]:
+    """(row, j) with j ∈ [0, N/2] where |Q(j)| may exceed e^{-45}.
+
+    |Q(j)| ≤ exp(-Σ_a w_a (1 - cos(2π a j / N))) with w_a = k_a t_a / (1 + t_a)², because
     |1 + t e^{-iφ}|² / (1 + t)² = 1 - 2t(1 - cos φ)/(1 + t)² ≤ exp(-2t(1 - cos φ)/(1 + t)²).
     """
-    owners: list[Any] = []
-    js: list[Any] = []
-    a_list = a_int.tolist()
-    first_list = first.tolist()
-    size_list = sizes.tolist()
-    by_period: dict[int, list[int]] = {}
-    for p in problems.tolist():
-        by_period.setdefault(int(period[p]), []).append(p)
-    for n, members in by_period.items():
-        half = n // 2 + 1
-        dense = [p for p in members if max(a_list[first_list[p] : first_list[p] + size_list[p]]) < 64]
-        if n <= _TABLE_PERIOD and dense:
-            table = _one_minus_cos(n)
-            step = max(1, _CHUNK // half)
-            for lo in range(0, len(dense), step):
-                block = dense[lo : lo + step]
-                w = np.zeros((len(block), 64))
-                for row, p in enumerate(block):
-                    sl = slice(first_list[p], first_list[p] + size_list[p])
-                    w[row, a_int[sl]] = weights[sl]
-                rows, js_block = np.nonzero(w @ table < _NEGLIGIBLE)
-                owners.append(np.asarray(block, dtype=np.int64)[rows])
-                js.append(js_block)
-            dense_set = set(dense)
-            members = [p for p in members if p not in dense_set]
-        for p in members:
-            sl = slice(first_list[p], first_list[p] + size_list[p])
-            values = a_int[sl]
-            w = weights[sl]
-            step = max(1, _CHUNK // len(values))
-            for lo in range(0, half, step):
-                j = np.arange(lo, min(half, lo + step))
-                bound = w @ (1.0 - np.cos((np.multiply.outer(values, j) % n) * (_TWO_PI / n)))
-                picked = j[bound < _NEGLIGIBLE]
-                owners.append(np.full(len(picked), p, dtype=np.int64))
-                js.append(picked)
-    if not owners:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(owners), np.concatenate(js)
+    problems, _ = a.shape
+    half = period // 2 + 1
+    top = int(a.max())
+    if top < 64 and period <= _TABLE_PERIOD:
+        # One matrix product per chunk: weights scattered onto their values, times a cached cosine table.
+        table = _one_minus_cos(period)[: top + 1]
+        dense = np.zeros((problems, top + 1))
+        dense[np.repeat(np.arange(problems), a.shape[1]), a.ravel()] = (
+            weights.ravel()
+        )  # padding: a = 0, w = 0
+        rows_list, js_list = [], []
+        step = max(1, _CHUNK // half)
+        for lo in range(0, problems, step):
+            rows, js = np.nonzero(dense[lo : lo + step] @ table < _NEGLIGIBLE)
+            rows_list.append(rows + lo)
+            js_list.append(js)
+        return np.concatenate(rows_list), np.concatenate(js_list)
+    rows_list, js_list = [], []
+    step = max(1, _CHUNK // max(1, a.shape[1]))
+    for p in range(problems):
+        for lo in range(0, half, step):
+            j = np.arange(lo, min(half, lo + step))
+            bound = weights[p] @ (1.0 - np.cos((np.multiply.outer(a[p], j) % period) * (_TWO_PI / period)))
+            picked = j[bound < _NEGLIGIBLE]
+            rows_list.append(np.full(len(picked), p, dtype=np.int64))
+            js_list.append(picked)
+    return np.concatenate(rows_list), np.concatenate(js_list)
 
 
 @lru_cache(maxsize=8)

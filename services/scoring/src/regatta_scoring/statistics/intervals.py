@@ -43,7 +43,13 @@ def wilson(estimate: float | Fraction, n_tasks: int) -> tuple[float, float]:
     d = 1 + z2 / n
     center = (y + z2 / (2 * n)) / d
     half = Z_975 * sqrt(y * (1 - y) / n + z2 / (4 * n * n)) / d
-    return max(0.0, center - half), min(1.0, center + half)
+    low, high = max(0.0, center - half), min(1.0, center + half)
+    # At ŷ = 0 (or 1) the lower (upper) bound is exactly 0 (1); rounding must not make it 5e-17 or 1 - 1e-16.
+    if y == 0.0:
+        low = 0.0
+    if y == 1.0:
+        high = 1.0
+    return low, high
 
 
 def score(estimate: float | Fraction, n_tasks: int) -> Score:

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo 'Hello, Regatta!' > /app/hello.txt

@@ -1,0 +1,92 @@
+"""The running stack (real nats-server, real Postgres, every service as its own process)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from regatta import nats_server
+from regatta.stack import Stack
+
+TERMINAL = ("finished", "failed", "stopped")
+
+
+class Api:
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.http = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"},
+                                 timeout=30.0)
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.http.get(f"/api/v1{path}", params=params)
+        response.raise_for_status()
+        return response.json()
+
+    def submit_toml(self, text: str) -> dict[str, Any]:
+        response = self.http.post("/api/v1/runs", content=text.encode(),
+                                  headers={"Content-Type": "application/toml"})
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def all_logs(self, run_id: str) -> list[dict[str, Any]]:
+        """Every log entry, oldest first, by following the cursor to older pages."""
+        pages: list[list[dict[str, Any]]] = []
+        cursor = None
+        while True:
+            params = {"limit": 200, **({"cursor": cursor} if cursor else {})}
+            page = self.get(f"/runs/{run_id}/logs", **params)
+            pages.append(page["logs"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                return [entry for logs in reversed(pages) for entry in logs]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 120.0, every: float = 0.2) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(every)
+        raise TimeoutError("condition not reached in time")
+
+    def benchmark_ready(self, name: str) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            for row in self.get("/benchmarks")["benchmarks"]:
+                if row["name"] == name and row["sync_status"] in ("ready", "failed"):
+                    return row
+            return None
+
+        return self.wait_for(ready)
+
+    def wait_run(self, run_id: str, timeout: float = 180.0) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            detail = self.get(f"/runs/{run_id}")
+            return detail if detail["benchmark_run"]["status"] in TERMINAL else None
+
+        return self.wait_for(done, timeout)
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Stack]]:
+    stacks: list[Stack] = []
+
+    def make(executors: int = 1, **env: str) -> Stack:
+        stack = Stack(data_dir=tmp_path / f"stack{len(stacks)}", port=nats_server.free_port(),
+                      executors=executors, database_url=postgres_url, extra_env=env)
+        stacks.append(stack)
+        stack.start()
+        return stack
+
+    yield make
+    for stack in stacks:
+        stack.stop()
+
+
+@pytest.fixture
+def api_for() -> Callable[[Stack], Api]:
+    return Api
