@@ -18,7 +18,9 @@ from regatta import nats_server
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-POSTGRES_ADMIN_URL = os.environ.get("REGATTA_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+POSTGRES_ADMIN_URL = os.environ.get(
+    "REGATTA_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 
 
 def unavailable(reason: str) -> None:

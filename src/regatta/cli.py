@@ -39,8 +39,13 @@ def up(
     """Start NATS, the SQLite store and every service on this machine (embedded default)."""
     from .stack import Stack
 
-    stack = Stack(data_dir=Path(os.environ.get("REGATTA_DATA_DIR", data_dir)), port=port, executors=executors,
-                  nats_url=os.environ.get("NATS_URL"), database_url=os.environ.get("DATABASE_URL"))
+    stack = Stack(
+        data_dir=Path(os.environ.get("REGATTA_DATA_DIR", data_dir)),
+        port=port,
+        executors=executors,
+        nats_url=os.environ.get("NATS_URL"),
+        database_url=os.environ.get("DATABASE_URL"),
+    )
     try:
         stack.start()
         console.print(f"Regatta is up at [bold]{stack.url}[/bold] (token in {stack.data_dir / 'token'})")
@@ -93,7 +98,9 @@ def benchmark_add(
     if folder:
         body.update(source_type="folder", path=str(Path(dataset).resolve()))
     else:
-        body.update(source_type="registry", registry_path=str(Path(registry or ".").resolve()), dataset=dataset)
+        body.update(
+            source_type="registry", registry_path=str(Path(registry or ".").resolve()), dataset=dataset
+        )
     try:
         created = _client().post("/benchmarks", json=body)
     except ApiFailure as error:
@@ -111,8 +118,15 @@ def benchmark_list(as_json: JsonOpt = False) -> None:
         return _print_json(data)
     table = Table("Name", "Key", "Status", "Tasks", "Added by")
     for b in data["benchmarks"]:
-        tasks = str(b["task_count"]) if b["sync_status"] == "ready" else (
-            "unavailable" if b["sync_status"] == "failed" else f"{b['synced_task_count']}/{b['task_count']}")
+        tasks = (
+            str(b["task_count"])
+            if b["sync_status"] == "ready"
+            else (
+                "unavailable"
+                if b["sync_status"] == "failed"
+                else f"{b['synced_task_count']}/{b['task_count']}"
+            )
+        )
         table.add_row(b["name"], b["source_ref"], b["sync_status"], tasks, b.get("creator_name", ""))
     console.print(table)
 
@@ -126,7 +140,9 @@ def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
     if as_json:
         return _print_json(data)
     b = data["benchmark"]
-    console.print(f"[bold]{b['name']}[/bold] ({b['source_ref']}) — {b['sync_status']}, {b['task_count']} tasks")
+    console.print(
+        f"[bold]{b['name']}[/bold] ({b['source_ref']}) — {b['sync_status']}, {b['task_count']} tasks"
+    )
     if b.get("sync_error"):
         console.print(f"[red]{b['sync_error']}[/red]")
     _leaderboard_table(data["leaderboard"])
@@ -138,8 +154,14 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
         p1 = r.get("pass_at_1") or {}
         pk = (r.get("pass_at_k") or [{}])[-1]
         rank = f"{r.get('rank')}{'*' if r.get('tied') else ''}"
-        table.add_row(rank, f"{r['model']} ({r['harness']})", _pct(p1), f"{pk.get('value', 0):.0%}",
-                      _money(r.get("cost_per_task")), _secs(r.get("mean_duration_seconds")))
+        table.add_row(
+            rank,
+            f"{r['model']} ({r['harness']})",
+            _pct(p1),
+            f"{pk.get('value', 0):.0%}",
+            _money(r.get("cost_per_task")),
+            _secs(r.get("mean_duration_seconds")),
+        )
     console.print(table)
 
 
@@ -184,7 +206,9 @@ def run_submit(
     """Submit a run from an Osmosis-style TOML config."""
     client = _client()
     try:
-        created = client.post("/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"})
+        created = client.post(
+            "/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"}
+        )
     except ApiFailure as error:
         _fail(error)
     if not wait:
@@ -199,14 +223,21 @@ def run_submit(
 
 
 def _follow(client: Client, run_id: str) -> dict[str, Any]:
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         bar = progress.add_task("pending", total=None)
         while True:
             detail = client.get(f"/runs/{run_id}")
             status = detail["benchmark_run"]["status"]
             done = detail["progress"]
-            progress.update(bar, description=status, completed=done["ingested"], total=done["expected"] or None)
+            progress.update(
+                bar, description=status, completed=done["ingested"], total=done["expected"] or None
+            )
             if status in ("finished", "failed", "stopped"):
                 return detail
             time.sleep(0.5)
@@ -220,10 +251,16 @@ def _results_table(detail: dict[str, Any]) -> None:
     for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):
         agent = agents[m["benchmark_run_agent_id"]]
         pk = (m.get("pass_at_k") or [{}])[-1]
-        table.add_row(f"{m.get('rank') or '–'}{'*' if m.get('tied') else ''}",
-                      f"{agent['harness']} · {agent['model']}", _pct(m.get("pass_at_1")),
-                      f"@{pk.get('k', '–')} {pk.get('value', 0):.0%}", str(m["passed"]), str(m["failed"]),
-                      str(m["errored"]), str(m["cancelled"]))
+        table.add_row(
+            f"{m.get('rank') or '–'}{'*' if m.get('tied') else ''}",
+            f"{agent['harness']} · {agent['model']}",
+            _pct(m.get("pass_at_1")),
+            f"@{pk.get('k', '–')} {pk.get('value', 0):.0%}",
+            str(m["passed"]),
+            str(m["failed"]),
+            str(m["errored"]),
+            str(m["cancelled"]),
+        )
     console.print(table)
 
 
@@ -238,8 +275,14 @@ def run_list(as_json: JsonOpt = False) -> None:
     table = Table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
     for r in data["benchmark_runs"]:
         best = r.get("best_pass_at_1")
-        table.add_row(r["name"], r["status"], f"{r['ingested_results']}/{r['expected_results']}",
-                      r["benchmark_name"], "–" if best is None else f"{best:.1%}", r["created_at"])
+        table.add_row(
+            r["name"],
+            r["status"],
+            f"{r['ingested_results']}/{r['expected_results']}",
+            r["benchmark_name"],
+            "–" if best is None else f"{best:.1%}",
+            r["created_at"],
+        )
     console.print(table)
 
 

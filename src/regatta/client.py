@@ -36,7 +36,9 @@ class Client:
                 raise ApiFailure(f"HTTP {response.status_code}: {response.text[:200]}") from None
             message = body.get("message") or body.get("error") or str(body)
             for issue in body.get("issues") or []:
-                message += f"\n  - {issue.get('key')}: {issue.get('message')}" if isinstance(issue, dict) else ""
+                message += (
+                    f"\n  - {issue.get('key')}: {issue.get('message')}" if isinstance(issue, dict) else ""
+                )
             raise ApiFailure(message)
         return response.json() if response.content else {}
 

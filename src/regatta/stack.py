@@ -58,19 +58,26 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "NATS_URL": self.nats_url or "",
-            "REGATTA_DATA_DIR": str(self.data_dir),
-            "REGATTA_BOOTSTRAP_TOKEN": self.token,
-            "REGATTA_GATEWAY_PORT": str(self.port),
-            "HARBOR_TELEMETRY": "0",
-        })
+        env.update(
+            {
+                "NATS_URL": self.nats_url or "",
+                "REGATTA_DATA_DIR": str(self.data_dir),
+                "REGATTA_BOOTSTRAP_TOKEN": self.token,
+                "REGATTA_GATEWAY_PORT": str(self.port),
+                "HARBOR_TELEMETRY": "0",
+            }
+        )
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         if (EXAMPLES / "registry.json").exists() and "REGATTA_HOSTED_BENCHMARKS" not in os.environ:
             env["REGATTA_HOSTED_BENCHMARKS"] = json.dumps(
-                [{"registry_path": str(EXAMPLES / "registry.json"), "dataset": "regatta-examples@1.0",
-                  "name": "regatta-examples"}]
+                [
+                    {
+                        "registry_path": str(EXAMPLES / "registry.json"),
+                        "dataset": "regatta-examples@1.0",
+                        "name": "regatta-examples",
+                    }
+                ]
             )
         env.update(self.extra_env)
         return env
@@ -99,8 +106,9 @@ class Stack:
     def start_service(self, service: str, key: str | None = None) -> subprocess.Popen[bytes]:
         key = key or service
         log = (self.logs / f"{key}.log").open("ab")
-        process = subprocess.Popen(command(service), env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command(service), env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.processes[key] = process
         return process
 

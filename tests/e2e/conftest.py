@@ -19,8 +19,9 @@ TERMINAL = ("finished", "failed", "stopped")
 class Api:
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
-        self.http = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"},
-                                 timeout=30.0)
+        self.http = httpx.Client(
+            base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"}, timeout=30.0
+        )
 
     def get(self, path: str, **params: Any) -> Any:
         response = self.http.get(f"/api/v1{path}", params=params)
@@ -28,8 +29,9 @@ class Api:
         return response.json()
 
     def submit_toml(self, text: str) -> dict[str, Any]:
-        response = self.http.post("/api/v1/runs", content=text.encode(),
-                                  headers={"Content-Type": "application/toml"})
+        response = self.http.post(
+            "/api/v1/runs", content=text.encode(), headers={"Content-Type": "application/toml"}
+        )
         assert response.status_code == 201, response.text
         return response.json()
 
@@ -76,8 +78,13 @@ def make_stack(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Stac
     stacks: list[Stack] = []
 
     def make(executors: int = 1, **env: str) -> Stack:
-        stack = Stack(data_dir=tmp_path / f"stack{len(stacks)}", port=nats_server.free_port(),
-                      executors=executors, database_url=postgres_url, extra_env=env)
+        stack = Stack(
+            data_dir=tmp_path / f"stack{len(stacks)}",
+            port=nats_server.free_port(),
+            executors=executors,
+            database_url=postgres_url,
+            extra_env=env,
+        )
         stacks.append(stack)
         stack.start()
         return stack

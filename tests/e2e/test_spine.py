@@ -8,9 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
+from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "examples" / "runs" / "demo.toml").read_text()
@@ -49,14 +48,17 @@ def _write_slow_tasks(root: Path, count: int) -> None:
         task = root / f"slow-{index}"
         for folder in ("tests", "solution", "environment"):
             (task / folder).mkdir(parents=True)
-        (task / "task.toml").write_text('[metadata]\ncategory = "slow"\n[agent]\ntimeout_sec = 60\n'
-                                        '[verifier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "no-network"\n')
+        (task / "task.toml").write_text(
+            '[metadata]\ncategory = "slow"\n[agent]\ntimeout_sec = 60\n'
+            '[verifier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "no-network"\n'
+        )
         (task / "instruction.md").write_text("Write done to /app/out.txt\n")
         (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
         (task / "solution" / "solve.sh").write_text("#!/bin/bash\nsleep 1.5\necho done > /app/out.txt\n")
         (task / "tests" / "test.sh").write_text(
             "#!/bin/bash\nif grep -q done /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi"
-            " > /logs/verifier/reward.txt\n")
+            " > /logs/verifier/reward.txt\n"
+        )
 
 
 def test_executor_killed_mid_run_finishes_with_every_attempt_once(make_stack, api_for, tmp_path) -> None:
@@ -64,14 +66,19 @@ def test_executor_killed_mid_run_finishes_with_every_attempt_once(make_stack, ap
     _write_slow_tasks(tasks, 6)
     stack = make_stack(executors=1, REGATTA_JOB_ACK_WAIT="3")
     api = api_for(stack)
-    response = api.http.post("/api/v1/benchmarks", json={"source_type": "folder", "path": str(tasks),
-                                                          "name": "slow"})
+    response = api.http.post(
+        "/api/v1/benchmarks", json={"source_type": "folder", "path": str(tasks), "name": "slow"}
+    )
     assert response.status_code == 201, response.text
     api.benchmark_ready("slow")
-    config = ('[experiment]\nbenchmark = "slow"\n[[agents]]\nharness = "oracle"\n[agents.model]\ntype = "hosted"\n'
-              'base_model = "none"\n[execution]\nattempts_per_task = 2\nmax_concurrent_attempts = 4\n')
+    config = (
+        '[experiment]\nbenchmark = "slow"\n[[agents]]\nharness = "oracle"\n[agents.model]\ntype = "hosted"\n'
+        'base_model = "none"\n[execution]\nattempts_per_task = 2\nmax_concurrent_attempts = 4\n'
+    )
     created = api.submit_toml(config)
-    api.wait_for(lambda: any(a["status"] == "running" for a in api.get(f"/runs/{created['id']}/attempts")["attempts"]))
+    api.wait_for(
+        lambda: any(a["status"] == "running" for a in api.get(f"/runs/{created['id']}/attempts")["attempts"])
+    )
     stack.kill("executor-1")
     progress = api.get(f"/runs/{created['id']}")["progress"]
     assert progress["ingested"] < progress["expected"], "the executor was killed after the run ended"
@@ -81,9 +88,15 @@ def test_executor_killed_mid_run_finishes_with_every_attempt_once(make_stack, ap
     assert detail["progress"] == {"ingested": 12, "expected": 12}
     engine = create_engine(stack.database_url)
     with engine.connect() as conn:
-        finished = [row[0] for row in conn.execute(text(
-            "SELECT data->>'attempt_id' FROM events WHERE type = 'AttemptFinished' AND stream_id = :s"),
-            {"s": f"run-{created['id']}"})]
+        finished = [
+            row[0]
+            for row in conn.execute(
+                text(
+                    "SELECT data->>'attempt_id' FROM events WHERE type = 'AttemptFinished' AND stream_id = :s"
+                ),
+                {"s": f"run-{created['id']}"},
+            )
+        ]
         duplicates = conn.execute(text("SELECT count(*) - count(DISTINCT event_id) FROM events")).scalar_one()
     engine.dispose()
     assert len(finished) == 12
@@ -98,7 +111,7 @@ def _dump(url: str) -> dict[str, list]:
     with engine.connect() as conn:
         for table in read_model_tables.sorted_tables:
             rows = conn.execute(table.select()).mappings().all()
-            dump[table.name] = sorted((repr(sorted(dict(r).items())) for r in rows))
+            dump[table.name] = sorted(repr(sorted(dict(r).items())) for r in rows)
     engine.dispose()
     return dump
 
@@ -114,8 +127,13 @@ def test_projections_rebuild_reproduces_read_models(make_stack, api_for) -> None
     before = _dump(stack.database_url)
     assert before["rm_runs"] and before["rm_attempts"] and before["rm_leaderboards"]
     env = {**os.environ, "DATABASE_URL": stack.database_url}
-    result = subprocess.run([sys.executable, "-m", "regatta.cli", "projections", "rebuild"], env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "regatta.cli", "projections", "rebuild"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "Rebuilt read models" in result.stdout
     assert _dump(stack.database_url) == before

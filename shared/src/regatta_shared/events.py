@@ -188,7 +188,9 @@ class ModelSpec(BaseModel):
     @property
     def display_name(self) -> str:
         if self.type == "hosted":
-            return f"{self.base_model}:{self.lora_model_name}" if self.lora_model_name else str(self.base_model)
+            return (
+                f"{self.base_model}:{self.lora_model_name}" if self.lora_model_name else str(self.base_model)
+            )
         return str(self.model)
 
 

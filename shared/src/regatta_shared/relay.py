@@ -67,3 +67,23 @@ class Relay:
             except Exception:
                 log.exception("relay batch failed; retrying")
                 await asyncio.sleep(1.0)
+
+
+def main() -> None:
+    import nats
+
+    from regatta_shared.service import configure_logging, make_store
+    from regatta_shared.settings import load_settings
+
+    configure_logging("relay")
+    settings = load_settings()
+
+    async def run() -> None:
+        nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+        await Relay(make_store(settings), nc).run_forever()
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

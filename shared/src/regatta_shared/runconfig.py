@@ -183,7 +183,9 @@ def toml_to_request(text: str) -> dict[str, Any]:
     execution = dict(doc.get("execution") or {})
     verifier = doc.get("verifier") or {}
     if not isinstance(verifier, dict) or set(verifier) - {"required"}:
-        raise ConfigError([{"key": f"verifier.{k}", "message": "Unrecognized key"} for k in set(verifier) - {"required"}])
+        raise ConfigError(
+            [{"key": f"verifier.{k}", "message": "Unrecognized key"} for k in set(verifier) - {"required"}]
+        )
     if verifier.get("required"):
         execution["verifier_secrets"] = verifier["required"]
     if execution:
@@ -192,7 +194,9 @@ def toml_to_request(text: str) -> dict[str, Any]:
         body["env_config"] = doc["env"]
     secrets = doc.get("secrets") or {}
     if not isinstance(secrets, dict) or set(secrets) - {"required"}:
-        raise ConfigError([{"key": f"secrets.{k}", "message": "Unrecognized key"} for k in set(secrets) - {"required"}])
+        raise ConfigError(
+            [{"key": f"secrets.{k}", "message": "Unrecognized key"} for k in set(secrets) - {"required"}]
+        )
     if secrets.get("required"):
         body["secrets"] = {"required": secrets["required"], "provided": {}}
     return body

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import nats
-from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream import AckPolicy
+from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, PullSub
 
 from regatta_shared.bus import ensure_streams

@@ -29,9 +29,7 @@ _HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _BASE_ENV = {"PATH": _HOST_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
 # Docker's default capability set minus MKNOD and NET_RAW: there is no device cgroup to make device
 # nodes harmless, and a public-network sandbox shares the host's network namespace.
-_CAPABILITIES = (
-    "chown,dac_override,fowner,fsetid,kill,setgid,setuid,setpcap,net_bind_service,sys_chroot,audit_write,setfcap"
-)
+_CAPABILITIES = "chown,dac_override,fowner,fsetid,kill,setgid,setuid,setpcap,net_bind_service,sys_chroot,audit_write,setfcap"
 # Processes kept free for commands entered from outside: nsenter, setpriv, env and bash itself.
 _PROCESS_RESERVE = 8
 _STREAM_POLL_SEC = 0.1

@@ -227,4 +227,6 @@ class Executor:
             executor_id=self.id,
             **fields,  # type: ignore[arg-type]
         )
-        await self.js.publish(REPORT_SUBJECT, report.model_dump_json().encode(), stream=REPORTS_STREAM, timeout=10)
+        await self.js.publish(
+            REPORT_SUBJECT, report.model_dump_json().encode(), stream=REPORTS_STREAM, timeout=10
+        )

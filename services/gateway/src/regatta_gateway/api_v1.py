@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
-from starlette.concurrency import run_in_threadpool
-
 from regatta_shared.harnesses import HARNESSES
+from starlette.concurrency import run_in_threadpool
 
 from . import commands, queries, run_queries
 from .auth import Scope, authenticate, resolve_scope
@@ -70,8 +69,11 @@ def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
 def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> dict[str, Any]:
     store = request.app.state.store
     benchmark = queries.find_benchmark(store, s, key)
-    return {"benchmark_id": benchmark["id"], "sort": sort,
-            "leaderboard": queries.leaderboard_rows(store, benchmark["id"], sort)}
+    return {
+        "benchmark_id": benchmark["id"],
+        "sort": sort,
+        "leaderboard": queries.leaderboard_rows(store, benchmark["id"], sort),
+    }
 
 
 @router.get("/harnesses")
@@ -80,26 +82,34 @@ def harnesses(_s: ScopeDep) -> dict[str, Any]:
 
 
 @router.get("/runs")
-def list_runs(request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0,
-              benchmark: str | None = None) -> dict[str, Any]:
-    return run_queries.list_runs(request.app.state.store, s, limit, offset, benchmark,
-                                 request.app.state.settings.gateway_url)
+def list_runs(
+    request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0, benchmark: str | None = None
+) -> dict[str, Any]:
+    return run_queries.list_runs(
+        request.app.state.store, s, limit, offset, benchmark, request.app.state.settings.gateway_url
+    )
 
 
 @router.post(
     "/runs",
     status_code=201,
-    openapi_extra={"requestBody": {"content": {
-        "application/json": {"schema": {"type": "object"}},
-        "application/toml": {"schema": {"type": "string"}},
-    }}},
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "application/toml": {"schema": {"type": "string"}},
+            }
+        }
+    },
 )
 async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
     raw = await request.body()
     content_type = request.headers.get("content-type", "application/json")
 
     def submit() -> dict[str, Any]:
-        created = commands.submit_run(request.app.state.store, s, commands.parse_submission(raw, content_type))
+        created = commands.submit_run(
+            request.app.state.store, s, commands.parse_submission(raw, content_type)
+        )
         settle(request)
         return created
 
@@ -117,7 +127,9 @@ def run_attempts(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
 
 
 @router.get("/runs/{key}/logs")
-def run_logs(request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor: str | None = None) -> dict[str, Any]:
+def run_logs(
+    request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor: str | None = None
+) -> dict[str, Any]:
     return run_queries.run_logs(request.app.state.store, s, key, limit, cursor)
 
 

@@ -69,4 +69,6 @@ def main() -> None:
 
     configure_logging("gateway")
     settings = load_settings()
-    uvicorn.run(create_app(settings), host=settings.gateway_host, port=settings.gateway_port, log_level="warning")
+    uvicorn.run(
+        create_app(settings), host=settings.gateway_host, port=settings.gateway_port, log_level="warning"
+    )

@@ -43,11 +43,15 @@ def authenticate(store: EventStore, authorization: str | None) -> Principal:
         raise ApiError(401, "Missing bearer token", code="AUTH_HEADER_MISSING")
     token = authorization.split(" ", 1)[1].strip()
     with store.read_engine.connect() as conn:
-        row = conn.execute(
-            select(t.tokens, t.users.c.name, t.users.c.email)
-            .join(t.users, t.users.c.id == t.tokens.c.user_id)
-            .where(t.tokens.c.token_hash == hash_token(token))
-        ).mappings().first()
+        row = (
+            conn.execute(
+                select(t.tokens, t.users.c.name, t.users.c.email)
+                .join(t.users, t.users.c.id == t.tokens.c.user_id)
+                .where(t.tokens.c.token_hash == hash_token(token))
+            )
+            .mappings()
+            .first()
+        )
     if row is None:
         raise ApiError(401, "Invalid token", code="TOKEN_INVALID")
     if row["revoked"]:
@@ -81,5 +85,9 @@ def resolve_scope(store: EventStore, principal: Principal, workspace: str | None
 
 def workspace_members(store: EventStore, workspace_id: str) -> list[str]:
     with store.read_engine.connect() as conn:
-        return [r[0] for r in conn.execute(select(t.members.c.user_id).where(
-            and_(t.members.c.workspace_id == workspace_id)))]
+        return [
+            r[0]
+            for r in conn.execute(
+                select(t.members.c.user_id).where(and_(t.members.c.workspace_id == workspace_id))
+            )
+        ]

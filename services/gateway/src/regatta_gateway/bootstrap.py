@@ -29,14 +29,26 @@ def bootstrap(store: EventStore, settings: Settings) -> Scope | None:
     user_id = f"usr_{seed}"
     token_id = f"tok_{seed}"
     events = [
-        new_event(WorkspaceCreated(workspace_id=workspace_id, name=settings.bootstrap_workspace),
-                  event_id=deterministic_id(seed, "workspace"), actor="system"),
-        new_event(UserRegistered(user_id=user_id, email="admin@localhost", name="admin"),
-                  event_id=deterministic_id(seed, "user"), actor="system"),
-        new_event(MemberAdded(workspace_id=workspace_id, user_id=user_id, role="admin"),
-                  event_id=deterministic_id(seed, "member"), actor="system"),
-        new_event(ApiTokenCreated(token_id=token_id, user_id=user_id, token_hash=token_hash, name="bootstrap"),
-                  event_id=deterministic_id(seed, "token"), actor="system"),
+        new_event(
+            WorkspaceCreated(workspace_id=workspace_id, name=settings.bootstrap_workspace),
+            event_id=deterministic_id(seed, "workspace"),
+            actor="system",
+        ),
+        new_event(
+            UserRegistered(user_id=user_id, email="admin@localhost", name="admin"),
+            event_id=deterministic_id(seed, "user"),
+            actor="system",
+        ),
+        new_event(
+            MemberAdded(workspace_id=workspace_id, user_id=user_id, role="admin"),
+            event_id=deterministic_id(seed, "member"),
+            actor="system",
+        ),
+        new_event(
+            ApiTokenCreated(token_id=token_id, user_id=user_id, token_hash=token_hash, name="bootstrap"),
+            event_id=deterministic_id(seed, "token"),
+            actor="system",
+        ),
     ]
     store.append(workspace_stream(workspace_id), events)
     principal = Principal(user_id, "admin", "admin@localhost", token_id, None)
@@ -51,8 +63,11 @@ def add_hosted_benchmarks(store: EventStore, settings: Settings, scope: Scope) -
     with store.read_engine.connect() as conn:
         existing = {
             (row.source_type, row.source_ref)
-            for row in conn.execute(select(t.benchmarks.c.source_type, t.benchmarks.c.source_ref).where(
-                t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.hosted.is_(True)))
+            for row in conn.execute(
+                select(t.benchmarks.c.source_type, t.benchmarks.c.source_ref).where(
+                    t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.hosted.is_(True)
+                )
+            )
         }
     for body in declared:
         ref = body.get("dataset") or body.get("path")

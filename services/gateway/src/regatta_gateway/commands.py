@@ -38,10 +38,14 @@ def add_benchmark(store: EventStore, scope: Scope, body: dict[str, Any], *, host
     if not name:
         raise ApiError(400, "name is required", field="name")
     benchmark_id = new_id("bm")
-    added = BenchmarkAdded(benchmark_id=benchmark_id, workspace_id=scope.workspace_id, name=name,
-                           source=source, hosted=hosted)
-    store.append(benchmark_stream(benchmark_id),
-                 [new_event(added, actor=scope.principal.user_id, workspace_id=scope.workspace_id)], 0)
+    added = BenchmarkAdded(
+        benchmark_id=benchmark_id, workspace_id=scope.workspace_id, name=name, source=source, hosted=hosted
+    )
+    store.append(
+        benchmark_stream(benchmark_id),
+        [new_event(added, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+        0,
+    )
     return benchmark_id
 
 
@@ -55,8 +59,13 @@ def _source(body: dict[str, Any]) -> BenchmarkSource:
         if not isinstance(dataset, str) or not dataset.strip():
             raise ApiError(400, "dataset (name[@version]) is required", field="dataset")
         name, _, version = dataset.strip().partition("@")
-        return BenchmarkSource(type="registry", ref=dataset.strip(), registry_path=registry, dataset=name,
-                               version=version or None)
+        return BenchmarkSource(
+            type="registry",
+            ref=dataset.strip(),
+            registry_path=registry,
+            dataset=name,
+            version=version or None,
+        )
     if kind == "folder":
         path = body.get("path") or body.get("source_ref")
         if not isinstance(path, str) or not path:
@@ -71,8 +80,10 @@ def request_sync(store: EventStore, scope: Scope, key: str) -> str:
         raise ApiError(409, "A sync is already in progress", code="CONFLICT")
     sync_id = new_id("sync")
     requested = BenchmarkSyncRequested(benchmark_id=benchmark["id"], sync_id=sync_id)
-    store.append(benchmark_stream(benchmark["id"]), [new_event(requested, actor=scope.principal.user_id,
-                                                               workspace_id=scope.workspace_id)])
+    store.append(
+        benchmark_stream(benchmark["id"]),
+        [new_event(requested, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    )
     return sync_id
 
 
@@ -81,8 +92,10 @@ def remove_benchmark(store: EventStore, scope: Scope, key: str) -> None:
     if benchmark["hosted"]:
         raise ApiError(403, "Hosted benchmarks cannot be removed", code="FORBIDDEN")
     removed = BenchmarkRemoved(benchmark_id=benchmark["id"])
-    store.append(benchmark_stream(benchmark["id"]), [new_event(removed, actor=scope.principal.user_id,
-                                                               workspace_id=scope.workspace_id)])
+    store.append(
+        benchmark_stream(benchmark["id"]),
+        [new_event(removed, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    )
 
 
 def parse_submission(raw: bytes, content_type: str) -> RunRequest:
@@ -99,40 +112,68 @@ def parse_submission(raw: bytes, content_type: str) -> RunRequest:
             raise ConfigError([{"key": "(body)", "message": "expected a JSON object"}])
         return parse_request(body)
     except ConfigError as error:
-        raise ApiError(400, "Invalid benchmark config", code="VALIDATION", issues=error.issues,
-                       field=error.issues[0]["key"] if error.issues else None) from None
+        raise ApiError(
+            400,
+            "Invalid benchmark config",
+            code="VALIDATION",
+            issues=error.issues,
+            field=error.issues[0]["key"] if error.issues else None,
+        ) from None
 
 
 def submit_run(store: EventStore, scope: Scope, request: RunRequest) -> dict[str, Any]:
-    benchmark = find_benchmark(store, scope, request.experiment_config.benchmark,
-                               field="experiment_config.benchmark")
+    benchmark = find_benchmark(
+        store, scope, request.experiment_config.benchmark, field="experiment_config.benchmark"
+    )
     if benchmark["status"] != "ready":
-        raise ApiError(400, f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
-                       field="experiment_config.benchmark",
-                       issues=[{"key": "experiment.benchmark", "message": "benchmark is still syncing"
-                                if benchmark["status"] in ("pending", "syncing") else "benchmark sync failed"}])
+        raise ApiError(
+            400,
+            f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
+            field="experiment_config.benchmark",
+            issues=[
+                {
+                    "key": "experiment.benchmark",
+                    "message": "benchmark is still syncing"
+                    if benchmark["status"] in ("pending", "syncing")
+                    else "benchmark sync failed",
+                }
+            ],
+        )
     metadata = benchmark["metadata"] or {}
     tasks = _select_tasks(store, benchmark, request)
     agents = _agents(request, metadata)
     execution = _execution(request, metadata)
     missing = _missing_secrets(store, scope, request)
     if missing:
-        raise ApiError(404, f"Secret(s) not found: {', '.join(missing)}", code="NOT_FOUND",
-                       missing_secrets=missing)
+        raise ApiError(
+            404, f"Secret(s) not found: {', '.join(missing)}", code="NOT_FOUND", missing_secrets=missing
+        )
     run_id = new_id("run")
     name = request.name or f"{_slug(benchmark['name'])}-{run_id[-6:]}"
     selection = TaskSelection(**(request.tasks_config.model_dump() if request.tasks_config else {}))
     submitted = RunSubmitted(
-        run_id=run_id, workspace_id=scope.workspace_id, name=name, benchmark_id=benchmark["id"],
-        benchmark_name=benchmark["name"], benchmark_version=benchmark["version"],
-        benchmark_digest=benchmark["digest"], selection=selection, tasks=tasks, agents=agents,
-        execution=execution, env=request.env_config, secret_names=request.referenced_secrets(),
+        run_id=run_id,
+        workspace_id=scope.workspace_id,
+        name=name,
+        benchmark_id=benchmark["id"],
+        benchmark_name=benchmark["name"],
+        benchmark_version=benchmark["version"],
+        benchmark_digest=benchmark["digest"],
+        selection=selection,
+        tasks=tasks,
+        agents=agents,
+        execution=execution,
+        env=request.env_config,
+        secret_names=request.referenced_secrets(),
         primary_reward_key=metadata.get("primary_reward_key"),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
     try:
-        store.append(run_stream(run_id), [new_event(submitted, actor=scope.principal.user_id,
-                                                    workspace_id=scope.workspace_id)], 0)
+        store.append(
+            run_stream(run_id),
+            [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+            0,
+        )
     except WrongExpectedVersion:
         raise ApiError(409, "Run id collision; retry", code="CONFLICT") from None
     return {"id": run_id, "name": name, "status": "pending", "task_count": len(tasks), "workflow_id": run_id}
@@ -144,11 +185,18 @@ def _slug(text: str) -> str:
 
 def _select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequest) -> list[RunTask]:
     with store.read_engine.connect() as conn:
-        rows = conn.execute(
-            select(t.benchmark_tasks).where(t.benchmark_tasks.c.benchmark_id == benchmark["id"],
-                                            t.benchmark_tasks.c.sync_id == benchmark["ready_sync_id"])
-            .order_by(t.benchmark_tasks.c.ordinal)
-        ).mappings().all()
+        rows = (
+            conn.execute(
+                select(t.benchmark_tasks)
+                .where(
+                    t.benchmark_tasks.c.benchmark_id == benchmark["id"],
+                    t.benchmark_tasks.c.sync_id == benchmark["ready_sync_id"],
+                )
+                .order_by(t.benchmark_tasks.c.ordinal)
+            )
+            .mappings()
+            .all()
+        )
     tasks = [RunTask(name=r["name"], digest=r["digest"], category=r["category"]) for r in rows]
     selection = request.tasks_config
     if selection is None:
@@ -157,7 +205,9 @@ def _select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequ
     if selection.task_set:
         sets = (benchmark["metadata"] or {}).get("task_sets") or {}
         if selection.task_set not in sets:
-            issues.append({"key": "tasks.task_set", "message": f"benchmark has no task set {selection.task_set!r}"})
+            issues.append(
+                {"key": "tasks.task_set", "message": f"benchmark has no task set {selection.task_set!r}"}
+            )
         else:
             wanted = set(sets[selection.task_set])
             tasks = [task for task in tasks if task.name in wanted]
@@ -174,7 +224,9 @@ def _select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequ
             issues.append({"key": "tasks.task_names", "message": f"unknown tasks: {', '.join(unknown[:20])}"})
         tasks = [task for task in tasks if task.name in set(selection.task_names)]
     if issues:
-        raise ApiError(400, "Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION")
+        raise ApiError(
+            400, "Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION"
+        )
     if not tasks:
         raise ApiError(400, "The task selection is empty", field="tasks", code="VALIDATION")
     return tasks
@@ -186,13 +238,22 @@ def _agents(request: RunRequest, metadata: dict[str, Any]) -> list[AgentSpec]:
     for index, entry in enumerate(request.agents):
         harness = entry.harness or metadata.get("default_harness")
         if not harness:
-            issues.append({"key": f"agents.{index}.harness", "message": "harness is required for this benchmark"})
+            issues.append(
+                {"key": f"agents.{index}.harness", "message": "harness is required for this benchmark"}
+            )
             continue
         if harness not in HARNESSES:
             issues.append({"key": f"agents.{index}.harness", "message": f"unknown harness {harness!r}"})
             continue
-        agents.append(AgentSpec(index=index, harness=harness, model=ModelSpec(**entry.model.model_dump()),
-                                env=entry.env, harness_api_key_secret=entry.harness_api_key_secret))
+        agents.append(
+            AgentSpec(
+                index=index,
+                harness=harness,
+                model=ModelSpec(**entry.model.model_dump()),
+                env=entry.env,
+                harness_api_key_secret=entry.harness_api_key_secret,
+            )
+        )
     if issues:
         raise ApiError(400, "Invalid agents", field=issues[0]["key"], issues=issues, code="VALIDATION")
     return agents
@@ -205,9 +266,13 @@ def _execution(request: RunRequest, metadata: dict[str, Any]) -> ExecutionSettin
     if not judged:
         for key in ("judge_model", "judge_api_key_secret"):
             if values.get(key):
-                raise ApiError(400, f"{key} is only allowed for benchmarks with an LLM judge",
-                               field=f"execution_config.{key}", code="VALIDATION",
-                               issues=[{"key": f"execution.{key}", "message": "benchmark has no LLM judge"}])
+                raise ApiError(
+                    400,
+                    f"{key} is only allowed for benchmarks with an LLM judge",
+                    field=f"execution_config.{key}",
+                    code="VALIDATION",
+                    issues=[{"key": f"execution.{key}", "message": "benchmark has no LLM judge"}],
+                )
     elif not values.get("judge_model"):
         values["judge_model"] = metadata.get("judge_model_default")
     if values.get("pass_threshold") is None:
@@ -220,8 +285,11 @@ def _missing_secrets(store: EventStore, scope: Scope, request: RunRequest) -> li
     if not names:
         return []
     with store.read_engine.connect() as conn:
-        rows = conn.execute(select(t.secrets.c.name, t.secrets.c.scope, t.secrets.c.owner_user_id).where(
-            t.secrets.c.workspace_id == scope.workspace_id, t.secrets.c.name.in_(names))).all()
+        rows = conn.execute(
+            select(t.secrets.c.name, t.secrets.c.scope, t.secrets.c.owner_user_id).where(
+                t.secrets.c.workspace_id == scope.workspace_id, t.secrets.c.name.in_(names)
+            )
+        ).all()
     present = {name for name, kind, owner in rows if kind == "workspace" or owner == scope.principal.user_id}
     return [name for name in names if name not in present]
 
@@ -231,5 +299,7 @@ def stop_run(store: EventStore, scope: Scope, key: str, reason: str = "stopped b
     if run["status"] in ("finished", "failed", "stopped"):
         raise ApiError(409, f"Run is already {run['status']}", code="CONFLICT")
     requested = RunStopRequested(run_id=run["id"], reason=reason)
-    store.append(run_stream(run["id"]), [new_event(requested, actor=scope.principal.user_id,
-                                                   workspace_id=scope.workspace_id)])
+    store.append(
+        run_stream(run["id"]),
+        [new_event(requested, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    )

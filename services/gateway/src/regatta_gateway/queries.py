@@ -16,10 +16,21 @@ TERMINAL = ("finished", "failed", "stopped")
 
 def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None = None) -> dict[str, Any]:
     with store.read_engine.connect() as conn:
-        rows = conn.execute(select(t.benchmarks).where(
-            t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.removed.is_(False),
-            or_(t.benchmarks.c.id == key, t.benchmarks.c.source_ref == key, t.benchmarks.c.name == key),
-        ).order_by(t.benchmarks.c.added_at.desc())).mappings().all()
+        rows = (
+            conn.execute(
+                select(t.benchmarks)
+                .where(
+                    t.benchmarks.c.workspace_id == scope.workspace_id,
+                    t.benchmarks.c.removed.is_(False),
+                    or_(
+                        t.benchmarks.c.id == key, t.benchmarks.c.source_ref == key, t.benchmarks.c.name == key
+                    ),
+                )
+                .order_by(t.benchmarks.c.added_at.desc())
+            )
+            .mappings()
+            .all()
+        )
     if not rows:
         raise ApiError(404, f"Benchmark {key!r} not found", code="NOT_FOUND", field=field)
     exact = [r for r in rows if r["id"] == key] or rows
@@ -28,9 +39,18 @@ def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None 
 
 def find_run(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
     with store.read_engine.connect() as conn:
-        row = conn.execute(select(t.runs).where(
-            t.runs.c.workspace_id == scope.workspace_id, or_(t.runs.c.id == key, t.runs.c.name == key),
-        ).order_by(t.runs.c.seq.desc())).mappings().first()
+        row = (
+            conn.execute(
+                select(t.runs)
+                .where(
+                    t.runs.c.workspace_id == scope.workspace_id,
+                    or_(t.runs.c.id == key, t.runs.c.name == key),
+                )
+                .order_by(t.runs.c.seq.desc())
+            )
+            .mappings()
+            .first()
+        )
     if row is None:
         raise ApiError(404, f"Benchmark run {key!r} not found", code="NOT_FOUND")
     return dict(row)
@@ -38,11 +58,14 @@ def find_run(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
 
 def _categories(conn: Connection, benchmark: dict[str, Any]) -> list[dict[str, Any]]:
     rows = conn.execute(
-        select(t.benchmark_tasks.c.category, func.count()).where(
+        select(t.benchmark_tasks.c.category, func.count())
+        .where(
             t.benchmark_tasks.c.benchmark_id == benchmark["id"],
             t.benchmark_tasks.c.sync_id == benchmark["ready_sync_id"],
             t.benchmark_tasks.c.category.is_not(None),
-        ).group_by(t.benchmark_tasks.c.category).order_by(t.benchmark_tasks.c.category)
+        )
+        .group_by(t.benchmark_tasks.c.category)
+        .order_by(t.benchmark_tasks.c.category)
     ).all()
     return [{"name": name, "task_count": count} for name, count in rows]
 
@@ -57,10 +80,21 @@ def _task_sets(benchmark: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def benchmark_summary(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
-    last = conn.execute(select(t.runs.c.name, t.runs.c.status, t.runs.c.created_at).where(
-        t.runs.c.benchmark_id == row["id"]).order_by(t.runs.c.seq.desc()).limit(1)).mappings().first()
-    counts = conn.execute(select(func.count(), func.count().filter(t.runs.c.status == "running")).where(
-        t.runs.c.benchmark_id == row["id"])).one()
+    last = (
+        conn.execute(
+            select(t.runs.c.name, t.runs.c.status, t.runs.c.created_at)
+            .where(t.runs.c.benchmark_id == row["id"])
+            .order_by(t.runs.c.seq.desc())
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
+    counts = conn.execute(
+        select(func.count(), func.count().filter(t.runs.c.status == "running")).where(
+            t.runs.c.benchmark_id == row["id"]
+        )
+    ).one()
     ready = row["status"] == "ready"
     body: dict[str, Any] = {
         "id": row["id"],
@@ -84,7 +118,9 @@ def benchmark_summary(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
     if row["sync_error"]:
         body["sync_error"] = row["sync_error"]
     if last:
-        body.update(last_run_at=last["created_at"], last_run_status=last["status"], last_run_name=last["name"])
+        body.update(
+            last_run_at=last["created_at"], last_run_status=last["status"], last_run_name=last["name"]
+        )
     return body
 
 
@@ -92,15 +128,29 @@ def list_benchmarks(store: EventStore, scope: Scope, limit: int, offset: int) ->
     where = and_(t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.removed.is_(False))
     with store.read_engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(t.benchmarks).where(where)).scalar_one()
-        rows = conn.execute(select(t.benchmarks).where(where).order_by(t.benchmarks.c.added_at, t.benchmarks.c.id)
-                            .limit(limit).offset(offset)).mappings().all()
+        rows = (
+            conn.execute(
+                select(t.benchmarks)
+                .where(where)
+                .order_by(t.benchmarks.c.added_at, t.benchmarks.c.id)
+                .limit(limit)
+                .offset(offset)
+            )
+            .mappings()
+            .all()
+        )
         items = [benchmark_summary(conn, dict(r)) for r in rows]
     return page("benchmarks", items, total, limit, offset)
 
 
 def page(key: str, items: list[Any], total: int, limit: int, offset: int) -> dict[str, Any]:
     more = offset + len(items) < total
-    return {key: items, "total_count": total, "has_more": more, "next_offset": offset + len(items) if more else None}
+    return {
+        key: items,
+        "total_count": total,
+        "has_more": more,
+        "next_offset": offset + len(items) if more else None,
+    }
 
 
 def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
@@ -109,9 +159,18 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
     with store.read_engine.connect() as conn:
         body = benchmark_summary(conn, row)
         body["categories"] = _categories(conn, row) if row["status"] == "ready" else []
-        tasks = conn.execute(select(t.benchmark_tasks).where(
-            t.benchmark_tasks.c.benchmark_id == row["id"], t.benchmark_tasks.c.sync_id == row["ready_sync_id"],
-        ).order_by(t.benchmark_tasks.c.ordinal)).mappings().all()
+        tasks = (
+            conn.execute(
+                select(t.benchmark_tasks)
+                .where(
+                    t.benchmark_tasks.c.benchmark_id == row["id"],
+                    t.benchmark_tasks.c.sync_id == row["ready_sync_id"],
+                )
+                .order_by(t.benchmark_tasks.c.ordinal)
+            )
+            .mappings()
+            .all()
+        )
     body["tasks"] = [
         {"name": r["name"], "category": r["category"], "difficulty": r["difficulty"], "tags": r["tags"] or []}
         for r in tasks
@@ -132,7 +191,9 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
 
 def leaderboard_rows(store: EventStore, benchmark_id: str, sort: str = "pass_at_1") -> list[dict[str, Any]]:
     with store.read_engine.connect() as conn:
-        row = conn.execute(select(t.leaderboards.c.rows).where(t.leaderboards.c.benchmark_id == benchmark_id)).first()
+        row = conn.execute(
+            select(t.leaderboards.c.rows).where(t.leaderboards.c.benchmark_id == benchmark_id)
+        ).first()
     rows = list(row[0]) if row else []
     return sort_leaderboard(rows, sort)
 
@@ -146,8 +207,14 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
     shaped = []
     for row in rows:
         ranking = (row.get("ranks") or {}).get(sort) or {}
-        shaped.append({**row, "rank": ranking.get("rank"), "tied": bool(ranking.get("tied")),
-                       "comparison": ranking.get("comparison")})
+        shaped.append(
+            {
+                **row,
+                "rank": ranking.get("rank"),
+                "tied": bool(ranking.get("tied")),
+                "comparison": ranking.get("comparison"),
+            }
+        )
     higher_better = sort in ("pass_at_1", "pass_at_k")
 
     def key(item: dict[str, Any]) -> tuple[Any, ...]:

@@ -42,15 +42,21 @@ def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:
     return body
 
 
-def list_runs(store: EventStore, scope: Scope, limit: int, offset: int, benchmark: str | None = None,
-              base_url: str = "") -> dict[str, Any]:
+def list_runs(
+    store: EventStore, scope: Scope, limit: int, offset: int, benchmark: str | None = None, base_url: str = ""
+) -> dict[str, Any]:
     where = [t.runs.c.workspace_id == scope.workspace_id]
     if benchmark:
         where.append(t.runs.c.benchmark_id == benchmark)
     with store.read_engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(t.runs).where(*where)).scalar_one()
-        rows = conn.execute(select(t.runs).where(*where).order_by(t.runs.c.seq.desc()).limit(limit)
-                            .offset(offset)).mappings().all()
+        rows = (
+            conn.execute(
+                select(t.runs).where(*where).order_by(t.runs.c.seq.desc()).limit(limit).offset(offset)
+            )
+            .mappings()
+            .all()
+        )
     return page("benchmark_runs", [run_summary(dict(r), base_url) for r in rows], total, limit, offset)
 
 
@@ -66,38 +72,46 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
         score = scores.get(index)
         model = agent["model"]
         display = model.get("model") or model.get("base_model") or ""
-        agents.append({
-            "id": agent_id,
-            "agent_index": index,
-            "harness": agent["harness"],
-            "model": display,
-            "model_ref": model,
-            "status": _agent_status(row, score),
-            "environment_variables": agent.get("env") or {},
-            "aggregates": {
-                "reported_cost_usd": score.get("cost_usd") if score else None,
-                "mean_duration_seconds": score.get("mean_duration_seconds") if score else None,
-                "tokens_per_task": score.get("tokens_per_task") if score else None,
-            },
-        })
-        if score:
-            metrics.append({
-                "benchmark_run_agent_id": agent_id,
+        agents.append(
+            {
+                "id": agent_id,
                 "agent_index": index,
-                "rank": score.get("rank"),
-                "tied": bool(score.get("tied")),
-                "n_tasks": len(submission.get("tasks") or []),
-                "pass_at_1": score.get("pass_at_1"),
-                "pass_at_k": [{"k": p["k"], "value": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"]}
-                              for p in score.get("pass_at_k") or []],
-                "categories": score.get("categories") or [],
-                "passed": score["passed"], "failed": score["failed"], "errored": score["errored"],
-                "cancelled": score["cancelled"],
-                "cost_per_task": score.get("cost_per_task"),
-                "mean_duration_seconds": score.get("mean_duration_seconds"),
-                "tokens_per_task": score.get("tokens_per_task"),
-                "final": bool(row["scores_final"]),
-            })
+                "harness": agent["harness"],
+                "model": display,
+                "model_ref": model,
+                "status": _agent_status(row, score),
+                "environment_variables": agent.get("env") or {},
+                "aggregates": {
+                    "reported_cost_usd": score.get("cost_usd") if score else None,
+                    "mean_duration_seconds": score.get("mean_duration_seconds") if score else None,
+                    "tokens_per_task": score.get("tokens_per_task") if score else None,
+                },
+            }
+        )
+        if score:
+            metrics.append(
+                {
+                    "benchmark_run_agent_id": agent_id,
+                    "agent_index": index,
+                    "rank": score.get("rank"),
+                    "tied": bool(score.get("tied")),
+                    "n_tasks": len(submission.get("tasks") or []),
+                    "pass_at_1": score.get("pass_at_1"),
+                    "pass_at_k": [
+                        {"k": p["k"], "value": p["value"], "ci_low": p["ci_low"], "ci_high": p["ci_high"]}
+                        for p in score.get("pass_at_k") or []
+                    ],
+                    "categories": score.get("categories") or [],
+                    "passed": score["passed"],
+                    "failed": score["failed"],
+                    "errored": score["errored"],
+                    "cancelled": score["cancelled"],
+                    "cost_per_task": score.get("cost_per_task"),
+                    "mean_duration_seconds": score.get("mean_duration_seconds"),
+                    "tokens_per_task": score.get("tokens_per_task"),
+                    "final": bool(row["scores_final"]),
+                }
+            )
     totals = _totals(store, row)
     selection = submission.get("selection") or {}
     return {
@@ -128,8 +142,13 @@ def _agent_status(row: dict[str, Any], score: dict[str, Any] | None) -> str:
 
 def _totals(store: EventStore, row: dict[str, Any]) -> dict[str, Any]:
     with store.read_engine.connect() as conn:
-        counts = dict(conn.execute(select(t.attempts.c.outcome, func.count()).where(
-            t.attempts.c.run_id == row["id"], t.attempts.c.outcome.is_not(None)).group_by(t.attempts.c.outcome)).all())
+        counts = dict(
+            conn.execute(
+                select(t.attempts.c.outcome, func.count())
+                .where(t.attempts.c.run_id == row["id"], t.attempts.c.outcome.is_not(None))
+                .group_by(t.attempts.c.outcome)
+            ).all()
+        )
     return {
         "passed": counts.get("passed", 0),
         "failed": counts.get("failed", 0),
@@ -144,11 +163,32 @@ def _totals(store: EventStore, row: dict[str, Any]) -> dict[str, Any]:
 def list_attempts(store: EventStore, scope: Scope, key: str) -> list[dict[str, Any]]:
     run = find_run(store, scope, key)
     with store.read_engine.connect() as conn:
-        rows = conn.execute(select(t.attempts).where(t.attempts.c.run_id == run["id"]).order_by(
-            t.attempts.c.task, t.attempts.c.agent_index, t.attempts.c.attempt_index)).mappings().all()
+        rows = (
+            conn.execute(
+                select(t.attempts)
+                .where(t.attempts.c.run_id == run["id"])
+                .order_by(t.attempts.c.task, t.attempts.c.agent_index, t.attempts.c.attempt_index)
+            )
+            .mappings()
+            .all()
+        )
     return [
-        {k: r[k] for k in ("attempt_id", "agent_index", "task", "attempt_index", "status", "outcome", "try_number",
-                           "scheduled_at", "started_at", "finished_at")} | {"result": r["result"]}
+        {
+            k: r[k]
+            for k in (
+                "attempt_id",
+                "agent_index",
+                "task",
+                "attempt_index",
+                "status",
+                "outcome",
+                "try_number",
+                "scheduled_at",
+                "started_at",
+                "finished_at",
+            )
+        }
+        | {"result": r["result"]}
         for r in rows
     ]
 
@@ -168,6 +208,14 @@ def run_logs(store: EventStore, scope: Scope, key: str, limit: int, cursor: str 
         rows = conn.execute(query.order_by(t.run_logs.c.position.desc()).limit(limit + 1)).mappings().all()
     more = len(rows) > limit
     rows = list(reversed(rows[:limit]))
-    logs = [{"timestamp": r["timestamp"], "level": r["level"], "step": r["step"], "message": r["message"],
-             "details": r["details"]} for r in rows]
+    logs = [
+        {
+            "timestamp": r["timestamp"],
+            "level": r["level"],
+            "step": r["step"],
+            "message": r["message"],
+            "details": r["details"],
+        }
+        for r in rows
+    ]
     return {"logs": logs, "next_cursor": str(rows[0]["position"]) if more and rows else None}

@@ -20,18 +20,23 @@ def _value(value: Any) -> str:
 
 def _table(name: str, values: dict[str, Any]) -> list[str]:
     lines = [f"[{name}]"]
-    lines += [f"{key} = {_value(v)}" for key, v in values.items() if v is not None and not isinstance(v, dict)]
+    lines += [
+        f"{key} = {_value(v)}" for key, v in values.items() if v is not None and not isinstance(v, dict)
+    ]
     return lines
 
 
 def resolved_toml(submitted: RunSubmitted, benchmark: dict[str, Any]) -> str:
-    lines = _table("experiment", {
-        "benchmark": submitted.benchmark_name,
-        "benchmark_id": submitted.benchmark_id,
-        "source": f"{benchmark['source_type']}:{benchmark['source_ref']}",
-        "resolved_version": submitted.benchmark_version,
-        "resolved_digest": submitted.benchmark_digest,
-    })
+    lines = _table(
+        "experiment",
+        {
+            "benchmark": submitted.benchmark_name,
+            "benchmark_id": submitted.benchmark_id,
+            "source": f"{benchmark['source_type']}:{benchmark['source_ref']}",
+            "resolved_version": submitted.benchmark_version,
+            "resolved_digest": submitted.benchmark_digest,
+        },
+    )
     selection = submitted.selection.model_dump(exclude_defaults=True)
     lines += ["", *_table("tasks", {**selection, "task_count": len(submitted.tasks)})]
     for agent in submitted.agents:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import nats
-from nats.js.errors import NotFoundError
 from faststream.nats.annotations import NatsMessage
-
+from nats.js.errors import NotFoundError
 from regatta_shared.bus import EVENTS_STREAM, TASKS_BUCKET
 from regatta_shared.codec import decode_stored
 from regatta_shared.service import (

@@ -52,22 +52,39 @@ class BenchmarkSync:
         try:
             dataset = resolve(added.source)
         except SourceInvalid as error:
-            self._append(stream, BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id,
-                                                     reason=str(error)), sync_id, "failed")
+            self._append(
+                stream,
+                BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=str(error)),
+                sync_id,
+                "failed",
+            )
             return
-        self._append(stream, BenchmarkSyncStarted(benchmark_id=benchmark_id, sync_id=sync_id,
-                                                  total=len(dataset.tasks), version=dataset.version),
-                     sync_id, "started")
+        self._append(
+            stream,
+            BenchmarkSyncStarted(
+                benchmark_id=benchmark_id, sync_id=sync_id, total=len(dataset.tasks), version=dataset.version
+            ),
+            sync_id,
+            "started",
+        )
         try:
             digests = await self._pages(benchmark_id, sync_id, dataset)
         except TaskInvalid as error:
-            self._append(stream, BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id,
-                                                     reason=str(error)), sync_id, "failed")
+            self._append(
+                stream,
+                BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=str(error)),
+                sync_id,
+                "failed",
+            )
             return
         if not digests:
             reason = f"dataset {dataset.name}@{dataset.version} has no tasks"
-            self._append(stream, BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=reason),
-                         sync_id, "failed")
+            self._append(
+                stream,
+                BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=reason),
+                sync_id,
+                "failed",
+            )
             return
         digest = dataset_digest(digests)
         version = dataset.version if dataset.version != "local" else digest.removeprefix("sha256:")[:12]
@@ -99,8 +116,9 @@ class BenchmarkSync:
         return digests
 
     def _append(self, stream: str, payload: Event, sync_id: str, step: str) -> None:
-        self.store.append(stream, [new_event(payload, event_id=deterministic_id(sync_id, step),
-                                             actor="registry-sync")])
+        self.store.append(
+            stream, [new_event(payload, event_id=deterministic_id(sync_id, step), actor="registry-sync")]
+        )
 
 
 def _finished(history: list[StoredEvent], sync_id: str) -> bool:

@@ -6,7 +6,6 @@ import asyncio
 
 import nats
 from faststream.nats.annotations import NatsMessage
-
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,

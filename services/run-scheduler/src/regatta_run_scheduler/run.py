@@ -165,7 +165,9 @@ def _decide_stop(state: RunState) -> list[NewEvent]:
         if not attempt.started
     ]
     if len(decided) == len(state.in_flight):
-        decided.append(_ev(RunStopped(run_id=state.run_id, reason="stopped by user"), state.run_id, "stopped"))
+        decided.append(
+            _ev(RunStopped(run_id=state.run_id, reason="stopped by user"), state.run_id, "stopped")
+        )
     return decided
 
 
@@ -208,9 +210,7 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
         )
         decided.append(_ev(retried, aid, "retried", str(report.try_number + 1)))
     elif report.kind == "note":
-        note = ExecutorNoted(
-            run_id=state.run_id, attempt_id=aid, note=report.note or "", level=report.level
-        )
+        note = ExecutorNoted(run_id=state.run_id, attempt_id=aid, note=report.note or "", level=report.level)
         decided.append(_ev(note, aid, "note", str(report.try_number), report.executor_id, report.note or ""))
     elif report.kind == "finished" and report.outcome is not None:
         if state.status == "queued":

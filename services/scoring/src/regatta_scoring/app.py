@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from faststream.nats.annotations import NatsMessage
-
 from regatta_shared.bus import EVENTS_STREAM
 from regatta_shared.codec import decode_stored
 from regatta_shared.service import (

@@ -15,8 +15,11 @@ from regatta_shared.eventstore import StoredEvent
 from . import statistics as st
 
 PASS_METRICS = ("pass_at_1", "pass_at_k")
-COST_METRICS = {"cost_per_task": "cost_per_task", "time_per_task": "mean_duration_seconds",
-                "tokens_per_task": "tokens_per_task"}
+COST_METRICS = {
+    "cost_per_task": "cost_per_task",
+    "time_per_task": "mean_duration_seconds",
+    "tokens_per_task": "tokens_per_task",
+}
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,21 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
         if not scores.complete or scores.pass_at_1 is None:
             continue
         agent = submitted.agents[scores.agent_index]
-        entries.append(LeaderboardEntry(
-            participant=agent.participant, harness=agent.harness, model=agent.model.display_name,
-            run_id=submitted.run_id, run_name=submitted.name, order=finished.position,
-            group=(submitted.benchmark_digest, task_set), task_set=task_set,
-            version=submitted.benchmark_version, k=submitted.execution.attempts_per_task, scores=scores))
+        entries.append(
+            LeaderboardEntry(
+                participant=agent.participant,
+                harness=agent.harness,
+                model=agent.model.display_name,
+                run_id=submitted.run_id,
+                run_name=submitted.name,
+                order=finished.position,
+                group=(submitted.benchmark_digest, task_set),
+                task_set=task_set,
+                version=submitted.benchmark_version,
+                k=submitted.execution.attempts_per_task,
+                scores=scores,
+            )
+        )
     return entries
 
 
@@ -80,8 +93,16 @@ def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.
         estimate = sum(tasks.values(), Fraction(0)) / len(tasks)
         # k is part of the pass@k group key: pass@2 and pass@5 are different measurements.
         group = entry.group if metric == "pass_at_1" else (*entry.group, k)
-        participants.append(st.Participant(id=entry.participant, name=entry.participant, order=entry.order,
-                                           group=group, estimate=estimate, task_scores=tasks))
+        participants.append(
+            st.Participant(
+                id=entry.participant,
+                name=entry.participant,
+                order=entry.order,
+                group=group,
+                estimate=estimate,
+                task_scores=tasks,
+            )
+        )
     return participants
 
 
@@ -90,16 +111,25 @@ def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any
     rows: dict[str, dict[str, Any]] = {e.participant: _row(e) for e in entries}
     for metric in PASS_METRICS:
         for ranked in st.rank_participants(_pass_participants(entries, metric)):
-            rows[ranked.id]["ranks"][metric] = {"rank": ranked.rank, "tied": ranked.tied,
-                                                "comparison": _comparison(ranked.comparison)}
+            rows[ranked.id]["ranks"][metric] = {
+                "rank": ranked.rank,
+                "tied": ranked.tied,
+                "comparison": _comparison(ranked.comparison),
+            }
     for metric, field in COST_METRICS.items():
         values = {e.participant: getattr(e.scores, field) for e in entries}
         ranks = st.rank_lower_is_better(values)
         tied = st.tied_flags(ranks)
         for pid in rows:
-            rows[pid]["ranks"][metric] = {"rank": ranks.get(pid), "tied": tied.get(pid, False), "comparison": None}
-    return sorted(rows.values(), key=lambda r: (r["ranks"]["pass_at_1"]["rank"], -r["pass_at_1"]["value"],
-                                                r["participant"]))
+            rows[pid]["ranks"][metric] = {
+                "rank": ranks.get(pid),
+                "tied": tied.get(pid, False),
+                "comparison": None,
+            }
+    return sorted(
+        rows.values(),
+        key=lambda r: (r["ranks"]["pass_at_1"]["rank"], -r["pass_at_1"]["value"], r["participant"]),
+    )
 
 
 def _comparison(comparison: st.TopComparison) -> dict[str, Any]:
@@ -137,14 +167,23 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
 def rank_run_agents(agents: list[AgentScores]) -> list[AgentScores]:
     """The run's own ranking of its agents by pass@1 (same tasks, one group), for Agent Results."""
     participants = [
-        st.Participant(id=str(a.agent_index), name=str(a.agent_index), order=a.agent_index, group="run",
-                       estimate=sum(ts.values(), Fraction(0)) / len(ts), task_scores=ts)
+        st.Participant(
+            id=str(a.agent_index),
+            name=str(a.agent_index),
+            order=a.agent_index,
+            group="run",
+            estimate=sum(ts.values(), Fraction(0)) / len(ts),
+            task_scores=ts,
+        )
         for a in agents
         if a.pass_at_1 is not None and (ts := _task_scores(a, 1))
     ]
     ranked = {r.id: r for r in st.rank_participants(participants)}
     return [
-        a.model_copy(update={"rank": ranked[str(a.agent_index)].rank, "tied": ranked[str(a.agent_index)].tied})
-        if str(a.agent_index) in ranked else a
+        a.model_copy(
+            update={"rank": ranked[str(a.agent_index)].rank, "tied": ranked[str(a.agent_index)].tied}
+        )
+        if str(a.agent_index) in ranked
+        else a
         for a in agents
     ]

@@ -30,8 +30,9 @@ class Scorer:
                 self.score(run_id, final=False, through=event.position)
         elif event.type == "RunExecutionCompleted" and run_id:
             self.score(run_id, final=True, through=event.position)
-            finished = new_event(RunFinished(run_id=run_id), event_id=deterministic_id(run_id, "finished"),
-                                 actor="scoring")
+            finished = new_event(
+                RunFinished(run_id=run_id), event_id=deterministic_id(run_id, "finished"), actor="scoring"
+            )
             self.store.append(run_stream(run_id), [finished])
         elif event.type == "RunStopped" and run_id:
             self.score(run_id, final=True, through=event.position)
@@ -48,8 +49,9 @@ class Scorer:
         agents = rank_run_agents(score_run(run))
         scored = RunScored(run_id=run_id, final=final, agents=agents, through_position=through)
         key = "final" if final else f"provisional-{through}"
-        self.store.append(run_stream(run_id), [new_event(scored, event_id=deterministic_id(run_id, key),
-                                                         actor="scoring")])
+        self.store.append(
+            run_stream(run_id), [new_event(scored, event_id=deterministic_id(run_id, key), actor="scoring")]
+        )
 
     def _benchmark_of(self, run_id: str) -> str:
         first = self.store.read_stream(run_stream(run_id))[0]

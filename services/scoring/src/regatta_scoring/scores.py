@@ -124,8 +124,9 @@ def _categories(submitted: RunSubmitted, agent: AgentTally) -> list[CategoryScor
     for category, counts in sorted(by_category.items()):
         value = pass_at_k(counts, 1)
         assert value is not None
-        scores.append(CategoryScore(category=category, pass_at_1=metric(value, len(counts)),
-                                    n_tasks=len(counts)))
+        scores.append(
+            CategoryScore(category=category, pass_at_1=metric(value, len(counts)), n_tasks=len(counts))
+        )
     return scores
 
 

@@ -1,3 +1,3 @@
 from .projection import ReadModels
 
-__all__ = ['ReadModels']
+__all__ = ["ReadModels"]

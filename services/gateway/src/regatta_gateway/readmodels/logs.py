@@ -12,25 +12,44 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
     d = event.data
     match event.type:
         case "RunSubmitted":
-            return "info", "submit", f"Run submitted by {actor or 'unknown'}: {len(d['tasks'])} tasks × " \
-                f"{len(d['agents'])} agents × {d['execution']['attempts_per_task']} attempts"
+            return (
+                "info",
+                "submit",
+                f"Run submitted by {actor or 'unknown'}: {len(d['tasks'])} tasks × "
+                f"{len(d['agents'])} agents × {d['execution']['attempts_per_task']} attempts",
+            )
         case "RunQueued":
             return "info", "queue", f"Run queued: {d['expected_attempts']} attempts expected"
         case "RunStarted":
             return "info", "start", "Run started"
         case "AttemptScheduled":
-            return "debug", "dispatch", f"Attempt {d['attempt_index'] + 1} of {d['task']} (agent " \
-                f"{d['agent_index'] + 1}) dispatched"
+            return (
+                "debug",
+                "dispatch",
+                f"Attempt {d['attempt_index'] + 1} of {d['task']} (agent {d['agent_index'] + 1}) dispatched",
+            )
         case "AttemptStarted":
-            return "info", "attempt", f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']})"
+            return (
+                "info",
+                "attempt",
+                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']})",
+            )
         case "AttemptRetried":
-            return "warning", "retry", f"Attempt {d['attempt_id']} retried (try {d['try_number']}) after " \
-                f"{d.get('exception_type')}: {d.get('exception_message') or ''}".strip()
+            return (
+                "warning",
+                "retry",
+                f"Attempt {d['attempt_id']} retried (try {d['try_number']}) after "
+                f"{d.get('exception_type')}: {d.get('exception_message') or ''}".strip(),
+            )
         case "AttemptFinished":
             level = "error" if d["outcome"] == "errored" else "info"
             extra = f" ({d['exception_type']})" if d.get("exception_type") else ""
-            return level, "result", f"{d['task']} attempt {d['attempt_index'] + 1} (agent {d['agent_index'] + 1}): " \
-                f"{d['outcome']}{extra}"
+            return (
+                level,
+                "result",
+                f"{d['task']} attempt {d['attempt_index'] + 1} (agent {d['agent_index'] + 1}): "
+                f"{d['outcome']}{extra}",
+            )
         case "ExecutorNoted":
             return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"
         case "RunStopRequested":

@@ -69,16 +69,29 @@ def _user(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
 
 @handles("MemberAdded")
 def _member(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(delete(t.members).where(and_(t.members.c.workspace_id == d["workspace_id"],
-                                              t.members.c.user_id == d["user_id"])))
-    conn.execute(insert(t.members).values(workspace_id=d["workspace_id"], user_id=d["user_id"], role=d["role"]))
+    conn.execute(
+        delete(t.members).where(
+            and_(t.members.c.workspace_id == d["workspace_id"], t.members.c.user_id == d["user_id"])
+        )
+    )
+    conn.execute(
+        insert(t.members).values(workspace_id=d["workspace_id"], user_id=d["user_id"], role=d["role"])
+    )
 
 
 @handles("ApiTokenCreated")
 def _token(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(insert(t.tokens).values(id=d["token_id"], user_id=d["user_id"], token_hash=d["token_hash"],
-                                         name=d["name"], expires_at=d.get("expires_at"), revoked=False,
-                                         created_at=_at(e)))
+    conn.execute(
+        insert(t.tokens).values(
+            id=d["token_id"],
+            user_id=d["user_id"],
+            token_hash=d["token_hash"],
+            name=d["name"],
+            expires_at=d.get("expires_at"),
+            revoked=False,
+            created_at=_at(e),
+        )
+    )
 
 
 @handles("ApiTokenRevoked")
@@ -91,13 +104,25 @@ def _secret_set(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     who = _user_name(conn, e.actor)
     existing = conn.execute(select(t.secrets.c.id).where(t.secrets.c.id == d["secret_id"])).first()
     if existing:
-        conn.execute(update(t.secrets).where(t.secrets.c.id == d["secret_id"])
-                     .values(updated_at=_at(e), updater_name=who))
+        conn.execute(
+            update(t.secrets)
+            .where(t.secrets.c.id == d["secret_id"])
+            .values(updated_at=_at(e), updater_name=who)
+        )
     else:
-        conn.execute(insert(t.secrets).values(id=d["secret_id"], workspace_id=d["workspace_id"], name=d["name"],
-                                              scope=d["scope"], owner_user_id=d.get("owner_user_id"),
-                                              created_at=_at(e), updated_at=_at(e), creator_name=who,
-                                              updater_name=who))
+        conn.execute(
+            insert(t.secrets).values(
+                id=d["secret_id"],
+                workspace_id=d["workspace_id"],
+                name=d["name"],
+                scope=d["scope"],
+                owner_user_id=d.get("owner_user_id"),
+                created_at=_at(e),
+                updated_at=_at(e),
+                creator_name=who,
+                updater_name=who,
+            )
+        )
 
 
 @handles("SecretDeleted")
@@ -115,10 +140,24 @@ def _benchmark(conn: Connection, benchmark_id: str, **values: Any) -> None:
 @handles("BenchmarkAdded")
 def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     source = d["source"]
-    conn.execute(insert(t.benchmarks).values(
-        id=d["benchmark_id"], workspace_id=d["workspace_id"], name=d["name"], source_type=source["type"],
-        source_ref=source["ref"], source=source, hosted=d.get("hosted", False), status="pending", synced=0,
-        total=0, metadata={}, added_at=_at(e), added_by=_user_name(conn, e.actor) or "system", removed=False))
+    conn.execute(
+        insert(t.benchmarks).values(
+            id=d["benchmark_id"],
+            workspace_id=d["workspace_id"],
+            name=d["name"],
+            source_type=source["type"],
+            source_ref=source["ref"],
+            source=source,
+            hosted=d.get("hosted", False),
+            status="pending",
+            synced=0,
+            total=0,
+            metadata={},
+            added_at=_at(e),
+            added_by=_user_name(conn, e.actor) or "system",
+            removed=False,
+        )
+    )
 
 
 @handles("BenchmarkSyncRequested")
@@ -128,8 +167,15 @@ def _sync_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> Non
 
 @handles("BenchmarkSyncStarted")
 def _sync_started(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    _benchmark(conn, d["benchmark_id"], status="syncing", sync_id=d["sync_id"], synced=0, total=d["total"],
-               sync_error=None)
+    _benchmark(
+        conn,
+        d["benchmark_id"],
+        status="syncing",
+        sync_id=d["sync_id"],
+        synced=0,
+        total=d["total"],
+        sync_error=None,
+    )
 
 
 @handles("BenchmarkTasksSynced")
@@ -137,9 +183,16 @@ def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     row = conn.execute(select(t.benchmarks.c.synced).where(t.benchmarks.c.id == d["benchmark_id"])).first()
     synced = (row[0] or 0) if row else 0
     rows = [
-        {"benchmark_id": d["benchmark_id"], "sync_id": d["sync_id"], "name": task["name"], "ordinal": synced + i,
-         "category": task.get("category"), "difficulty": task.get("difficulty"), "tags": task.get("tags") or [],
-         "digest": task["digest"]}
+        {
+            "benchmark_id": d["benchmark_id"],
+            "sync_id": d["sync_id"],
+            "name": task["name"],
+            "ordinal": synced + i,
+            "category": task.get("category"),
+            "difficulty": task.get("difficulty"),
+            "tags": task.get("tags") or [],
+            "digest": task["digest"],
+        }
         for i, task in enumerate(d["tasks"])
     ]
     if rows:
@@ -149,8 +202,17 @@ def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
 
 @handles("BenchmarkSyncCompleted")
 def _sync_completed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    _benchmark(conn, d["benchmark_id"], status="ready", ready_sync_id=d["sync_id"], task_count=d["task_count"],
-               version=d["version"], digest=d["digest"], metadata=d.get("metadata") or {}, sync_error=None)
+    _benchmark(
+        conn,
+        d["benchmark_id"],
+        status="ready",
+        ready_sync_id=d["sync_id"],
+        task_count=d["task_count"],
+        version=d["version"],
+        digest=d["digest"],
+        metadata=d.get("metadata") or {},
+        sync_error=None,
+    )
 
 
 @handles("BenchmarkSyncFailed")
@@ -181,12 +243,28 @@ def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     user = conn.execute(select(t.users).where(t.users.c.id == (e.actor or ""))).mappings().first()
     expected = len(d["tasks"]) * len(d["agents"]) * d["execution"]["attempts_per_task"]
     submission = {k: v for k, v in d.items() if k not in ("sealed_secrets",)}
-    conn.execute(insert(t.runs).values(
-        id=d["run_id"], workspace_id=d["workspace_id"], benchmark_id=d["benchmark_id"], name=d["name"],
-        status="pending", created_at=_at(e), created_by=user["name"] if user else e.actor,
-        creator_email=user["email"] if user else None, expected=expected, ingested=0, seq=e.position,
-        submission=submission, scores=None, scores_final=False, stop_requested=False, input_tokens=0,
-        output_tokens=0, cost_usd=None))
+    conn.execute(
+        insert(t.runs).values(
+            id=d["run_id"],
+            workspace_id=d["workspace_id"],
+            benchmark_id=d["benchmark_id"],
+            name=d["name"],
+            status="pending",
+            created_at=_at(e),
+            created_by=user["name"] if user else e.actor,
+            creator_email=user["email"] if user else None,
+            expected=expected,
+            ingested=0,
+            seq=e.position,
+            submission=submission,
+            scores=None,
+            scores_final=False,
+            stop_requested=False,
+            input_tokens=0,
+            output_tokens=0,
+            cost_usd=None,
+        )
+    )
 
 
 @handles("RunQueued")
@@ -225,38 +303,67 @@ def _run_scored(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
 
 @handles("AttemptScheduled")
 def _attempt_scheduled(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(insert(t.attempts).values(
-        attempt_id=d["attempt_id"], run_id=d["run_id"], agent_index=d["agent_index"], task=d["task"],
-        attempt_index=d["attempt_index"], status="scheduled", try_number=d.get("try_number", 1),
-        scheduled_at=_at(e)))
+    conn.execute(
+        insert(t.attempts).values(
+            attempt_id=d["attempt_id"],
+            run_id=d["run_id"],
+            agent_index=d["agent_index"],
+            task=d["task"],
+            attempt_index=d["attempt_index"],
+            status="scheduled",
+            try_number=d.get("try_number", 1),
+            scheduled_at=_at(e),
+        )
+    )
 
 
 @handles("AttemptStarted")
 def _attempt_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(update(t.attempts).where(and_(t.attempts.c.attempt_id == d["attempt_id"],
-                                               t.attempts.c.outcome.is_(None)))
-                 .values(status="running", started_at=_at(e), try_number=d["try_number"]))
+    conn.execute(
+        update(t.attempts)
+        .where(and_(t.attempts.c.attempt_id == d["attempt_id"], t.attempts.c.outcome.is_(None)))
+        .values(status="running", started_at=_at(e), try_number=d["try_number"])
+    )
 
 
 @handles("AttemptRetried")
 def _attempt_retried(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(update(t.attempts).where(t.attempts.c.attempt_id == d["attempt_id"])
-                 .values(status="retrying", try_number=d["try_number"]))
+    conn.execute(
+        update(t.attempts)
+        .where(t.attempts.c.attempt_id == d["attempt_id"])
+        .values(status="retrying", try_number=d["try_number"])
+    )
 
 
 @handles("AttemptFinished")
 def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(update(t.attempts).where(t.attempts.c.attempt_id == d["attempt_id"])
-                 .values(status="finished", outcome=d["outcome"], finished_at=_at(e), result=d,
-                         try_number=d["try_number"]))
-    run = conn.execute(select(t.runs.c.ingested, t.runs.c.input_tokens, t.runs.c.output_tokens,
-                              t.runs.c.cost_usd).where(t.runs.c.id == d["run_id"])).mappings().first()
+    conn.execute(
+        update(t.attempts)
+        .where(t.attempts.c.attempt_id == d["attempt_id"])
+        .values(
+            status="finished", outcome=d["outcome"], finished_at=_at(e), result=d, try_number=d["try_number"]
+        )
+    )
+    run = (
+        conn.execute(
+            select(t.runs.c.ingested, t.runs.c.input_tokens, t.runs.c.output_tokens, t.runs.c.cost_usd).where(
+                t.runs.c.id == d["run_id"]
+            )
+        )
+        .mappings()
+        .first()
+    )
     if run is None:
         return
     usage = d.get("usage") or {}
     cost = run["cost_usd"]
     if usage.get("cost_usd") is not None:
         cost = (cost or 0.0) + usage["cost_usd"]
-    _run(conn, d["run_id"], ingested=(run["ingested"] or 0) + 1,
-         input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
-         output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0), cost_usd=cost)
+    _run(
+        conn,
+        d["run_id"],
+        ingested=(run["ingested"] or 0) + 1,
+        input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
+        output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0),
+        cost_usd=cost,
+    )

@@ -9,7 +9,10 @@ metadata = MetaData()
 Json = JSON().with_variant(JSONB(), "postgresql")
 
 workspaces = Table(
-    "rm_workspaces", metadata, Column("id", String(64), primary_key=True), Column("name", String(200), unique=True)
+    "rm_workspaces",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(200), unique=True),
 )
 users = Table(
     "rm_users",

@@ -48,6 +48,8 @@ _MAX_PERIOD = 1 << 20
 """Beyond this period (support ≳ 10^6, which under m·S ≤ 10^8 means m < 100) a direct method is cheaper."""
 
 _TABLE_PERIOD = 1 << 14
+_BLOCK = 256
+"""Problems per dense block: keeps temporaries around a megabyte, so they are recycled, not re-mapped."""
 _CHUNK = 1 << 22
 _TWO_PI = 2.0 * math.pi
 
@@ -108,8 +110,13 @@ def tilted_lower_tails(problems: Sequence[Problem]) -> list[float | None]:
     position = np.arange(total) - first[owner]
     width = np.array([(int(v) - 1).bit_length() for v in sizes.tolist()], dtype=np.int64)  # log2 bucket
     keys = np.where(accepted, period * 64 + width, -1)
-    for key in np.unique(keys[accepted]).tolist():
-        members = np.flatnonzero(keys == key)
+    blocks = [
+        (key, group[lo : lo + _BLOCK])
+        for key in np.unique(keys[accepted]).tolist()
+        for group in [np.flatnonzero(keys == key)]
+        for lo in range(0, len(group), _BLOCK)
+    ]
+    for key, members in blocks:
         local = np.full(count, -1, dtype=np.int64)
         local[members] = np.arange(len(members))
         entries = np.flatnonzero(local[owner] >= 0)

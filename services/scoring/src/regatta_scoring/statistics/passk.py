@@ -73,6 +73,8 @@ def pass_at_k_curve(tasks: Sequence[tuple[int, int]]) -> list[tuple[int, Fractio
 
 def per_task_pass_at_k(tasks: Mapping[str, tuple[int, int]], k: int) -> dict[str, Fraction] | None:
     """Per-task pass@k scores keyed by task name (the input of the paired test), or ``None`` if undefined."""
-    if any(n < k for n, _ in tasks.values()):
+    distinct = set(tasks.values())
+    if any(n < k for n, _ in distinct):
         return None
-    return {name: pass_at_k_task(n, c, k) for name, (n, c) in tasks.items()}
+    value = {(n, c): pass_at_k_task(n, c, k) for n, c in distinct}
+    return dict(zip(tasks, map(value.__getitem__, tasks.values()), strict=True))

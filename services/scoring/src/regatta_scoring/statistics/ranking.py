@@ -87,9 +87,12 @@ def rank_participants(participants: Sequence[Participant], alpha: float = ALPHA)
     if not participants:
         return []
     pairs = _group_tests(participants, alpha)
+    # Exact comparisons of the Fraction estimates, done once: level[id] orders the distinct estimates.
+    level = {e: i for i, e in enumerate(sorted({p.estimate for p in participants}))}
+    levels = {p.id: level[p.estimate] for p in participants}
 
     def beats(b: Participant, a: Participant) -> bool:
-        if not b.estimate > a.estimate:
+        if levels[b.id] <= levels[a.id]:
             return False
         if b.group != a.group:
             return True

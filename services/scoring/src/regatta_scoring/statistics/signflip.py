@@ -30,6 +30,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import mul
 
 try:  # numpy makes large problems fast; without it they take the exact (slower) path.
     from . import _tilted
@@ -68,7 +69,7 @@ class NullSummary:
 
     @property
     def s(self) -> int:
-        return sum(a * k for a, k in zip(self.values, self.counts, strict=True))
+        return sum(map(mul, self.values, self.counts))
 
     @property
     def sum_squares(self) -> int:

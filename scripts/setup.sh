@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything Regatta needs on a fresh Debian machine: system packages, uv, the workspace.
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(bubblewrap tmux util-linux procps)
+if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
+  packages+=(docker-compose chromium)
+fi
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# .python-version pins 3.12 (Harbor needs it); pyenv's `python` honours it.
+PYTHON=${PYTHON:-python}
+if ! "$PYTHON" -m uv --version >/dev/null 2>&1; then
+  echo "setup: installing uv"
+  "$PYTHON" -m pip install -q uv
+fi
+"$PYTHON" -m uv sync --frozen --all-packages -q

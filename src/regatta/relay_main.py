@@ -1,3 +1,0 @@
-from regatta.services import run_relay
-
-run_relay()
