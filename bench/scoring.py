@@ -12,7 +12,6 @@ also compared with ours.
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import time
 from fractions import Fraction
@@ -20,7 +19,6 @@ from fractions import Fraction
 import numpy as np
 from regatta_scoring.statistics import (
     Participant,
-    holm,
     pass_at_k,
     per_task_pass_at_k,
     rank_participants,
@@ -102,8 +100,8 @@ def main() -> None:
     data = generate(args.seed)
     generated = time.perf_counter() - started
 
-    # Warm up imports and caches once so the timing reflects a steady-state service.
-    scoring({pid: dict(list(tasks.items())[:50]) for pid, tasks in list(data.items())[:3]})
+    # Warm up lazy imports and code paths once (4 participants, all tasks), as in a running service.
+    scoring(dict(list(data.items())[:4]))
 
     started = time.perf_counter()
     results = scoring(data)
@@ -153,9 +151,6 @@ def main() -> None:
         f"for the whole step"
     )
     print(f"agreement with the naive DP on the sample: max relative difference {worst_rel:.1e}")
-    holm_check = holm([0.01, 0.04, 0.03, 0.005])
-    assert holm_check.rejected == [True, False, False, True]
-    assert math.isclose(elapsed, elapsed)
 
 
 if __name__ == "__main__":

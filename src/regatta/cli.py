@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,6 +47,7 @@ def up(
         nats_url=os.environ.get("NATS_URL"),
         database_url=os.environ.get("DATABASE_URL"),
     )
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         stack.start()
         console.print(f"Regatta is up at [bold]{stack.url}[/bold] (token in {stack.data_dir / 'token'})")

@@ -28,7 +28,10 @@ class Client:
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.http.request(method, f"/api/v1{path}", **kwargs)
+        try:
+            response = self.http.request(method, f"/api/v1{path}", **kwargs)
+        except httpx.TransportError as error:
+            raise ApiFailure(f"Could not connect to Regatta at {self.url}: {error}") from None
         if response.status_code >= 400:
             try:
                 body = response.json()

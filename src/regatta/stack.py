@@ -35,6 +35,14 @@ def ensure_token(data_dir: Path) -> str:
     return token
 
 
+def _die_with_parent() -> None:
+    """Services get SIGTERM if the stack process dies, so no orphan keeps a port or a stale database."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 @dataclass
 class Stack:
     data_dir: Path

@@ -21,6 +21,9 @@ from regatta_shared.settings import Settings
 def configure_logging(service: str) -> None:
     level = os.environ.get("REGATTA_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+    # Harbor logs every trial at DEBUG and harmless notices at ERROR; attempts are reported as events.
+    logging.getLogger("harbor").setLevel(os.environ.get("REGATTA_HARBOR_LOG_LEVEL", "CRITICAL").upper())
+    logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 
 
 def make_broker(settings: Settings) -> NatsBroker:

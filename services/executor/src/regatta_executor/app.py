@@ -44,5 +44,7 @@ def main() -> None:
     import os
 
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    # litellm otherwise fetches its price table from the internet on first use (minutes offline).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     configure_logging("executor")
     run_app(app, settings)

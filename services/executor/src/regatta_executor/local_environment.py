@@ -130,6 +130,9 @@ class LocalEnvironment(BaseEnvironment):
             Bind(Path(m["source"]), PurePosixPath(m["target"]), bool(m.get("read_only")))
             for m in self._mounts
         )
+        for bind in binds:
+            if bind.source.resolve().is_relative_to(self.trial_paths.trial_dir.resolve()):
+                bind.source.mkdir(parents=True, exist_ok=True)
         spec = SandboxSpec(
             workspace=workspace,
             workdir=self._workdir,

@@ -74,6 +74,7 @@ class Sandbox:
         self._process: asyncio.subprocess.Process | None = None
         self._pid1: int | None = None
         self._pid1_fd: int | None = None
+        self._keepalive_fd: int | None = None
         self._running: set[asyncio.subprocess.Process] = set()
         self._commands = 0
         self._tools: dict[str, str] = {}
@@ -100,21 +101,23 @@ class Sandbox:
         self._rlimits = self._fallback_rlimits()
         info_r, info_w = os.pipe()
         ready_r, ready_w = os.pipe()
+        keep_r, self._keepalive_fd = os.pipe()
         try:
             with open(self.spec.workspace / "sandbox.log", "wb") as log:
                 self._process = await asyncio.create_subprocess_exec(
-                    *self._launcher(self._bwrap_argv(info_w, ready_w)),
+                    *self._launcher(self._bwrap_argv(info_w, ready_w, keep_r)),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    pass_fds=(info_w, ready_w),
+                    pass_fds=(info_w, ready_w, keep_r),
                     start_new_session=True,
                     cwd="/",
                     env={"PATH": _HOST_PATH},
                 )
             os.close(info_w)
             os.close(ready_w)
-            info_w = ready_w = -1
+            os.close(keep_r)
+            info_w = ready_w = keep_r = -1
             await asyncio.wait_for(self._await_ready(ready_r, info_r), self.spec.start_timeout_sec)
         except BaseException as exc:
             await self.stop(delete=False)
@@ -126,7 +129,7 @@ class Sandbox:
                 raise RuntimeError(f"bubblewrap sandbox failed to start: {message or exc!r}") from exc
             raise
         finally:
-            for fd in (info_r, info_w, ready_r, ready_w):
+            for fd in (info_r, info_w, ready_r, ready_w, keep_r):
                 if fd >= 0:
                     os.close(fd)
 
@@ -191,14 +194,18 @@ class Sandbox:
                 signal.pidfd_send_signal(self._pid1_fd, signal.SIGKILL)
             os.close(self._pid1_fd)
             self._pid1_fd = None
+        if self._keepalive_fd is not None:
+            os.close(self._keepalive_fd)
+            self._keepalive_fd = None
         for process in list(self._running):
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
         if self._process is not None:
+            # Not Process.kill(): Popen polls (and so reaps) the child first, racing asyncio's watcher.
             if self._process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
-                    self._process.kill()
+                    os.kill(self._process.pid, signal.SIGKILL)
             await self._process.wait()
         if self._cgroup is not None:
             cgroup, self._cgroup = self._cgroup, None
@@ -222,7 +229,7 @@ class Sandbox:
         with contextlib.suppress(PermissionError):
             self.files.make_dirs(str(self.spec.workdir))
 
-    def _bwrap_argv(self, info_fd: int, ready_fd: int) -> list[str]:
+    def _bwrap_argv(self, info_fd: int, ready_fd: int, keepalive_fd: int) -> list[str]:
         argv = [self._tools["bwrap"], "--bind", str(self.root), "/"]
         for host_dir in (*HOST_READ_ONLY_DIRS, *(f"/{n}" for n in _TOP_LEVEL_LINKS)):
             if Path(host_dir).is_dir() and not Path(host_dir).is_symlink():
@@ -235,11 +242,12 @@ class Sandbox:
             argv.append("--unshare-net")
         argv += ["--die-with-parent", "--as-pid-1", "--cap-drop", "ALL", "--chdir", str(self.spec.workdir)]
         # pid 1 reports readiness only once bwrap has finished the mounts (its --info-fd comes too
-        # early), then reaps orphans for the rest of the sandbox's life. A pid 1 ignores signals sent
-        # from inside its namespace, so the agent cannot take the sandbox down by accident.
+        # early), then reaps orphans while it blocks on a pipe whose write end only the executor
+        # holds: the sandbox ends by itself if the executor dies. It starts no child of its own, and
+        # as a pid 1 it ignores signals sent from inside its namespace.
         init = (
             f"echo ready >&{ready_fd}; exec {ready_fd}>&- {info_fd}>&-; "
-            "while :; do sleep 86400 & wait $!; done"
+            f"while read -r -u {keepalive_fd} _; do :; done"
         )
         return [*argv, "--info-fd", str(info_fd), "/bin/bash", "-c", init]
 

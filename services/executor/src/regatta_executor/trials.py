@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regatta_shared.harnesses import NO_MODEL
 from regatta_shared.jobs import AttemptJob
 
 LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
@@ -29,6 +30,8 @@ def agent_config(job: AttemptJob, secrets: dict[str, str]) -> dict[str, Any]:
     agent = job.agent
     config: dict[str, Any] = {"name": agent.harness, "env": {**job.env, **secrets}}
     model = agent.model
+    if agent.harness in NO_MODEL:
+        return config  # oracle/nop ignore the model; naming one would make Harbor load litellm
     if model.type == "provider" and model.model:
         config["model_name"] = model.model
     elif model.type == "endpoint":

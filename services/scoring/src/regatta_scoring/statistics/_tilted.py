@@ -209,13 +209,12 @@ def _frequencies(period: int, a: Any, weights: Any) -> tuple[Any, Any]:
         # One matrix product per chunk: weights scattered onto their values, times a cached cosine table.
         table = _one_minus_cos(period)[: top + 1]
         dense = np.zeros((problems, top + 1))
-        dense[np.repeat(np.arange(problems), a.shape[1]), a.ravel()] = (
-            weights.ravel()
-        )  # padding: a = 0, w = 0
+        # Padding entries land on column a = 0 with weight 0, which adds nothing.
+        dense[np.repeat(np.arange(problems), a.shape[1]), a.ravel()] = weights.ravel()
         rows_list, js_list = [], []
         step = max(1, _CHUNK // half)
         for lo in range(0, problems, step):
-            rows, js = np.nonzero(dense[lo : lo + step] @ table < _NEGLIGIBLE)
+            rows, js = np.nonzero(np.einsum("pa,aj->pj", dense[lo : lo + step], table) < _NEGLIGIBLE)
             rows_list.append(rows + lo)
             js_list.append(js)
         return np.concatenate(rows_list), np.concatenate(js_list)
@@ -224,7 +223,11 @@ def _frequencies(period: int, a: Any, weights: Any) -> tuple[Any, Any]:
     for p in range(problems):
         for lo in range(0, half, step):
             j = np.arange(lo, min(half, lo + step))
-            bound = weights[p] @ (1.0 - np.cos((np.multiply.outer(a[p], j) % period) * (_TWO_PI / period)))
+            bound = np.einsum(
+                "a,aj->j",
+                weights[p],
+                1.0 - np.cos((np.multiply.outer(a[p], j) % period) * (_TWO_PI / period)),
+            )
             picked = j[bound < _NEGLIGIBLE]
             rows_list.append(np.full(len(picked), p, dtype=np.int64))
             js_list.append(picked)

@@ -148,12 +148,17 @@ def _group_tests(participants: Sequence[Participant], alpha: float) -> dict[tupl
             continue
         tasks = list(members[0].task_scores)
         task_set = set(tasks)
+        vectors: list[list[Fraction]] = []
         for p in members:
-            if len(p.task_scores) != len(tasks) or set(p.task_scores) != task_set:
+            scores = p.task_scores
+            if list(scores) == tasks:  # same order: the common case, no per-task lookups
+                vectors.append(list(scores.values()))
+            elif len(scores) == len(tasks) and set(scores) == task_set:
+                vectors.append([scores[t] for t in tasks])
+            else:
                 raise ValueError(
                     f"participants of one comparison group must share one task list ({p.id} differs)"
                 )
-        vectors = [[p.task_scores[t] for t in tasks] for p in members]
         tested = pairwise_p_values(vectors)
         keys = list(tested)
         correction = holm([tested[k] for k in keys], alpha)

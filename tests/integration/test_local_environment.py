@@ -1,0 +1,329 @@
+"""Regatta's `local` Harbor environment against real bubblewrap: the example tasks, network isolation,
+resource limits, timeouts, persistence between commands and clean-up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from harbor.models.task.task import Task
+from harbor.models.trial.config import TrialConfig
+from harbor.models.trial.paths import TrialPaths
+from harbor.models.trial.result import TrialResult
+from harbor.trial.trial import Trial
+from regatta_executor.local_environment import LocalEnvironment
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
+MULTI_METRIC_TASK = "rot13"
+
+pytestmark = [
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("bwrap", "nsenter", "setpriv")),
+        reason="needs root, bubblewrap and util-linux",
+    ),
+    pytest.mark.timeout(60),
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Harbor otherwise imports litellm and phones home after a run.
+    monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+
+
+def example_tasks() -> list[Path]:
+    return sorted(p for p in (EXAMPLES / "tasks").iterdir() if p.is_dir())
+
+
+def write_task(
+    parent: Path,
+    name: str,
+    *,
+    solve: str = "true",
+    test: str = "echo 0 > /logs/verifier/reward.txt",
+    network_mode: str = "no-network",
+    agent_timeout_sec: int = 30,
+    verifier_timeout_sec: int = 30,
+) -> Path:
+    task = parent / name
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text(
+        f'schema_version = "1.4"\n\n[agent]\ntimeout_sec = {agent_timeout_sec}\n\n'
+        f"[verifier]\ntimeout_sec = {verifier_timeout_sec}\n\n"
+        f'[environment]\nnetwork_mode = "{network_mode}"\n'
+    )
+    (task / "instruction.md").write_text(f"Ad-hoc task {name}.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + textwrap.dedent(solve))
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\n" + textwrap.dedent(test))
+    return task
+
+
+async def run_trial(task: Path, agent: str, work: Path, **kwargs: object) -> TrialResult:
+    config = TrialConfig(
+        task={"path": str(task)},
+        trials_dir=work / "trials",
+        agent={"name": agent},
+        environment={
+            "import_path": LOCAL_ENVIRONMENT,
+            "delete": True,
+            "kwargs": {"sandbox_dir": str(work / "sandboxes"), **kwargs},
+        },
+    )
+    trial = await Trial.create(config)
+    return await trial.run()
+
+
+def processes_mentioning(*needles: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(needle in cmdline for needle in needles):
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def cgroups_named(fragment: str) -> list[Path]:
+    found = []
+    for top, dirs, _ in os.walk("/sys/fs/cgroup"):
+        found += [Path(top, d) for d in dirs if fragment in d]
+        if top.count("/") >= 6:
+            dirs.clear()
+    return found
+
+
+def assert_cleaned_up(work: Path, *names: str) -> None:
+    sandboxes = work / "sandboxes"
+    assert not sandboxes.exists() or not any(sandboxes.iterdir()), list(sandboxes.iterdir())
+    assert processes_mentioning(str(sandboxes), *names) == []
+    for name in names:
+        assert cgroups_named(name) == []
+
+
+def rewards(result: TrialResult) -> dict[str, float | int] | None:
+    return result.verifier_result.rewards if result.verifier_result else None
+
+
+def exception_type(result: TrialResult) -> str | None:
+    return result.exception_info.exception_type if result.exception_info else None
+
+
+def test_registry_lists_every_example_task() -> None:
+    (dataset,) = json.loads((EXAMPLES / "registry.json").read_text())
+    assert (dataset["name"], dataset["version"]) == ("regatta-examples", "1.0")
+    listed = sorted(t["path"] for t in dataset["tasks"])
+    assert listed == [f"tasks/{p.name}" for p in example_tasks()]
+    assert len(listed) >= 8
+    reward_json = [p.name for p in example_tasks() if "reward.json" in (p / "tests" / "test.sh").read_text()]
+    assert reward_json == [MULTI_METRIC_TASK]
+
+
+@pytest.mark.parametrize(
+    ("agent", "expected", "expected_multi"),
+    [("oracle", 1, {"reward": 1, "style": 0.5}), ("nop", 0, {"reward": 0, "style": 0})],
+)
+async def test_example_tasks_pass_with_oracle_and_fail_with_nop(
+    tmp_path: Path, agent: str, expected: int, expected_multi: dict[str, float]
+) -> None:
+    tasks = example_tasks()
+    results = await asyncio.gather(*(run_trial(task, agent, tmp_path) for task in tasks))
+
+    for task, result in zip(tasks, results, strict=True):
+        want = expected_multi if task.name == MULTI_METRIC_TASK else {"reward": expected}
+        assert (task.name, exception_type(result)) == (task.name, None)
+        assert (task.name, rewards(result)) == (task.name, want)
+        assert result.reward_valid
+    assert_cleaned_up(tmp_path, *(r.trial_name for r in results))
+
+
+@pytest.mark.parametrize(
+    ("network_mode", "reachable"), [("no-network", False), ("allowlist", False), ("public", True)]
+)
+async def test_network_mode_decides_whether_the_host_is_reachable(
+    tmp_path: Path, network_mode: str, reachable: bool
+) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"hello from the host\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    test = f"""
+        python3 - <<'PY'
+        import socket
+        try:
+            with socket.create_connection(("127.0.0.1", {port}), timeout=3) as s:
+                print("connected:", s.recv(100))
+            reward = 1
+        except OSError as exc:
+            print("failed to connect:", exc)
+            reward = 0
+        open("/logs/verifier/reward.txt", "w").write(str(reward))
+        PY
+    """
+    task = write_task(tmp_path / "tasks", f"net-{network_mode}", test=test, network_mode=network_mode)
+    if network_mode == "allowlist":
+        with (task / "task.toml").open("a") as toml:
+            toml.write('allowed_hosts = ["127.0.0.1"]\n')
+    async with server:
+        result = await run_trial(task, "nop", tmp_path)
+
+    assert exception_type(result) is None
+    assert rewards(result) == {"reward": 1 if reachable else 0}
+    log = (tmp_path / "trials" / result.trial_name / "verifier" / "test-stdout.txt").read_text()
+    assert ("connected: b'hello from the host" in log) == reachable
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+async def test_fork_bomb_in_the_agent_phase_is_contained(tmp_path: Path) -> None:
+    bomb = """
+        :(){ :|:& };:
+        exec sleep 1000
+    """
+    task = write_task(tmp_path / "tasks", "fork-bomb", solve=bomb, agent_timeout_sec=3)
+    started = time.monotonic()
+    result = await run_trial(task, "oracle", tmp_path, max_processes=64)
+
+    assert time.monotonic() - started < 20
+    assert exception_type(result) == "AgentTimeoutError"
+    assert rewards(result) == {"reward": 0}
+    assert result.reward_valid
+    oracle_log = (tmp_path / "trials" / result.trial_name / "agent" / "oracle.txt").read_text()
+    assert "Resource temporarily unavailable" in oracle_log
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+async def test_never_ending_agent_ends_with_agent_timeout(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "tasks", "endless-agent", solve="sleep 1000 # endless-agent\n", agent_timeout_sec=2)
+    started = time.monotonic()
+    result = await run_trial(task, "oracle", tmp_path)
+
+    assert time.monotonic() - started < 10
+    assert exception_type(result) == "AgentTimeoutError"
+    assert rewards(result) == {"reward": 0}
+    assert processes_mentioning("endless-agent") == []
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+async def test_never_ending_verifier_ends_with_verifier_timeout(tmp_path: Path) -> None:
+    test = "sleep 1000 # endless-verifier\necho 1 > /logs/verifier/reward.txt\n"
+    task = write_task(tmp_path / "tasks", "endless-verifier", test=test, verifier_timeout_sec=3)
+    started = time.monotonic()
+    result = await run_trial(task, "nop", tmp_path)
+
+    assert time.monotonic() - started < 3 + 5
+    assert exception_type(result) == "VerifierTimeoutError"
+    assert processes_mentioning("endless-verifier") == []
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+@pytest.fixture
+async def environment(tmp_path: Path) -> AsyncIterator[LocalEnvironment]:
+    """A started environment outside any trial, for the exec and copy contract."""
+    task = Task(write_task(tmp_path / "tasks", "direct"))
+    paths = TrialPaths(tmp_path / "trial")
+    paths.mkdir()
+    env = LocalEnvironment(
+        environment_dir=task.paths.environment_dir,
+        environment_name=task.name,
+        session_id="direct__env",
+        trial_paths=paths,
+        task_env_config=task.config.environment,
+        sandbox_dir=str(tmp_path / "sandboxes"),
+        max_processes=64,
+        default_memory_mb=256,
+    )
+    await env.start(force_build=False)
+    try:
+        yield env
+    finally:
+        await env.stop(delete=True)
+        assert_cleaned_up(tmp_path, "direct__env")
+
+
+async def test_processes_survive_from_one_exec_to_the_next(environment: LocalEnvironment) -> None:
+    started = time.monotonic()
+    first = await environment.exec("sleep 100 & tmux new-session -d -s keep 'sleep 200'; echo started")
+    assert (first.return_code, first.stdout) == (0, "started\n")
+    assert time.monotonic() - started < 5
+
+    second = await environment.exec("pgrep -f 'sleep 100' > /dev/null && tmux has-session -t keep && echo alive")
+    assert (second.return_code, second.stdout) == (0, "alive\n")
+
+
+async def test_exec_contract(environment: LocalEnvironment, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REGATTA_HOST_ONLY", "leaked")
+    result = await environment.exec(
+        'pwd; echo "$HOME $USER $LANG $GREETING ${REGATTA_HOST_ONLY:-clean}"; echo oops >&2; exit 3',
+        env={"GREETING": "hi"},
+    )
+    assert (result.return_code, result.stdout, result.stderr) == (3, "/app\n/root root C.UTF-8 hi clean\n", "oops\n")
+    assert (await environment.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
+    capabilities = (await environment.exec("grep ^CapBnd /proc/self/status")).stdout or ""
+    sys_module, sys_admin = 16, 21
+    assert int(capabilities.split()[1], 16) & (1 << sys_module | 1 << sys_admin) == 0
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="timed out after 1 seconds"):
+        await environment.exec("sleep 321 & sleep 322; echo never", timeout_sec=1)
+    assert time.monotonic() - started < 4
+    assert (await environment.exec("pgrep -f 'sleep 32[12]' || echo none")).stdout == "none\n"
+
+
+async def test_limits_are_enforced(environment: LocalEnvironment) -> None:
+    hog = await environment.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'")
+    assert hog.return_code != 0 and hog.stdout is None
+
+    # A fork bomb left running exhausts the process limit; the next command must still run.
+    await environment.exec(":(){ :|:& };: # leftover-bomb")
+    deadline = time.monotonic() + 15
+    while len(processes_mentioning("leftover-bomb")) < 64 - 6 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert len(processes_mentioning("leftover-bomb")) <= 64
+    after = await environment.exec("echo still-usable")
+    assert (after.return_code, after.stdout) == (0, "still-usable\n")
+    assert {"pids", "memory"} <= environment.enforced_limits
+
+
+async def test_copies_stay_inside_the_sandbox(environment: LocalEnvironment, tmp_path: Path) -> None:
+    source = tmp_path / "upload"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (source / "sub" / "run.sh").chmod(0o755)
+    await environment.upload_dir(source, "/app/in")
+    assert (await environment.exec("/app/in/sub/run.sh")).stdout == "ran\n"
+    await environment.upload_file(source / "sub" / "run.sh", "/app/in/")
+
+    await environment.exec("mkdir -p out/d && echo data > out/d/f && ln -s /etc/hostname out/link && mkfifo out/fifo")
+    await environment.download_dir("/app/out", tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").rglob("*")) == ["d", "f"]
+
+    await environment.exec("ln -s /etc /app/etc-link; ln -s /etc/hostname /app/host-file; ln -s ../../.. /app/up")
+    with pytest.raises(PermissionError):
+        await environment.download_file("/app/host-file", tmp_path / "hostname")
+    with pytest.raises(PermissionError):
+        await environment.upload_file(source / "sub" / "run.sh", "/app/etc-link/run.sh")
+    with pytest.raises(PermissionError):
+        await environment.upload_file(source / "sub" / "run.sh", "/tmp/../../usr/run.sh")
+    with pytest.raises(OSError):
+        await asyncio.wait_for(environment.download_file("/app/out/fifo", tmp_path / "fifo"), 5)
+    # A relative symlink cannot climb above the sandbox root either.
+    await environment.upload_file(source / "sub" / "run.sh", "/app/up/escaped.sh")
+    assert (await environment.exec("cat /escaped.sh")).stdout == "#!/bin/sh\necho ran\n"
+    assert environment.sandbox_root is not None
+    assert (environment.sandbox_root / "escaped.sh").exists()
