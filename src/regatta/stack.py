@@ -52,6 +52,7 @@ class Stack:
     database_url: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    health_ports: dict[str, int] = field(default_factory=dict)
     nats: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -114,8 +115,17 @@ class Stack:
     def start_service(self, service: str, key: str | None = None) -> subprocess.Popen[bytes]:
         key = key or service
         log = (self.logs / f"{key}.log").open("ab")
+        env = self.env()
+        if service not in ("gateway", "relay"):
+            self.health_ports.setdefault(key, nats_server.free_port())
+            env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])
         process = subprocess.Popen(
-            command(service), env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command(service),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self.processes[key] = process
         return process

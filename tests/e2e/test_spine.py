@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
+import httpx
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,3 +138,41 @@ def test_projections_rebuild_reproduces_read_models(make_stack, api_for) -> None
     assert result.returncode == 0, result.stderr
     assert "Rebuilt read models" in result.stdout
     assert _dump(stack.database_url) == before
+
+
+def test_every_service_answers_its_health_check(make_stack) -> None:
+    stack = make_stack(executors=1)
+    assert set(stack.health_ports) == {"registry-sync", "run-scheduler", "scoring", "executor-1"}
+    for key, port in stack.health_ports.items():
+        response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+        assert response.status_code in (200, 204), key
+    assert httpx.get(f"{stack.url}/health", timeout=5).json() == {"status": "ok"}
+    assert httpx.get(f"{stack.url}/openapi.json", timeout=5).json()["openapi"].startswith("3.1")
+
+
+def test_cli_submit_wait_prints_the_results_table(make_stack, api_for) -> None:
+    stack = make_stack(executors=2)
+    api_for(stack).benchmark_ready("regatta-examples")
+    env = {**os.environ, "REGATTA_URL": stack.url, "REGATTA_TOKEN": stack.token, "COLUMNS": "200"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "regatta.cli",
+            "run",
+            "submit",
+            str(ROOT / "examples/runs/demo.toml"),
+            "--wait",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ": finished" in result.stdout
+    lines = {line.split("│")[2].strip(): line for line in result.stdout.splitlines() if line.count("│") > 4}
+    oracle = next(line for agent, line in lines.items() if agent.startswith("oracle"))
+    nop = next(line for agent, line in lines.items() if agent.startswith("nop"))
+    assert "100.0% (72.2%–100.0%)" in oracle
+    assert "0.0% (0.0%–27.8%)" in nop
