@@ -1,0 +1,173 @@
+"""Scoring end to end on a real store: runs with known per-task outcomes finish and rank (issue 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from regatta_scoring.scorer import Scorer
+from regatta_shared.eventstore import EventStore, new_event
+from regatta_shared.events import (
+    AgentSpec,
+    AttemptFinished,
+    ExecutionSettings,
+    ModelSpec,
+    RunExecutionCompleted,
+    RunSubmitted,
+    RunTask,
+    TaskSelection,
+)
+from regatta_shared.ids import attempt_id, leaderboard_stream, run_stream
+
+TASKS = [
+    RunTask(name=f"t{i:02d}", digest=f"sha256:{i:064x}", category="math" if i < 4 else "text")
+    for i in range(12)
+]
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[EventStore]:
+    store = EventStore(database_url)
+    store.create_schema()
+    yield store
+    store.dispose()
+
+
+def finish_run(
+    store: EventStore,
+    scorer: Scorer,
+    run_id: str,
+    agents: dict[str, set[int]],
+    *,
+    benchmark: str = "bm1",
+    selection: TaskSelection | None = None,
+    tasks: list[RunTask] | None = None,
+) -> None:
+    """Record a run whose agent `model` passes exactly the listed task indices, then let scoring react."""
+    tasks = tasks or TASKS
+    specs = [
+        AgentSpec(index=i, harness="oracle", model=ModelSpec(type="hosted", base_model=model))
+        for i, model in enumerate(agents)
+    ]
+    submitted = RunSubmitted(
+        run_id=run_id,
+        workspace_id="ws",
+        name=run_id,
+        benchmark_id=benchmark,
+        benchmark_name=benchmark,
+        benchmark_version="1.0",
+        benchmark_digest="sha256:dataset",
+        selection=selection or TaskSelection(),
+        tasks=tasks,
+        agents=specs,
+        execution=ExecutionSettings(attempts_per_task=1, pass_threshold=1.0),
+    )
+    events = [new_event(submitted)]
+    for spec, passing in zip(specs, agents.values(), strict=True):
+        for index, task in enumerate(tasks):
+            passed = int(task.name[1:]) in passing
+            events.append(
+                new_event(
+                    AttemptFinished(
+                        run_id=run_id,
+                        attempt_id=attempt_id(run_id, spec.index, task.name, 0),
+                        agent_index=spec.index,
+                        task=task.name,
+                        attempt_index=0,
+                        try_number=1,
+                        outcome="passed" if passed else "failed",
+                        rewards={"reward": float(passed)},
+                        primary_reward=float(passed),
+                    )
+                )
+            )
+            del index
+    events.append(new_event(RunExecutionCompleted(run_id=run_id)))
+    for stored in store.append(run_stream(run_id), events):
+        scorer.on_event(stored)
+    for stored in store.read_stream(run_stream(run_id)):
+        if stored.type == "RunFinished":
+            scorer.on_event(stored)
+
+
+def leaderboard(store: EventStore, benchmark: str = "bm1") -> dict[str, dict[str, Any]]:
+    latest = store.read_stream(leaderboard_stream(benchmark))[-1]
+    return {row["model"]: row for row in latest.data["rows"]}
+
+
+def ranks(board: dict[str, dict[str, Any]], metric: str = "pass_at_1") -> dict[str, tuple[int, bool]]:
+    return {
+        model: (row["ranks"][metric]["rank"], row["ranks"][metric]["tied"]) for model, row in board.items()
+    }
+
+
+def test_three_agents_rank_with_honest_ties_and_reruns_replace_rows(store: EventStore) -> None:
+    scorer = Scorer(store)
+    finish_run(store, scorer, "run1", {"A": set(range(11)), "B": {0, 1}, "C": set(range(10))})
+    board = leaderboard(store)
+    # A vs B: p = 0.0039, C vs B: p = 0.0078 (Holm rejects both); A vs C: p = 1 → A and C share rank 1.
+    assert ranks(board) == {"A": (1, True), "C": (1, True), "B": (3, False)}
+    comparison = board["C"]["ranks"]["pass_at_1"]["comparison"]
+    assert comparison["top"] == "oracle|A" and comparison["p_value"] == 1.0
+    assert board["A"]["pass_at_1"]["value"] == pytest.approx(11 / 12)
+    assert board["B"]["run_id"] == "run1"
+
+    finish_run(store, scorer, "run2", {"B": set(range(12))})
+    board = leaderboard(store)
+    assert len(board) == 3, "re-running an agent replaces its row"
+    assert board["B"]["run_id"] == "run2" and board["B"]["pass_at_1"]["value"] == 1.0
+    assert ranks(board)["B"] == (1, True)
+
+
+def test_parity_and_full_runs_are_never_tied_and_filtered_runs_never_rank(store: EventStore) -> None:
+    scorer = Scorer(store)
+    finish_run(store, scorer, "full", {"X": set(range(11))}, benchmark="bm2")
+    parity_tasks = TASKS[:6]
+    finish_run(
+        store,
+        scorer,
+        "parity",
+        {"Y": set(range(6))},
+        benchmark="bm2",
+        selection=TaskSelection(task_set="parity"),
+        tasks=parity_tasks,
+    )
+    finish_run(
+        store,
+        scorer,
+        "filtered",
+        {"Z": set(range(12))},
+        benchmark="bm2",
+        selection=TaskSelection(categories=["math"]),
+        tasks=TASKS[:4],
+    )
+    board = leaderboard(store, "bm2")
+    assert set(board) == {"X", "Y"}, "a category-filtered run never ranks"
+    # Same numbers in one group would tie (one discordant task, p = 1); across task sets they never do.
+    assert ranks(board) == {"Y": (1, False), "X": (2, False)}
+    assert board["X"]["ranks"]["pass_at_1"]["comparison"]["p_value"] is None
+    assert board["Y"]["task_set"] == "parity" and board["X"]["task_set"] == "full"
+
+
+def test_run_scores_carry_intervals_categories_and_the_runs_own_ranking(store: EventStore) -> None:
+    scorer = Scorer(store)
+    finish_run(store, scorer, "run1", {"A": set(range(12)), "B": set()})
+    final = next(
+        e for e in store.read_stream(run_stream("run1")) if e.type == "RunScored" and e.data["final"]
+    )
+    agents = {a["agent_index"]: a for a in final.data["agents"]}
+    z = 1.959963984540054
+    # At ŷ = 1 the Wilson lower bound reduces to N / (N + z²).
+    assert agents[0]["pass_at_1"] == {
+        "value": 1.0,
+        "ci_low": pytest.approx(12 / (12 + z * z), abs=1e-12),
+        "ci_high": 1.0,
+        "n": 12,
+    }
+    assert agents[1]["pass_at_1"]["value"] == 0.0 and agents[1]["pass_at_1"]["ci_low"] == 0.0
+    assert (agents[0]["rank"], agents[1]["rank"]) == (1, 2)
+    assert {c["category"]: c["n_tasks"] for c in agents[0]["categories"]} == {"math": 4, "text": 8}
+    assert agents[0]["passed"] == 12 and agents[1]["failed"] == 12 and agents[0]["complete"]
+    assert [e.type for e in store.read_stream(run_stream("run1"))][-2:] == ["RunScored", "RunFinished"]
