@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Protocol
 
 from sqlalchemy import Connection, MetaData, text
@@ -53,10 +54,20 @@ class ProjectionRunner:
         return len(batch)
 
     def catch_up(self) -> int:
+        """Apply every event stored when called (read-your-writes for the gateway's commands).
+
+        `run_once` yields 0 when another runner of this projection moved the checkpoint first; that
+        runner may have read its batch before our event was stored, so wait for the checkpoint itself.
+        """
+        target = self.store.last_position()
         total = 0
-        while (count := self.run_once()) > 0:
+        while True:
+            count = self.run_once()
             total += count
-        return total
+            if count == 0:
+                if self.store.checkpoint(self.checkpoint_name) >= target:
+                    return total
+                time.sleep(0.005)
 
     def rebuild(self) -> int:
         with self.store.transaction() as conn:
@@ -65,11 +76,18 @@ class ProjectionRunner:
             self.store.save_checkpoint(conn, self.checkpoint_name, 0)
         return self.catch_up()
 
-    async def run_forever(self, stop: asyncio.Event | None = None, idle_sleep: float = 0.05) -> None:
+    async def run_forever(self, stop: asyncio.Event | None = None, max_idle_sleep: float = 0.1) -> None:
+        idle = 0.005
         while stop is None or not stop.is_set():
             try:
-                if await asyncio.to_thread(self.run_once) < self.batch_size:
-                    await asyncio.sleep(idle_sleep)
+                count = await asyncio.to_thread(self.run_once)
             except Exception:
                 log.exception("projection %s failed; retrying", self.projection.name)
                 await asyncio.sleep(1.0)
+                continue
+            if count:
+                idle = 0.005
+            # Back off while the log is quiet so an idle gateway costs (almost) no CPU.
+            if count < self.batch_size:
+                await asyncio.sleep(idle)
+                idle = min(idle * 2, max_idle_sleep)

@@ -27,21 +27,27 @@ def subject_for(event: StoredEvent) -> str:
 
 
 class Relay:
-    def __init__(self, store: EventStore, nc: NATS, batch_size: int = 500, idle_sleep: float = 0.02) -> None:
+    def __init__(
+        self, store: EventStore, nc: NATS, batch_size: int = 500, max_idle_sleep: float = 0.1
+    ) -> None:
         self.store = store
         self.nc = nc
         self.js = nc.jetstream()
         self.batch_size = batch_size
-        self.idle_sleep = idle_sleep
+        self.max_idle_sleep = max_idle_sleep
         self.published = 0
+        self._position: int | None = None
 
     async def run_once(self) -> int:
-        position = await asyncio.to_thread(self.store.checkpoint, CHECKPOINT)
-        batch = await asyncio.to_thread(self.store.read_all, position, self.batch_size)
+        if self._position is None:
+            # Read once: this relay is the only writer of its checkpoint while it runs.
+            self._position = await asyncio.to_thread(self.store.checkpoint, CHECKPOINT)
+        batch = await asyncio.to_thread(self.store.read_all, self._position, self.batch_size)
         if not batch:
             return 0
         await asyncio.gather(*(self._publish(event) for event in batch))
         await asyncio.to_thread(self._save, batch[-1].position)
+        self._position = batch[-1].position
         self.published += len(batch)
         return len(batch)
 
@@ -60,13 +66,21 @@ class Relay:
 
     async def run_forever(self, stop: asyncio.Event | None = None) -> None:
         await ensure_streams(self.js)
+        idle = 0.005
         while stop is None or not stop.is_set():
             try:
-                if await self.run_once() < self.batch_size:
-                    await asyncio.sleep(self.idle_sleep)
+                count = await self.run_once()
             except Exception:
                 log.exception("relay batch failed; retrying")
+                self._position = None
                 await asyncio.sleep(1.0)
+                continue
+            if count:
+                idle = 0.005
+            # Back off while the log is quiet so an idle stack costs (almost) no CPU.
+            if count < self.batch_size:
+                await asyncio.sleep(idle)
+                idle = min(idle * 2, self.max_idle_sleep)
 
 
 def main() -> None:

@@ -196,7 +196,6 @@ class Executor:
         config = trial_config(job, task_dir, trials_dir, self.environment, secrets, {})
         started = time.monotonic()
         try:
-            await self._report(job, "note", try_number, note="sandbox created")
             result = await run_trial(config)
             sandbox_seconds = time.monotonic() - started
             outcome = classify(result, job.pass_threshold, job.primary_reward_key)
@@ -205,8 +204,6 @@ class Executor:
             return outcome, refs, sandbox_seconds
         finally:
             shutil.rmtree(trials_dir, ignore_errors=True)
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._report(job, "note", try_number, note="sandbox cleaned"))
 
     async def _report_cancelled(self, job: AttemptJob, try_number: int, message: str) -> None:
         await self._report(

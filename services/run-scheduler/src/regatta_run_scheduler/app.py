@@ -1,11 +1,12 @@
-"""FastStream entrypoints of the run-scheduler: decode, call the service layer, settle."""
+"""Entrypoints of the run-scheduler: three durable consumers that decode a batch, call the service
+layer, and settle. The FastStream app gives the process its lifecycle and health check."""
 
 from __future__ import annotations
 
 import asyncio
 
 import nats
-from faststream.nats.annotations import NatsMessage
+from nats.aio.msg import Msg
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
@@ -16,84 +17,97 @@ from regatta_shared.bus import (
     REPORTS_STREAM,
 )
 from regatta_shared.codec import decode_stored
+from regatta_shared.consumer import BatchConsumer
 from regatta_shared.jobs import AttemptReport
-from regatta_shared.service import (
-    build_app,
-    configure_logging,
-    durable_pull,
-    make_broker,
-    make_store,
-    run_app,
-)
+from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
 from regatta_shared.settings import load_settings
 
 from .scheduler import RunScheduler
 
 settings = load_settings()
 broker = make_broker(settings)
-scheduler: RunScheduler | None = None
+state: dict[str, object] = {}
 
 
-def _scheduler() -> RunScheduler:
-    global scheduler
-    if scheduler is None:
-        scheduler = RunScheduler(make_store(settings))
-    return scheduler
+def scheduler() -> RunScheduler:
+    found = state.get("scheduler")
+    assert isinstance(found, RunScheduler)
+    return found
 
 
-@broker.subscriber(
-    "evt.run.>",
-    **durable_pull(
-        EVENTS_STREAM,
-        "run-scheduler",
-        filter_subjects=["evt.run.RunSubmitted", "evt.run.RunStopRequested"],
-    ),
-)
-async def on_run_command(msg: NatsMessage) -> None:
-    event = decode_stored(msg.body)
-    if event.type == "RunStopRequested":
-        await announce_cancel(event.data["run_id"])
-    await asyncio.to_thread(_scheduler().on_event, event)
+async def on_run_commands(batch: list[Msg]) -> None:
+    for msg in batch:
+        event = decode_stored(msg.data)
+        if event.type == "RunStopRequested":
+            await announce_cancel(event.data["run_id"])
+        await asyncio.to_thread(scheduler().on_event, event)
 
 
-@broker.subscriber(
-    "evt.run.AttemptScheduled",
-    **durable_pull(EVENTS_STREAM, "run-scheduler-dispatch", filter_subjects=["evt.run.AttemptScheduled"]),
-)
-async def dispatch_attempt(msg: NatsMessage) -> None:
-    event = decode_stored(msg.body)
-    job = await asyncio.to_thread(_scheduler().job_for, event)
-    if job is None:
-        return
+async def dispatch_attempts(batch: list[Msg]) -> None:
+    events = [decode_stored(msg.data) for msg in batch]
+    jobs = await asyncio.to_thread(lambda: [(e, scheduler().job_for(e)) for e in events])
+    js = state["nc"].jetstream()  # type: ignore[attr-defined]
     # Msg-Id = the scheduled event's id: a redelivered AttemptScheduled never queues the job twice.
-    await broker.publish(
-        job.model_dump_json().encode(),
-        JOB_SUBJECT,
-        stream=JOBS_STREAM,
-        headers={"Nats-Msg-Id": event.event_id},
-        timeout=10,
+    await asyncio.gather(
+        *(
+            js.publish(
+                JOB_SUBJECT,
+                job.model_dump_json().encode(),
+                stream=JOBS_STREAM,
+                timeout=10,
+                headers={"Nats-Msg-Id": event.event_id},
+            )
+            for event, job in jobs
+            if job is not None
+        )
     )
 
 
-@broker.subscriber(REPORT_SUBJECT, **durable_pull(REPORTS_STREAM, "run-scheduler-reports"))
-async def record_report(msg: NatsMessage) -> None:
-    report = AttemptReport.model_validate_json(msg.body)
-    await asyncio.to_thread(_scheduler().on_report, report)
+async def record_reports(batch: list[Msg]) -> None:
+    reports = [AttemptReport.model_validate_json(msg.data) for msg in batch]
+    await asyncio.to_thread(scheduler().on_reports, reports)
 
 
 async def announce_cancel(run_id: str) -> None:
     """Executors learn a run is stopped from the KV flag (durable) and a core notice (immediate)."""
-    nc = await nats.connect(settings.nats_url)
-    try:
-        kv = await nc.jetstream().key_value(CANCELLED_RUNS_BUCKET)
-        await kv.put(run_id, b"stopped")
-        await nc.publish(f"{CANCEL_SUBJECT_PREFIX}.{run_id}", b"stopped")
-        await nc.flush()
-    finally:
-        await nc.close()
+    nc = state["nc"]
+    kv = await nc.jetstream().key_value(CANCELLED_RUNS_BUCKET)  # type: ignore[attr-defined]
+    await kv.put(run_id, b"stopped")
+    await nc.publish(f"{CANCEL_SUBJECT_PREFIX}.{run_id}", b"stopped")  # type: ignore[attr-defined]
 
 
-app = build_app(broker, settings)
+async def start_consumers() -> None:
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    js = nc.jetstream()
+    state["nc"] = nc
+    state["scheduler"] = RunScheduler(make_store(settings))
+    consumers = [
+        BatchConsumer(
+            js,
+            EVENTS_STREAM,
+            "run-scheduler",
+            ["evt.run.RunSubmitted", "evt.run.RunStopRequested"],
+            on_run_commands,
+            batch_size=20,
+        ),
+        BatchConsumer(
+            js, EVENTS_STREAM, "run-scheduler-dispatch", ["evt.run.AttemptScheduled"], dispatch_attempts
+        ),
+        BatchConsumer(js, REPORTS_STREAM, "run-scheduler-reports", [REPORT_SUBJECT], record_reports),
+    ]
+    for consumer in consumers:
+        await consumer.start()
+    state["consumers"] = consumers
+
+
+async def stop_consumers() -> None:
+    for consumer in state.get("consumers", []):  # type: ignore[attr-defined]
+        await consumer.stop()
+    if "nc" in state:
+        await state["nc"].close()  # type: ignore[attr-defined]
+
+
+app = build_app(broker, settings, after_startup=[start_consumers], on_shutdown=[stop_consumers])
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ scheduler instances, a redelivered report) appends once: the store ignores a kno
 from __future__ import annotations
 
 from collections.abc import Iterable
+from copy import deepcopy
 from dataclasses import dataclass, field
 
 from regatta_shared.events import (
@@ -24,6 +25,7 @@ from regatta_shared.events import (
     RunStopped,
     RunStopRequested,
     RunSubmitted,
+    parse_event,
 )
 from regatta_shared.eventstore.records import NewEvent, StoredEvent, deterministic_id, new_event
 from regatta_shared.ids import attempt_id
@@ -238,6 +240,18 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
         # One id per attempt: whoever records it first wins, every later copy is a no-op.
         decided.append(_ev(finished, aid, "finished"))
     return decided
+
+
+def decide_on_reports(state: RunState, reports: list[AttemptReport]) -> list[NewEvent]:
+    """Decide a batch of reports in order, each seeing what the earlier ones decided."""
+    scratch = deepcopy(state)
+    decided: dict[str, NewEvent] = {}
+    for report in reports:
+        for event in decide_on_report(scratch, report):
+            if event.event_id not in decided:
+                decided[event.event_id] = event
+                _apply(scratch, parse_event(event.type, event.data))
+    return list(decided.values())
 
 
 def decide_on_stop_requested(state: RunState) -> list[NewEvent]:

@@ -64,8 +64,12 @@ class RunScheduler:
             return self.decide(run_id, aggregate.decide_on_stop_requested)
         return None
 
-    def on_report(self, report: AttemptReport) -> aggregate.RunState:
-        return self.decide(report.run_id, lambda state: aggregate.decide_on_report(state, report))
+    def on_reports(self, reports: list[AttemptReport]) -> None:
+        by_run: dict[str, list[AttemptReport]] = {}
+        for report in reports:
+            by_run.setdefault(report.run_id, []).append(report)
+        for run_id, batch in by_run.items():
+            self.decide(run_id, lambda state, batch=batch: aggregate.decide_on_reports(state, batch))
 
     def job_for(self, event: StoredEvent) -> AttemptJob | None:
         """The JOBS message for a scheduled attempt, built from the run's locked submission."""

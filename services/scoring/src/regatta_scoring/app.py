@@ -1,54 +1,55 @@
-"""FastStream entrypoint of scoring: decode a run event, let the scorer decide, settle."""
+"""Entrypoint of scoring: a durable consumer of run events that decodes a batch, lets the scorer
+decide, and settles. The FastStream app gives the process its lifecycle and health check."""
 
 from __future__ import annotations
 
 import asyncio
 
-from faststream.nats.annotations import NatsMessage
+import nats
+from nats.aio.msg import Msg
 from regatta_shared.bus import EVENTS_STREAM
 from regatta_shared.codec import decode_stored
-from regatta_shared.service import (
-    build_app,
-    configure_logging,
-    durable_pull,
-    make_broker,
-    make_store,
-    run_app,
-)
+from regatta_shared.consumer import BatchConsumer
+from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
 from regatta_shared.settings import load_settings
 
 from .scorer import Scorer
 
 settings = load_settings()
 broker = make_broker(settings)
-scorer: Scorer | None = None
+state: dict[str, object] = {}
+SUBJECTS = [
+    "evt.run.AttemptFinished",
+    "evt.run.RunExecutionCompleted",
+    "evt.run.RunStopped",
+    "evt.run.RunFinished",
+]
 
 
-def _scorer() -> Scorer:
-    global scorer
-    if scorer is None:
-        scorer = Scorer(make_store(settings))
-    return scorer
+async def score_events(batch: list[Msg]) -> None:
+    scorer = state["scorer"]
+    assert isinstance(scorer, Scorer)
+    await asyncio.to_thread(scorer.on_events, [decode_stored(msg.data) for msg in batch])
 
 
-@broker.subscriber(
-    "evt.run.>",
-    **durable_pull(
-        EVENTS_STREAM,
-        "scoring",
-        filter_subjects=[
-            "evt.run.AttemptFinished",
-            "evt.run.RunExecutionCompleted",
-            "evt.run.RunStopped",
-            "evt.run.RunFinished",
-        ],
-    ),
-)
-async def score_run_event(msg: NatsMessage) -> None:
-    await asyncio.to_thread(_scorer().on_event, decode_stored(msg.body))
+async def start_consumer() -> None:
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    state["nc"] = nc
+    state["scorer"] = Scorer(make_store(settings))
+    consumer = BatchConsumer(nc.jetstream(), EVENTS_STREAM, "scoring", SUBJECTS, score_events, max_wait=0.2)
+    await consumer.start()
+    state["consumer"] = consumer
 
 
-app = build_app(broker, settings)
+async def stop_consumer() -> None:
+    consumer = state.get("consumer")
+    if isinstance(consumer, BatchConsumer):
+        await consumer.stop()
+    if "nc" in state:
+        await state["nc"].close()  # type: ignore[attr-defined]
+
+
+app = build_app(broker, settings, after_startup=[start_consumer], on_shutdown=[stop_consumer])
 
 
 def main() -> None:

@@ -165,19 +165,27 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
 
 
 def rank_run_agents(agents: list[AgentScores]) -> list[AgentScores]:
-    """The run's own ranking of its agents by pass@1 (same tasks, one group), for Agent Results."""
-    participants = [
-        st.Participant(
-            id=str(a.agent_index),
-            name=str(a.agent_index),
-            order=a.agent_index,
-            group="run",
-            estimate=sum(ts.values(), Fraction(0)) / len(ts),
-            task_scores=ts,
-        )
-        for a in agents
-        if a.pass_at_1 is not None and (ts := _task_scores(a, 1))
-    ]
+    """The run's own ranking of its agents by pass@1 (one group), for Agent Results.
+
+    While a run is in progress agents have scored different tasks; the paired test needs one task list,
+    so provisional ranks compare the tasks every ranked agent has scored.
+    """
+    scored = [a for a in agents if a.pass_at_1 is not None]
+    common = set.intersection(*(set(a.task_counts) for a in scored)) if scored else set()
+    participants = []
+    for a in scored:
+        tasks = {t: v for t, v in _task_scores(a, 1).items() if t in common}
+        if tasks:
+            participants.append(
+                st.Participant(
+                    id=str(a.agent_index),
+                    name=str(a.agent_index),
+                    order=a.agent_index,
+                    group="run",
+                    estimate=sum(tasks.values(), Fraction(0)) / len(tasks),
+                    task_scores=tasks,
+                )
+            )
     ranked = {r.id: r for r in st.rank_participants(participants)}
     return [
         a.model_copy(

@@ -21,6 +21,18 @@ class Scorer:
         self.store = store
         self._last_provisional: dict[str, float] = {}
 
+    def on_events(self, events: list[StoredEvent]) -> None:
+        """A batch: at most one provisional score per run, then the terminal events in order."""
+        latest_finished: dict[str, StoredEvent] = {}
+        for event in events:
+            if event.type == "AttemptFinished":
+                latest_finished[event.data["run_id"]] = event
+        for event in latest_finished.values():
+            self.on_event(event)
+        for event in events:
+            if event.type != "AttemptFinished":
+                self.on_event(event)
+
     def on_event(self, event: StoredEvent) -> None:
         run_id = event.data.get("run_id")
         if event.type == "AttemptFinished" and run_id:

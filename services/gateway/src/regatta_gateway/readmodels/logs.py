@@ -32,7 +32,7 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
             return (
                 "info",
                 "attempt",
-                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']})",
+                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']}): sandbox created",
             )
         case "AttemptRetried":
             return (
@@ -48,7 +48,7 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
                 level,
                 "result",
                 f"{d['task']} attempt {d['attempt_index'] + 1} (agent {d['agent_index'] + 1}): "
-                f"{d['outcome']}{extra}",
+                f"{d['outcome']}{extra}; sandbox cleaned",
             )
         case "ExecutorNoted":
             return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"
