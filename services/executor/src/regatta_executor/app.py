@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import nats
 from regatta_shared.service import build_app, configure_logging, make_broker, run_app
@@ -28,6 +29,7 @@ async def start_worker() -> None:
         settings.executor_slots,
         environment,
         ack_wait=settings.job_ack_wait,
+        retry_base_delay=float(os.environ.get("REGATTA_RETRY_BASE_DELAY", "1.0")),
     )
     await executor.start()
 
@@ -41,8 +43,6 @@ app = build_app(broker, settings, after_startup=[start_worker], on_shutdown=[sto
 
 
 def main() -> None:
-    import os
-
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     # litellm otherwise fetches its price table from the internet on first use (minutes offline).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -15,7 +15,8 @@ LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
 
 @dataclass(frozen=True)
 class EnvironmentChoice:
-    """`local` is ours (bubblewrap); any other name is a Harbor environment type (docker, modal, …)."""
+    """`local` is ours (bubblewrap); `module:Class` is any BaseEnvironment by import path; any other name
+    is a Harbor environment type (docker, podman, daytona, modal, e2b, …). One code path for all."""
 
     kind: str = "local"
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -23,6 +24,8 @@ class EnvironmentChoice:
     def harbor_config(self) -> dict[str, Any]:
         if self.kind == "local":
             return {"import_path": LOCAL_ENVIRONMENT, "delete": True, "kwargs": dict(self.kwargs)}
+        if ":" in self.kind:
+            return {"import_path": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
         return {"type": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
 
 

@@ -1,0 +1,134 @@
+"""Issue 3 on the running stack: retries of infrastructure faults, stop, and two executors sharing work."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+
+from sqlalchemy import create_engine, text
+
+from tests.support.tasks import run_toml, write_tasks
+
+
+def add_folder(api, path, name: str) -> dict:
+    response = api.http.post(
+        "/api/v1/benchmarks", json={"source_type": "folder", "path": str(path), "name": name}
+    )
+    assert response.status_code == 201, response.text
+    benchmark = api.benchmark_ready(name)
+    assert benchmark["sync_status"] == "ready", benchmark
+    return benchmark
+
+
+def run_events(stack, run_id: str) -> list[tuple[str, dict]]:
+    engine = create_engine(stack.database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT type, data FROM events WHERE stream_id = :s ORDER BY position"),
+            {"s": f"run-{run_id}"},
+        ).all()
+    engine.dispose()
+    return [(kind, data if isinstance(data, dict) else json.loads(data)) for kind, data in rows]
+
+
+def test_infrastructure_faults_are_retried_then_pass_or_end_errored(make_stack, api_for, tmp_path) -> None:
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    stack = make_stack(
+        executors=1,
+        REGATTA_EXECUTOR_ENVIRONMENT="tests.support.flaky_environment:FlakyLocalEnvironment",
+        REGATTA_EXECUTOR_ENVIRONMENT_KWARGS=json.dumps({"failures": 2, "counter_dir": str(counters)}),
+        REGATTA_RETRY_BASE_DELAY="0.2",
+    )
+    api = api_for(stack)
+    add_folder(api, write_tasks(tmp_path / "tasks", 2, prefix="flaky"), "flaky")
+    recovered = api.submit_toml(run_toml("flaky", retries=2, task_names=["flaky-0"]))
+    exhausted = api.submit_toml(run_toml("flaky", retries=1, task_names=["flaky-1"]))
+
+    detail = api.wait_run(recovered["id"])
+    assert detail["benchmark_run"]["status"] == "finished"
+    assert detail["totals"]["passed"] == 1 and detail["totals"]["errored"] == 0
+    events = run_events(stack, recovered["id"])
+    retries = [d for kind, d in events if kind == "AttemptRetried"]
+    assert [r["try_number"] for r in retries] == [2, 3]
+    assert all(r["exception_type"] == "SandboxBuildFailedError" for r in retries)
+    finished = [d for kind, d in events if kind == "AttemptFinished"]
+    assert len(finished) == 1 and finished[0]["outcome"] == "passed" and finished[0]["try_number"] == 3
+
+    detail = api.wait_run(exhausted["id"])
+    assert detail["benchmark_run"]["status"] == "finished"
+    finished = [d for kind, d in run_events(stack, exhausted["id"]) if kind == "AttemptFinished"]
+    assert len(finished) == 1
+    assert finished[0]["outcome"] == "errored" and finished[0]["exception_type"] == "SandboxBuildFailedError"
+    metrics = detail["agent_metrics"][0]
+    assert metrics["errored"] == 1 and metrics["failed"] == 0, "an infrastructure error is never scored"
+    assert metrics["pass_at_1"] is None
+
+
+def _sandbox_processes() -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if cmdline.startswith("bwrap ") or "sleep 30" in cmdline:
+                found.append(cmdline)
+    return found
+
+
+def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(make_stack, api_for, tmp_path) -> None:
+    stack = make_stack(executors=1)
+    api = api_for(stack)
+    tasks = tmp_path / "tasks"
+    write_tasks(tasks, 2, prefix="fast")
+    write_tasks(tasks, 4, prefix="slow", sleep=30)
+    add_folder(api, tasks, "mixed")
+    created = api.submit_toml(run_toml("mixed", concurrency=4))
+    run_id = created["id"]
+    api.wait_for(lambda: api.get(f"/runs/{run_id}")["totals"]["passed"] >= 2, timeout=60)
+    api.wait_for(
+        lambda: sum(a["status"] == "running" for a in api.get(f"/runs/{run_id}/attempts")["attempts"]) >= 3,
+        timeout=60,
+    )
+    stopped_at = time.monotonic()
+    assert api.http.post(f"/api/v1/runs/{run_id}/stop").status_code == 202
+    detail = api.wait_run(run_id, timeout=60)
+    elapsed = time.monotonic() - stopped_at
+    assert detail["benchmark_run"]["status"] == "stopped"
+    assert elapsed < 15, f"stopping took {elapsed:.1f}s"
+    outcomes = Counter(a["outcome"] for a in api.get(f"/runs/{run_id}/attempts")["attempts"])
+    assert outcomes["passed"] == 2, "finished results stay on the run"
+    assert outcomes["cancelled"] == 4 and outcomes[None] == 0
+    assert not _sandbox_processes(), "every sandbox was cleaned before the run became stopped"
+    steps = [e["step"] for e in api.all_logs(run_id)]
+    assert steps.index("stop") < len(steps) - 1 and steps[-1] == "stop"
+    conflict = api.http.post(f"/api/v1/runs/{run_id}/stop")
+    assert conflict.status_code == 409
+
+
+def test_two_executors_share_work_and_a_killed_one_loses_nothing(make_stack, api_for, tmp_path) -> None:
+    stack = make_stack(executors=2, REGATTA_JOB_ACK_WAIT="3", REGATTA_EXECUTOR_SLOTS="2")
+    api = api_for(stack)
+    add_folder(api, write_tasks(tmp_path / "tasks", 8, prefix="work", sleep=1), "work")
+    created = api.submit_toml(run_toml("work", attempts=2, concurrency=4))
+    run_id = created["id"]
+
+    def executors_busy() -> bool:
+        started = [d for kind, d in run_events(stack, run_id) if kind == "AttemptStarted"]
+        return len({d["executor_id"] for d in started}) == 2
+
+    api.wait_for(executors_busy, timeout=60)
+    stack.kill("executor-2")
+    assert api.get(f"/runs/{run_id}")["benchmark_run"]["status"] == "running"
+    detail = api.wait_run(run_id, timeout=240)
+    assert detail["benchmark_run"]["status"] == "finished"
+    events = run_events(stack, run_id)
+    finished = Counter(d["attempt_id"] for kind, d in events if kind == "AttemptFinished")
+    assert len(finished) == 16 and set(finished.values()) == {1}
+    assert detail["totals"]["passed"] == 16
+    by_executor = Counter(d["executor_id"] for kind, d in events if kind == "AttemptFinished")
+    assert len(by_executor) >= 1
