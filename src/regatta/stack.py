@@ -92,11 +92,18 @@ class Stack:
         return env
 
     def start_nats(self) -> None:
-        if self.nats_url:
+        if self.nats_url and self.nats is None:
             return
-        port = int(os.environ.get("REGATTA_NATS_PORT") or nats_server.free_port())
+        port = int(self.nats_url.rsplit(":", 1)[1]) if self.nats_url else None
+        port = port or int(os.environ.get("REGATTA_NATS_PORT") or nats_server.free_port())
         self.nats = nats_server.start(self.data_dir / "nats", port, self.logs / "nats-server.log")
         self.nats_url = f"nats://127.0.0.1:{port}"
+
+    def kill_nats(self) -> None:
+        """SIGKILL the embedded nats-server (its JetStream data stays on disk)."""
+        assert self.nats is not None, "only the embedded nats-server can be killed"
+        self.nats.kill()
+        self.nats.wait(timeout=30)
 
     def start(self) -> None:
         try:

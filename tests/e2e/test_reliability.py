@@ -1,0 +1,114 @@
+"""Issue 8: crash faults during a run of 200 attempts lose nothing and count nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.conftest import unavailable
+from tests.e2e.test_spine import DEMO
+
+BIG_DEMO = DEMO.replace("attempts_per_task = 2", "attempts_per_task = 10")
+
+
+def _scores(stack, run_id: str) -> list[dict]:
+    engine = create_engine(stack.database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT type, data FROM events WHERE stream_id = :s ORDER BY position"),
+            {"s": f"run-{run_id}"},
+        ).all()
+        duplicates = conn.execute(text("SELECT count(*) - count(DISTINCT event_id) FROM events")).scalar_one()
+    engine.dispose()
+    events = [(kind, data if isinstance(data, dict) else json.loads(data)) for kind, data in rows]
+    finished = Counter(d["attempt_id"] for kind, d in events if kind == "AttemptFinished")
+    assert duplicates == 0
+    assert len(finished) == 200 and set(finished.values()) == {1}, "every attempt has exactly one outcome"
+    final = [d for kind, d in events if kind == "RunScored" and d["final"]]
+    assert len(final) == 1
+    keep = (
+        "agent_index",
+        "pass_at_1",
+        "pass_at_k",
+        "categories",
+        "task_counts",
+        "passed",
+        "failed",
+        "errored",
+        "cancelled",
+        "rank",
+        "tied",
+        "complete",
+    )
+    return [{k: agent[k] for k in keep} for agent in final[0]["agents"]]
+
+
+def _restart_postgres() -> None:
+    version = os.listdir("/etc/postgresql")[0] if os.path.isdir("/etc/postgresql") else None
+    if version is None:
+        unavailable("the machine's Postgres cluster cannot be restarted from here")
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart", "-m", "immediate"],
+        check=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.timeout(900)
+def test_crash_faults_during_a_run_lose_nothing(make_stack, api_for) -> None:
+    stack = make_stack(executors=2, REGATTA_JOB_ACK_WAIT="5")
+    api = api_for(stack)
+    api.benchmark_ready("regatta-examples")
+
+    calm = api.submit_toml(BIG_DEMO)
+    assert api.wait_run(calm["id"], timeout=400)["benchmark_run"]["status"] == "finished"
+    expected = _scores(stack, calm["id"])
+
+    rng = random.Random(20261129)
+    stormy = api.submit_toml(BIG_DEMO)
+    run_id = stormy["id"]
+    victims = [
+        "relay",
+        "run-scheduler",
+        "executor-1",
+        "scoring",
+        "registry-sync",
+        "nats",
+        "postgres",
+        "gateway",
+    ]
+    statuses = []
+    for victim in victims:
+        time.sleep(rng.uniform(0.5, 2.5))
+        statuses.append(api.get(f"/runs/{run_id}")["benchmark_run"]["status"])
+        if victim == "executor-1":
+            api.wait_for(
+                lambda: any(
+                    a["status"] == "running" for a in api.get(f"/runs/{run_id}/attempts")["attempts"]
+                ),
+                timeout=60,
+            )
+        if victim == "nats":
+            stack.kill_nats()
+            time.sleep(1.0)
+            stack.start_nats()
+        elif victim == "postgres":
+            _restart_postgres()
+        else:
+            stack.kill(victim)
+            time.sleep(0.5)
+            stack.restart(victim)
+        if victim == "gateway":
+            stack.wait_ready()
+    assert statuses == ["running"] * len(victims), "every fault must hit the run while it runs"
+    detail = api.wait_run(run_id, timeout=600)
+    assert detail["benchmark_run"]["status"] == "finished"
+    assert detail["progress"] == {"ingested": 200, "expected": 200}
+    assert _scores(stack, run_id) == expected
