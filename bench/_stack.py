@@ -28,7 +28,8 @@ def write_trivial_tasks(root: Path, count: int, sleep: float = 0.0) -> Path:
         solve = (f"sleep {sleep}\n" if sleep else "") + "echo done > /app/out.txt\n"
         (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + solve)
         (task / "tests" / "test.sh").write_text(
-            "#!/bin/bash\nif grep -q done /app/out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+            "#!/bin/bash\nif grep -q done /app/out.txt; then echo 1; else echo 0; fi"
+            " > /logs/verifier/reward.txt\n"
         )
     return root
 

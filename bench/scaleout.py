@@ -34,7 +34,8 @@ def main() -> None:
                 assert detail["benchmark_run"]["status"] == "finished"
                 rates[count] = total / seconds
                 print(
-                    f"{count} executor(s) x {args.slots} slots: {seconds:6.2f} s  {rates[count]:6.2f} attempts/s",
+                    f"{count} executor(s) x {args.slots} slots: {seconds:6.2f} s"
+                    f"  {rates[count]:6.2f} attempts/s",
                     flush=True,
                 )
     base = rates[min(rates)]
