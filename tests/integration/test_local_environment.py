@@ -4,9 +4,12 @@ resource limits, timeouts, persistence between commands and clean-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import secrets
 import shutil
+import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator
@@ -18,25 +21,28 @@ from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.paths import TrialPaths
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
+from regatta_executor.limits import leaf_parents
 from regatta_executor.local_environment import LocalEnvironment
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.conftest import EXAMPLES, unavailable
+
 LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
 MULTI_METRIC_TASK = "rot13"
 
-pytestmark = [
-    pytest.mark.skipif(
-        os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("bwrap", "nsenter", "setpriv")),
-        reason="needs root, bubblewrap and util-linux",
-    ),
-    pytest.mark.timeout(60),
-]
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(autouse=True)
-def _no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+def _sandbox_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("bwrap", "nsenter", "setpriv")):
+        unavailable("the local environment needs root, bubblewrap and util-linux")
     # Harbor otherwise imports litellm and phones home after a run.
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+
+
+def marker(label: str) -> str:
+    """A name unique to this run, so that checks on host processes ignore concurrent runs."""
+    return f"{label}-{secrets.token_hex(4)}"
 
 
 def example_tasks() -> list[Path]:
@@ -98,12 +104,7 @@ def processes_mentioning(*needles: str) -> list[str]:
 
 
 def cgroups_named(fragment: str) -> list[Path]:
-    found = []
-    for top, dirs, _ in os.walk("/sys/fs/cgroup"):
-        found += [Path(top, d) for d in dirs if fragment in d]
-        if top.count("/") >= 6:
-            dirs.clear()
-    return found
+    return [leaf for parent in leaf_parents() for leaf in parent.glob(f"*{fragment}*")]
 
 
 def assert_cleaned_up(work: Path, *names: str) -> None:
@@ -151,10 +152,16 @@ async def test_example_tasks_pass_with_oracle_and_fail_with_nop(
 
 
 @pytest.mark.parametrize(
-    ("network_mode", "reachable"), [("no-network", False), ("allowlist", False), ("public", True)]
+    ("network_mode", "share_host_network", "reachable"),
+    [
+        ("no-network", True, False),
+        ("allowlist", True, False),
+        ("public", True, True),
+        ("public", False, False),
+    ],
 )
 async def test_network_mode_decides_whether_the_host_is_reachable(
-    tmp_path: Path, network_mode: str, reachable: bool
+    tmp_path: Path, network_mode: str, share_host_network: bool, reachable: bool
 ) -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"hello from the host\n")
@@ -181,7 +188,7 @@ async def test_network_mode_decides_whether_the_host_is_reachable(
         with (task / "task.toml").open("a") as toml:
             toml.write('allowed_hosts = ["127.0.0.1"]\n')
     async with server:
-        result = await run_trial(task, "nop", tmp_path)
+        result = await run_trial(task, "nop", tmp_path, share_host_network=share_host_network)
 
     assert exception_type(result) is None
     assert rewards(result) == {"reward": 1 if reachable else 0}
@@ -209,51 +216,60 @@ async def test_fork_bomb_in_the_agent_phase_is_contained(tmp_path: Path) -> None
 
 
 async def test_never_ending_agent_ends_with_agent_timeout(tmp_path: Path) -> None:
-    task = write_task(tmp_path / "tasks", "endless-agent", solve="sleep 1000 # endless-agent\n", agent_timeout_sec=2)
+    sleeper = marker("endless-agent")
+    task = write_task(
+        tmp_path / "tasks", "endless-agent", solve=f"exec -a {sleeper} sleep 1000\n", agent_timeout_sec=2
+    )
     started = time.monotonic()
     result = await run_trial(task, "oracle", tmp_path)
 
     assert time.monotonic() - started < 10
     assert exception_type(result) == "AgentTimeoutError"
     assert rewards(result) == {"reward": 0}
-    assert processes_mentioning("endless-agent") == []
+    assert processes_mentioning(sleeper) == []
     assert_cleaned_up(tmp_path, result.trial_name)
 
 
 async def test_never_ending_verifier_ends_with_verifier_timeout(tmp_path: Path) -> None:
-    test = "sleep 1000 # endless-verifier\necho 1 > /logs/verifier/reward.txt\n"
+    sleeper = marker("endless-verifier")
+    test = f"(exec -a {sleeper} sleep 1000)\necho 1 > /logs/verifier/reward.txt\n"
     task = write_task(tmp_path / "tasks", "endless-verifier", test=test, verifier_timeout_sec=3)
     started = time.monotonic()
     result = await run_trial(task, "nop", tmp_path)
 
     assert time.monotonic() - started < 3 + 5
     assert exception_type(result) == "VerifierTimeoutError"
-    assert processes_mentioning("endless-verifier") == []
+    assert processes_mentioning(sleeper) == []
     assert_cleaned_up(tmp_path, result.trial_name)
 
 
-@pytest.fixture
-async def environment(tmp_path: Path) -> AsyncIterator[LocalEnvironment]:
-    """A started environment outside any trial, for the exec and copy contract."""
+@contextlib.asynccontextmanager
+async def started_environment(tmp_path: Path, **kwargs: object) -> AsyncIterator[LocalEnvironment]:
+    """A started environment outside any trial, for the exec, copy and limit contracts."""
     task = Task(write_task(tmp_path / "tasks", "direct"))
     paths = TrialPaths(tmp_path / "trial")
     paths.mkdir()
     env = LocalEnvironment(
         environment_dir=task.paths.environment_dir,
         environment_name=task.name,
-        session_id="direct__env",
+        session_id=f"{marker('direct')}__env",
         trial_paths=paths,
         task_env_config=task.config.environment,
         sandbox_dir=str(tmp_path / "sandboxes"),
-        max_processes=64,
-        default_memory_mb=256,
+        **kwargs,
     )
     await env.start(force_build=False)
     try:
         yield env
     finally:
         await env.stop(delete=True)
-        assert_cleaned_up(tmp_path, "direct__env")
+        assert_cleaned_up(tmp_path, env.session_id)
+
+
+@pytest.fixture
+async def environment(tmp_path: Path) -> AsyncIterator[LocalEnvironment]:
+    async with started_environment(tmp_path, max_processes=64, default_memory_mb=256) as env:
+        yield env
 
 
 async def test_processes_survive_from_one_exec_to_the_next(environment: LocalEnvironment) -> None:
@@ -262,7 +278,9 @@ async def test_processes_survive_from_one_exec_to_the_next(environment: LocalEnv
     assert (first.return_code, first.stdout) == (0, "started\n")
     assert time.monotonic() - started < 5
 
-    second = await environment.exec("pgrep -f 'sleep 100' > /dev/null && tmux has-session -t keep && echo alive")
+    second = await environment.exec(
+        "pgrep -f 'sleep 100' > /dev/null && tmux has-session -t keep && echo alive"
+    )
     assert (second.return_code, second.stdout) == (0, "alive\n")
 
 
@@ -272,11 +290,24 @@ async def test_exec_contract(environment: LocalEnvironment, monkeypatch: pytest.
         'pwd; echo "$HOME $USER $LANG $GREETING ${REGATTA_HOST_ONLY:-clean}"; echo oops >&2; exit 3',
         env={"GREETING": "hi"},
     )
-    assert (result.return_code, result.stdout, result.stderr) == (3, "/app\n/root root C.UTF-8 hi clean\n", "oops\n")
+    assert (result.return_code, result.stdout, result.stderr) == (
+        3,
+        "/app\n/root root C.UTF-8 hi clean\n",
+        "oops\n",
+    )
     assert (await environment.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
     capabilities = (await environment.exec("grep ^CapBnd /proc/self/status")).stdout or ""
     sys_module, sys_admin = 16, 21
     assert int(capabilities.split()[1], 16) & (1 << sys_module | 1 << sys_admin) == 0
+
+    streamed: list[str] = []
+
+    async def collect(text: str, stream: str) -> None:
+        streamed.append(text)
+
+    with environment.scoped_output_callback(collect):
+        merged = await environment.exec("echo a; echo b >&2; printf c")
+    assert (merged.stdout, merged.stderr, "".join(streamed)) == ("a\nb\nc", None, "a\nb\nc")
 
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="timed out after 1 seconds"):
@@ -290,14 +321,35 @@ async def test_limits_are_enforced(environment: LocalEnvironment) -> None:
     assert hog.return_code != 0 and hog.stdout is None
 
     # A fork bomb left running exhausts the process limit; the next command must still run.
-    await environment.exec(":(){ :|:& };: # leftover-bomb")
+    bomb = marker("leftover-bomb")
+    await environment.exec(f":(){{ :|:& }};: # {bomb}")
     deadline = time.monotonic() + 15
-    while len(processes_mentioning("leftover-bomb")) < 64 - 6 and time.monotonic() < deadline:
+    while len(processes_mentioning(bomb)) < 64 - 6 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert len(processes_mentioning("leftover-bomb")) <= 64
+    assert len(processes_mentioning(bomb)) <= 64
     after = await environment.exec("echo still-usable")
     assert (after.return_code, after.stdout) == (0, "still-usable\n")
     assert {"pids", "memory"} <= environment.enforced_limits
+
+
+async def test_limits_hold_without_cgroups(tmp_path: Path) -> None:
+    async with started_environment(
+        tmp_path, use_cgroups=False, max_processes=64, default_memory_mb=256
+    ) as env:
+        hog = await env.exec("python3 -c 'x = bytearray(512 * 1024 * 1024)'")
+        assert hog.return_code != 0 and "MemoryError" in (hog.stderr or "")
+        if "pids" not in env.enforced_limits:
+            pytest.skip("this kernel has no per-namespace pid_max (Linux < 6.14)")
+
+        bomb = marker("bomb-without-cgroup")
+        await env.exec(f":(){{ :|:& }};: # {bomb}")
+        peak, deadline = 0, time.monotonic() + 10
+        while time.monotonic() < deadline:
+            peak = max(peak, len(processes_mentioning(bomb)))
+            if peak > 64:
+                deadline = min(deadline, time.monotonic() + 1)
+            await asyncio.sleep(0.05)
+        assert 64 < peak <= 64 + 300
 
 
 async def test_copies_stay_inside_the_sandbox(environment: LocalEnvironment, tmp_path: Path) -> None:
@@ -309,11 +361,15 @@ async def test_copies_stay_inside_the_sandbox(environment: LocalEnvironment, tmp
     assert (await environment.exec("/app/in/sub/run.sh")).stdout == "ran\n"
     await environment.upload_file(source / "sub" / "run.sh", "/app/in/")
 
-    await environment.exec("mkdir -p out/d && echo data > out/d/f && ln -s /etc/hostname out/link && mkfifo out/fifo")
+    await environment.exec(
+        "mkdir -p out/d && echo data > out/d/f && ln -s /etc/hostname out/link && mkfifo out/fifo"
+    )
     await environment.download_dir("/app/out", tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").rglob("*")) == ["d", "f"]
 
-    await environment.exec("ln -s /etc /app/etc-link; ln -s /etc/hostname /app/host-file; ln -s ../../.. /app/up")
+    await environment.exec(
+        "ln -s /etc /app/etc-link; ln -s /etc/hostname /app/host-file; ln -s ../../.. /app/up"
+    )
     with pytest.raises(PermissionError):
         await environment.download_file("/app/host-file", tmp_path / "hostname")
     with pytest.raises(PermissionError):
@@ -327,3 +383,43 @@ async def test_copies_stay_inside_the_sandbox(environment: LocalEnvironment, tmp
     assert (await environment.exec("cat /escaped.sh")).stdout == "#!/bin/sh\necho ran\n"
     assert environment.sandbox_root is not None
     assert (environment.sandbox_root / "escaped.sh").exists()
+
+
+async def test_sandbox_of_a_killed_executor_dies_and_is_swept_later(tmp_path: Path) -> None:
+    workspace = tmp_path / "sandboxes" / marker("killed-executor")
+    sleeper = marker("orphan")
+    executor = textwrap.dedent("""
+        import asyncio, sys
+        from pathlib import Path, PurePosixPath
+        from regatta_executor.limits import Limits
+        from regatta_executor.sandbox import Sandbox, SandboxSpec
+
+        async def main() -> None:
+            spec = SandboxSpec(Path(sys.argv[1]), PurePosixPath("/"), False, limits=Limits(max_processes=32))
+            sandbox = Sandbox(spec)
+            await sandbox.start()
+            await sandbox.exec(f"(exec -a {sys.argv[2]} sleep 1000) &", cwd="/")
+            print("running", flush=True)
+            await asyncio.sleep(1000)
+
+        asyncio.run(main())
+    """)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", executor, str(workspace), sleeper, stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), 20) == b"running\n"
+    assert processes_mentioning(sleeper)
+    process.kill()
+    await process.wait()
+
+    deadline = time.monotonic() + 5
+    while processes_mentioning(str(workspace), sleeper) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert processes_mentioning(str(workspace), sleeper) == []
+    assert workspace.is_dir()
+
+    result = await run_trial(write_task(tmp_path / "tasks", "after-crash"), "nop", tmp_path)
+    assert rewards(result) == {"reward": 0}
+    assert not workspace.exists()
+    assert_cleaned_up(tmp_path, workspace.name, result.trial_name)

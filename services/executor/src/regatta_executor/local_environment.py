@@ -6,7 +6,9 @@ Reach it from Harbor with::
                  "delete": True, "kwargs": {...LocalEnvironmentOptions fields...}}
 
 The task's Dockerfile is not built; only its last WORKDIR is used. The host's /usr, /etc, /opt and /var
-are mounted read-only, so tasks can use what the host has installed but cannot install anything.
+are mounted read-only, so tasks can use what the host has installed but cannot install anything, and
+can read everything in those folders. Commands run as root (a task's `user` is ignored) with Docker's
+default capabilities minus MKNOD and NET_RAW.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from harbor.environments.options import EnvironmentOptions
 from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
-from regatta_executor.cgroups import Limits
-from regatta_executor.sandbox import Bind, Sandbox, SandboxSpec
+from regatta_executor.limits import Limits
+from regatta_executor.sandbox import DEFAULT_HOST_DIRS, Bind, Sandbox, SandboxSpec
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
 _MIB = 1024 * 1024
@@ -51,7 +53,24 @@ class LocalEnvironmentOptions(EnvironmentOptions):
     max_processes: int | None = Field(default=512, ge=16, description="Process (pid) limit per sandbox.")
     cpu_time_sec: int | None = Field(default=None, ge=1, description="RLIMIT_CPU of every sandbox process.")
     use_cgroups: bool = Field(default=True, description="Enforce limits with cgroups where possible.")
+    host_dirs: list[str] = Field(
+        default=list(DEFAULT_HOST_DIRS),
+        description="Host folders mounted read-only at the same place; the sandbox can read all of them.",
+    )
+    share_host_network: bool = Field(
+        default=True,
+        description="Give `public` tasks the host's network namespace, loopback services included; "
+        "false runs them without network like every other task.",
+    )
     start_timeout_sec: float = Field(default=30.0, gt=0)
+
+    @field_validator("host_dirs")
+    @classmethod
+    def _absolute_dirs(cls, value: list[str]) -> list[str]:
+        for host_dir in value:
+            if not host_dir.startswith("/") or host_dir.rstrip("/") == "":
+                raise ValueError(f"{host_dir!r} is not an absolute folder other than /")
+        return value
 
     @field_validator("auto_mounting")
     @classmethod
@@ -65,7 +84,8 @@ class LocalEnvironment(BaseEnvironment):
     """One long-lived bubblewrap sandbox per trial, entered with nsenter for every command.
 
     Network: `no-network` and `allowlist` tasks get a private network namespace with only loopback
-    (an allowlist is enforced as no network at all); `public` tasks share the host's network.
+    (an allowlist is enforced as no network at all); `public` tasks share the host's network namespace,
+    including services listening on the host's loopback, unless `share_host_network` is false.
     """
 
     options_model = LocalEnvironmentOptions
@@ -117,7 +137,8 @@ class LocalEnvironment(BaseEnvironment):
 
     @property
     def enforced_limits(self) -> frozenset[str]:
-        """Which of pids, memory, cpu are enforced by cgroups (the rest fall back to rlimits)."""
+        """Which of "pids", "memory", "cpu" are enforced (by cgroups, or pids by the pid namespace);
+        without a memory cgroup, memory falls back to RLIMIT_AS."""
         return self._sandbox.enforced_limits if self._sandbox else frozenset()
 
     @override
@@ -136,8 +157,9 @@ class LocalEnvironment(BaseEnvironment):
         spec = SandboxSpec(
             workspace=workspace,
             workdir=self._workdir,
-            network=self._network_is_public,
+            network=self._network_is_public and self.options.share_host_network,
             binds=binds,
+            host_dirs=tuple(self.options.host_dirs),
             limits=self._limits(),
             cpu_time_sec=self.options.cpu_time_sec,
             use_cgroups=self.options.use_cgroups,

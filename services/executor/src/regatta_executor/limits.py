@@ -1,4 +1,5 @@
-"""Per-sandbox cgroup leaves that cap memory, CPU bandwidth and the number of processes.
+"""Resource limits of a sandbox: cgroup leaves for memory, CPU bandwidth and the number of processes,
+and a pid-namespace fallback for the process limit where no pids cgroup is usable.
 
 Works with a unified (v2) hierarchy, legacy (v1) per-controller hierarchies, or a hybrid of both. Leaves
 are created *below the executor's own cgroup* in every hierarchy, so whatever limits the executor itself
@@ -7,10 +8,12 @@ runs under keep applying to its sandboxes and the executor never moves processes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass
@@ -18,6 +21,9 @@ from pathlib import Path
 
 _CONTROLLERS = ("pids", "memory", "cpu")
 _CFS_PERIOD_US = 100_000
+# Once a pid namespace has used up its low pids, the kernel allocates them from this number up.
+_RESERVED_PIDS = 300
+_PID_MAX = Path("/proc/sys/kernel/pid_max")
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +98,15 @@ def _hierarchies() -> tuple[_Hierarchy, ...]:
     return tuple(found)
 
 
+def leaf_parents() -> list[Path]:
+    """The cgroup folders (the executor's own cgroups) that sandbox leaves are created in."""
+    return [hierarchy.directory for hierarchy in _hierarchies()]
+
+
 def _enable_v2_controllers(directory: Path) -> frozenset[str]:
-    """Delegate the wanted controllers to child cgroups; v2 refuses this in a non-root cgroup that
-    holds processes itself, in which case the v2 leaf only tracks and kills."""
+    """Delegate the wanted controllers to child cgroups. v2 refuses this in a non-root cgroup that
+    holds processes itself (an executor at the root of a container's cgroup namespace, typically);
+    the limits then come from v1 hierarchies or the fallbacks."""
     try:
         available = set((directory / "cgroup.controllers").read_text().split())
         enabled = set((directory / "cgroup.subtree_control").read_text().split()) & set(_CONTROLLERS)
@@ -132,8 +144,8 @@ class CgroupLeaf:
         leaves: list[tuple[_Hierarchy, Path]] = []
         enforced: set[str] = set()
         for hierarchy in _hierarchies():
-            controllers = hierarchy.controllers - enforced
-            if hierarchy.version == 1 and not controllers:
+            wanted = frozenset(c for c in hierarchy.controllers - enforced if _requested(c, limits))
+            if not wanted:
                 continue
             leaf = hierarchy.directory / name
             try:
@@ -141,11 +153,19 @@ class CgroupLeaf:
             except OSError as exc:
                 logger.debug("cannot create cgroup %s: %s", leaf, exc)
                 continue
-            leaves.append((hierarchy, leaf))
-            enforced |= _apply(hierarchy.version, leaf, controllers, limits)
-        if not leaves:
-            return None
-        return cls(leaves, frozenset(enforced))
+            applied = _apply(hierarchy.version, leaf, wanted, limits)
+            if applied:
+                leaves.append((hierarchy, leaf))
+                enforced |= applied
+            else:
+                leaf.rmdir()
+        return cls(leaves, frozenset(enforced)) if leaves else None
+
+    @classmethod
+    def discard(cls, name: str) -> None:
+        """Kill whatever is left in the leaves called `name` and remove them."""
+        leaves = [(h, h.directory / name) for h in _hierarchies() if (h.directory / name).is_dir()]
+        cls(leaves, frozenset()).remove()
 
     @property
     def procs_files(self) -> list[Path]:
@@ -202,6 +222,11 @@ class CgroupLeaf:
                     time.sleep(0.02)
 
 
+def _requested(controller: str, limits: Limits) -> bool:
+    value = {"pids": limits.max_processes, "memory": limits.memory_bytes, "cpu": limits.cpus}[controller]
+    return value is not None
+
+
 def _apply(version: int, leaf: Path, controllers: frozenset[str], limits: Limits) -> set[str]:
     enforced: set[str] = set()
     pids = limits.max_processes
@@ -228,3 +253,25 @@ def _apply(version: int, leaf: Path, controllers: frozenset[str], limits: Limits
         if ok:
             enforced.add("cpu")
     return enforced
+
+
+async def cap_pid_namespace(nsenter: str, pid1: int, max_processes: int) -> bool:
+    """Bound the processes of the pid namespace whose init is `pid1` through that namespace's own
+    pid_max (Linux >= 6.14): pids are allocated below pid_max, so at most max_processes + 300 processes
+    can live in it at once. Older kernels have one global pid_max, which must not be touched."""
+    release = tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2])
+    if release < (6, 14):
+        return False
+    host_value = _PID_MAX.read_text()
+    # The kernel applies a pid_max write to the *writer's* pid namespace, so write from inside.
+    process = await asyncio.create_subprocess_exec(
+        nsenter, "-t", str(pid1), "-m", "-p", "-r", "--",
+        "/bin/sh", "-c", f"echo {max_processes + _RESERVED_PIDS} > /proc/sys/kernel/pid_max",
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL, cwd="/",
+    )  # fmt: skip
+    await process.wait()
+    if _PID_MAX.read_text() != host_value:
+        _PID_MAX.write_text(host_value)
+        raise RuntimeError("pid_max is not per pid namespace on this kernel; restored the host's value")
+    return process.returncode == 0

@@ -1,0 +1,82 @@
+"""Removal of sandbox workspaces, including those a crashed or killed executor left behind.
+
+A running sandbox holds an exclusive flock on `<workspace>/.lock`; the kernel drops it when its
+executor dies, however it dies. A workspace whose lock can be taken is therefore stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+from regatta_executor.limits import CgroupLeaf
+
+LOCK_FILE = ".lock"
+KEPT_MARKER = ".kept"
+_UNLOCKED_GRACE_SEC = 600.0
+
+logger = logging.getLogger(__name__)
+_swept: set[Path] = set()
+
+
+def lock_workspace(workspace: Path) -> int:
+    """Create the workspace and hold its lock; returns the fd to keep open for the sandbox's life."""
+    workspace.mkdir(parents=True)
+    fd = os.open(workspace / LOCK_FILE, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def remove_workspace(workspace: Path) -> None:
+    """rmtree, unless something is mounted inside: deleting through a bind mount would delete host
+    files. Sandbox mounts live in the sandbox's own mount namespace, so this should never trigger."""
+    prefix = str(workspace)
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mount_point = line.split()[4]
+        if mount_point == prefix or mount_point.startswith(prefix + "/"):
+            raise RuntimeError(f"refusing to delete {workspace}: {mount_point} is mounted inside")
+    shutil.rmtree(workspace, ignore_errors=True)
+
+
+def sweep_once(base: Path) -> None:
+    """Remove the stale workspaces (and their cgroups) under `base`, once per process."""
+    if base in _swept:
+        return
+    _swept.add(base)
+    with contextlib.suppress(FileNotFoundError):
+        for workspace in base.iterdir():
+            if workspace.is_dir() and not (workspace / KEPT_MARKER).exists():
+                _remove_if_stale(workspace)
+
+
+def _remove_if_stale(workspace: Path) -> None:
+    try:
+        fd: int | None = os.open(workspace / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        # Not locked yet (being created right now) or never locked (the executor died first).
+        if time.time() - workspace.stat().st_mtime < _UNLOCKED_GRACE_SEC:
+            return
+        fd = None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+        logger.info("removing stale sandbox workspace %s", workspace)
+        CgroupLeaf.discard(cgroup_name(workspace))
+        remove_workspace(workspace)
+    except (OSError, RuntimeError) as exc:
+        logger.warning("cannot remove stale sandbox workspace %s: %s", workspace, exc)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def cgroup_name(workspace: Path) -> str:
+    return f"regatta-{workspace.name}"
