@@ -54,6 +54,8 @@ class RunState:
     attempts: dict[str, AttemptState] = field(default_factory=dict)
     stop_requested: bool = False
     execution_completed: bool = False
+    cost_usd: float = 0.0
+    stop_reason: str | None = None
 
     @property
     def in_flight(self) -> list[AttemptState]:
@@ -105,10 +107,13 @@ def _apply(state: RunState, event: Event) -> None:
                 attempt.try_number = max(attempt.try_number, event.try_number)
         case AttemptFinished():
             attempt = state.attempts.get(event.attempt_id)
-            if attempt:
+            if attempt and attempt.outcome is None:
                 attempt.outcome = event.outcome
+                state.cost_usd += event.usage.cost_usd or 0.0
         case RunStopRequested():
-            state.stop_requested = True
+            if not state.stop_requested:
+                state.stop_requested = True
+                state.stop_reason = event.reason
         case RunExecutionCompleted():
             state.execution_completed = True
         case RunStopped():
@@ -161,15 +166,14 @@ def _decide_stop(state: RunState) -> list[NewEvent]:
     """Attempts no executor has started are cancelled here; started ones wait for their executor's report."""
     if state.terminal:
         return []
+    reason = state.stop_reason or "stopped by user"
     decided = [
         _ev(_cancelled(state.run_id, attempt), attempt.attempt_id, "finished")
         for attempt in state.in_flight
         if not attempt.started
     ]
     if len(decided) == len(state.in_flight):
-        decided.append(
-            _ev(RunStopped(run_id=state.run_id, reason="stopped by user"), state.run_id, "stopped")
-        )
+        decided.append(_ev(RunStopped(run_id=state.run_id, reason=reason), state.run_id, "stopped"))
     return decided
 
 
@@ -247,11 +251,22 @@ def decide_on_reports(state: RunState, reports: list[AttemptReport]) -> list[New
     scratch = deepcopy(state)
     decided: dict[str, NewEvent] = {}
     for report in reports:
-        for event in decide_on_report(scratch, report):
-            if event.event_id not in decided:
-                decided[event.event_id] = event
-                _apply(scratch, parse_event(event.type, event.data))
+        # Cost is checked after each report is applied, so the report that crosses the cap stops the run.
+        for step in ("report", "cost"):
+            for event in decide_on_report(scratch, report) if step == "report" else decide_cost_cap(scratch):
+                if event.event_id not in decided:
+                    decided[event.event_id] = event
+                    _apply(scratch, parse_event(event.type, event.data))
     return list(decided.values())
+
+
+def decide_cost_cap(state: RunState) -> list[NewEvent]:
+    """A run whose reported model spend passes its cap stops itself, saying why."""
+    cap = state.submitted.execution.cost_cap_usd if state.submitted else None
+    if cap is None or state.stop_requested or state.terminal or state.cost_usd < cap:
+        return []
+    reason = f"cost cap reached: ${state.cost_usd:.4f} reported, cap ${cap:.4f}"
+    return [_ev(RunStopRequested(run_id=state.run_id, reason=reason), state.run_id, "cost-cap")]
 
 
 def decide_on_stop_requested(state: RunState) -> list[NewEvent]:

@@ -1,0 +1,176 @@
+"""The run aggregate decides alone, from events: concurrency, idempotency, stop and the cost cap."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from itertools import count
+
+from regatta_run_scheduler import run as aggregate
+from regatta_shared.events import (
+    AgentSpec,
+    ExecutionSettings,
+    ModelSpec,
+    RunStopRequested,
+    RunSubmitted,
+    RunTask,
+    TaskSelection,
+    Usage,
+)
+from regatta_shared.eventstore import NewEvent, StoredEvent, new_event
+from regatta_shared.jobs import AttemptReport
+
+positions = count(1)
+
+
+def stored(events: list[NewEvent], version_from: int) -> list[StoredEvent]:
+    return [
+        StoredEvent(
+            position=next(positions),
+            event_id=e.event_id,
+            stream_id="run-r",
+            version=version_from + i,
+            type=e.type,
+            data=e.data,
+            metadata=e.metadata,
+            recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+        for i, e in enumerate(events, start=1)
+    ]
+
+
+class Run:
+    """A run's stream in memory, driven the way the scheduler's service layer drives it."""
+
+    def __init__(
+        self,
+        tasks: int = 3,
+        agents: int = 2,
+        attempts: int = 2,
+        concurrency: int = 4,
+        cost_cap: float | None = None,
+    ) -> None:
+        submitted = RunSubmitted(
+            run_id="r",
+            workspace_id="w",
+            name="r",
+            benchmark_id="b",
+            benchmark_name="b",
+            benchmark_version="1",
+            benchmark_digest="d",
+            selection=TaskSelection(),
+            tasks=[RunTask(name=f"t{i}", digest=f"sha256:{i}") for i in range(tasks)],
+            agents=[
+                AgentSpec(index=i, harness="oracle", model=ModelSpec(type="hosted", base_model=f"m{i}"))
+                for i in range(agents)
+            ],
+            execution=ExecutionSettings(
+                attempts_per_task=attempts, max_concurrent_attempts=concurrency, cost_cap_usd=cost_cap
+            ),
+        )
+        self.events = stored([new_event(submitted)], 0)
+
+    def state(self) -> aggregate.RunState:
+        return aggregate.fold("r", self.events)
+
+    def decide(self, decision) -> list[NewEvent]:
+        decided = decision(self.state())
+        self.events += stored(decided, len(self.events))
+        while more := aggregate.decide_dispatch(self.state()):
+            decided += more
+            self.events += stored(more, len(self.events))
+        return decided
+
+    def report(self, kind: str, attempt_id: str, **fields: object) -> list[NewEvent]:
+        report = AttemptReport(
+            kind=kind, run_id="r", attempt_id=attempt_id, try_number=1, executor_id="x", **fields
+        )  # type: ignore[arg-type]
+        return self.decide(lambda s: aggregate.decide_on_reports(s, [report]))
+
+
+def types(events: list[NewEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def test_submission_queues_and_dispatches_up_to_the_concurrency() -> None:
+    run = Run(concurrency=4)
+    decided = run.decide(aggregate.decide_on_submitted)
+    assert types(decided) == ["RunQueued"] + ["AttemptScheduled"] * 4
+    state = run.state()
+    assert state.status == "queued" and len(state.in_flight) == 4
+    assert aggregate.decide_dispatch(state) == [], "no more while all slots are busy"
+
+
+def test_each_finished_attempt_frees_one_slot_and_the_run_completes_once() -> None:
+    run = Run(tasks=2, agents=1, attempts=2, concurrency=1)
+    run.decide(aggregate.decide_on_submitted)
+    for _ in range(4):
+        attempt = run.state().in_flight[0]
+        assert types(run.report("started", attempt.attempt_id))[-1] == "AttemptStarted"
+        decided = run.report("finished", attempt.attempt_id, outcome="passed", rewards={"reward": 1.0})
+        assert "AttemptFinished" in types(decided)
+    state = run.state()
+    assert state.execution_completed and len(state.attempts) == 4
+    assert aggregate.decide_dispatch(state) == []
+
+
+def test_a_duplicate_or_late_report_changes_nothing() -> None:
+    run = Run(tasks=1, agents=1, attempts=1)
+    run.decide(aggregate.decide_on_submitted)
+    attempt = run.state().in_flight[0].attempt_id
+    run.report("started", attempt)
+    first = run.report("finished", attempt, outcome="failed", rewards={"reward": 0.0})
+    assert types(first) == ["AttemptFinished", "RunExecutionCompleted"]
+    assert run.report("finished", attempt, outcome="passed", rewards={"reward": 1.0}) == []
+    assert run.report("started", attempt) == []
+    same = aggregate.decide_on_reports(
+        run.state(),
+        [
+            AttemptReport(
+                kind="finished",
+                run_id="r",
+                attempt_id=attempt,
+                try_number=1,
+                executor_id="y",
+                outcome="passed",
+            )
+        ],
+    )
+    assert same == []
+
+
+def test_a_batch_of_reports_decides_each_event_once() -> None:
+    run = Run(tasks=1, agents=1, attempts=2, concurrency=2)
+    run.decide(aggregate.decide_on_submitted)
+    ids = [a.attempt_id for a in run.state().in_flight]
+    batch = [
+        AttemptReport(kind="started", run_id="r", attempt_id=i, try_number=1, executor_id="x") for i in ids
+    ]
+    decided = aggregate.decide_on_reports(run.state(), batch + batch)
+    assert types(decided) == ["RunStarted", "AttemptStarted", "AttemptStarted"]
+    assert len({e.event_id for e in decided}) == len(decided)
+
+
+def test_stop_cancels_unstarted_attempts_and_waits_for_running_ones() -> None:
+    run = Run(tasks=3, agents=1, attempts=1, concurrency=3)
+    run.decide(aggregate.decide_on_submitted)
+    running, *_waiting = [a.attempt_id for a in run.state().in_flight]
+    run.report("started", running)
+    run.events += stored([new_event(RunStopRequested(run_id="r"))], len(run.events))
+    decided = run.decide(aggregate.decide_on_stop_requested)
+    assert types(decided) == ["AttemptFinished", "AttemptFinished"]
+    assert all(e.data["outcome"] == "cancelled" for e in decided)
+    assert run.state().status == "running"
+    decided = run.report("finished", running, outcome="cancelled", exception_type="CancelledError")
+    assert types(decided) == ["AttemptFinished", "RunStopped"]
+    assert run.state().status == "stopped"
+
+
+def test_a_run_past_its_cost_cap_stops_itself_saying_why() -> None:
+    run = Run(tasks=4, agents=1, attempts=1, concurrency=1, cost_cap=0.05)
+    run.decide(aggregate.decide_on_submitted)
+    attempt = run.state().in_flight[0].attempt_id
+    run.report("started", attempt)
+    decided = run.report("finished", attempt, outcome="passed", usage=Usage(cost_usd=0.06))
+    stop = next(e for e in decided if e.type == "RunStopRequested")
+    assert "cost cap reached" in stop.data["reason"] and "0.06" in stop.data["reason"]
+    assert run.state().stop_requested
