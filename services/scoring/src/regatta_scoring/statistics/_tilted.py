@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import chain
+from operator import mul
 from typing import Any
 
 import numpy as np
@@ -47,16 +48,25 @@ _NEGLIGIBLE = 45.0
 _MAX_PERIOD = 1 << 20
 """Beyond this period (support ≳ 10^6, which under m·S ≤ 10^8 means m < 100) a direct method is cheaper."""
 
-_TABLE_PERIOD = 1 << 14
 _BLOCK = 256
 """Problems per dense block: keeps temporaries around a megabyte, so they are recycled, not re-mapped."""
-_CHUNK = 1 << 22
+_CHUNK = 1 << 20
+_COST_PER_TERM = 8.0
+"""Rough cost of one (frequency, value) term, in units of one element of a vectorised shift-DP step."""
+_DP_OVERHEAD = 2000.0
+"""Per-task overhead of the shift DP (one numpy call), in the same units."""
 _TWO_PI = 2.0 * math.pi
 
 
 def tilted_lower_tails(problems: Sequence[Problem]) -> list[float | None]:
     """P(Y ≤ r) for each problem; ``None`` where the period would exceed ``_MAX_PERIOD`` (or, defensively,
     where the evaluated sum is not positive) so that the caller uses a direct method instead."""
+    valid = [i for i, (v, c, r) in enumerate(problems) if 0 <= 2 * r < sum(map(mul, v, c))]
+    if len(valid) < len(problems):
+        out: list[float | None] = [None] * len(problems)
+        for i, tail in zip(valid, tilted_lower_tails([problems[i] for i in valid]), strict=True):
+            out[i] = tail
+        return out
     count = len(problems)
     if count == 0:
         return []
@@ -104,12 +114,16 @@ def tilted_lower_tails(problems: Sequence[Problem]) -> list[float | None]:
     period = np.array([_period(x) for x in span.tolist()], dtype=np.int64)
     n_terms = r_int - lowest + 1
     accepted = period <= _MAX_PERIOD
+    m = np.bincount(owner, k, minlength=count)
+    dp_cost = m * (r + _DP_OVERHEAD)
+    log_norm = np.bincount(owner, k * np.log1p(t), minlength=count)
 
     # Evaluate in dense blocks of problems that share the period N and have a similar number of values.
     sums = np.zeros(count)
     position = np.arange(total) - first[owner]
-    width = np.array([(int(v) - 1).bit_length() for v in sizes.tolist()], dtype=np.int64)  # log2 bucket
-    keys = np.where(accepted, period * 64 + width, -1)
+    # A problem's arithmetic depends only on its block's key (period, number of values), never on which
+    # other problems share the block, so a pair gets bit-identical p-values in any batch.
+    keys = np.where(accepted, period * 4096 + np.minimum(sizes, 4095), -1)
     blocks = [
         (key, group[lo : lo + _BLOCK])
         for key in np.unique(keys[accepted]).tolist()
@@ -121,33 +135,41 @@ def tilted_lower_tails(problems: Sequence[Problem]) -> list[float | None]:
         local[members] = np.arange(len(members))
         entries = np.flatnonzero(local[owner] >= 0)
         rows, cols = local[owner[entries]], position[entries]
-        shape = (len(members), int(sizes[members].max()))
+        shape = (len(members), max(key % 4096, int(sizes[members].max())))
         block_a = np.zeros(shape, dtype=np.int64)
         block_k = np.zeros(shape)
-        block_t = np.zeros(shape)  # padding: a = 0, k = 0, t = 0 contributes nothing
+        block_t = np.zeros(shape)  # padding (only past 4095 values): a = 0, k = 0, t = 0 adds nothing
         block_a[rows, cols] = a_int[entries]
         block_k[rows, cols] = k[entries]
         block_t[rows, cols] = t[entries]
         sums[members] = _block_sums(
-            key // 64, block_a, block_k, block_t, theta[members], r_int[members], n_terms[members]
+            key // 4096,
+            block_a,
+            block_k,
+            block_t,
+            theta[members],
+            r_int[members],
+            n_terms[members],
+            log_norm[members],
+            dp_cost[members],
         )
 
     # log(M(θ) e^{θr}) value by value: log((1 + t)/2) = log1p(expm1(-θa)/2) stays accurate as θa → 0, and
     # per-value terms avoid cancelling m·log 2 against θr.
     log_mgf = np.bincount(owner, k * np.log1p(np.expm1(-theta[owner] * a) / 2.0), minlength=count)
-    out: list[float | None] = []
+    tails: list[float | None] = []
     for ok, total_sum, log_m, th_p, r_p in zip(
         accepted.tolist(), sums.tolist(), log_mgf.tolist(), theta.tolist(), r.tolist(), strict=True
     ):
-        if ok and total_sum > 0.0:
-            out.append(math.exp(log_m + th_p * r_p + math.log(total_sum)))
+        if ok and total_sum > 0.0:  # NaN (declined) compares False
+            tails.append(math.exp(log_m + th_p * r_p + math.log(total_sum)))
         else:
-            out.append(None)
-    return out
+            tails.append(None)
+    return tails
 
 
 def _period(span: int) -> int:
-    """Smallest 2^e or 3·2^e ≥ span: few distinct periods (cached tables) with little overshoot."""
+    """Smallest 2^e or 3·2^(e-1) ≥ span: few distinct periods (cached tables), little overshoot."""
     power = 1 << (span - 1).bit_length()
     three = 3 * power // 4
     return three if three >= span and three % 2 == 0 else power
@@ -156,6 +178,9 @@ def _period(span: int) -> int:
 def _moments(theta: Any, owner: Any, a: Any, ak: Any, aak: Any, count: int) -> tuple[Any, Any, Any]:
     """Per entry t = e^{-θa}; per problem the tilted mean and variance of Y."""
     t = np.exp(-theta[owner] * a)
+    # A value whose tilted flip probability is below 1e-100 changes nothing at double precision; zeroing
+    # it keeps subnormal numbers (100x slower arithmetic) out of everything downstream.
+    t[t < 1e-100] = 0.0
     share = t / (1.0 + t)
     mean = np.bincount(owner, ak * share, minlength=count)
     variance = np.bincount(owner, aak * share / (1.0 + t), minlength=count)
@@ -169,18 +194,40 @@ def _one_minus(phi: Any, decay: Any) -> Any:
     )
 
 
-def _block_sums(period: int, a: Any, k: Any, t: Any, theta: Any, r: Any, n_terms: Any) -> Any:
-    """Σ_{u < n} e^{-θu} q(r - u) for a block of problems sharing the period N (rows: problems)."""
+def _block_sums(
+    period: int, a: Any, k: Any, t: Any, theta: Any, r: Any, n_terms: Any, log_norm: Any, dp_cost: Any
+) -> Any:
+    """Σ_{u < n} e^{-θu} q(r - u) for a block of problems sharing the period N (rows: problems); NaN where
+    the characteristic function does not decay (few tasks, large values: a spiky distribution whose
+    spectrum is flat), so that the direct shift DP is cheaper."""
     row, j = _frequencies(period, a, k * t / (1.0 + t) ** 2)
-    # log Q(j) = Σ_a k_a [log|1 + t_a ω^{-aj}| + i arg(1 + t_a ω^{-aj}) - log(1 + t_a)]
-    angle = (a[row] * j[:, None] % period) * (_TWO_PI / period)
+    cost = np.bincount(row, minlength=a.shape[0]) * (a.shape[1] * _COST_PER_TERM)
+    declined = cost > dp_cost
+    if declined.any():
+        keep = ~declined[row]
+        row, j = row[keep], j[keep]
+    contributions = np.empty(len(j))
+    step = max(1, _CHUNK // a.shape[1])  # bounded temporaries; the per-frequency terms do not depend on it
+    for lo in range(0, len(j), step):
+        part = slice(lo, lo + step)
+        contributions[part] = _terms(period, a, k, t, theta, r, n_terms, log_norm, row[part], j[part])
+    sums = np.bincount(row, contributions, minlength=a.shape[0]) / period
+    sums[declined] = np.nan
+    return sums
+
+
+def _terms(
+    period: int, a: Any, k: Any, t: Any, theta: Any, r: Any, n_terms: Any, log_norm: Any, row: Any, j: Any
+) -> Any:
+    """Hermitian-weighted real part of Q(j) · Σ_{u=0}^{n-1} e^{-θu} ω^{j(r-u)} at kept frequencies."""
+    # log Q(j) = Σ_a k_a [log|1 + t_a ω^{-aj}| + i arg(1 + t_a ω^{-aj})] - Σ_a k_a log(1 + t_a)
+    cos, minus_sin = _trig(period)
+    phase = a[row] * j[:, None] % period
     t_rows = t[row]
-    x = 1.0 + t_rows * np.cos(angle)
-    y = -t_rows * np.sin(angle)
+    x = 1.0 + t_rows * cos[phase]
+    y = t_rows * minus_sin[phase]
     k_rows = k[row]
-    log_abs_q = 0.5 * np.einsum("ij,ij->i", k_rows, np.log(x * x + y * y)) - np.einsum(
-        "ij,ij->i", k_rows, np.log1p(t_rows)
-    )
+    log_abs_q = 0.5 * np.einsum("ij,ij->i", k_rows, np.log(x * x + y * y)) - log_norm[row]
     arg_q = np.einsum("ij,ij->i", k_rows, np.arctan2(y, x))
 
     # Σ_{u=0}^{n-1} e^{-θu} ω^{j(r-u)} = ω^{jr} (1 - ξ^n) / (1 - ξ) with ξ = e^{-θ} ω^{-j}; both factors are
@@ -192,53 +239,43 @@ def _block_sums(period: int, a: Any, k: Any, t: Any, theta: Any, r: Any, n_terms
     numerator = _one_minus((j * terms_n % period) * step, th * terms_n)
     shift = (j * r[row] % period) * step
     terms = np.exp(log_abs_q + 1j * (arg_q + shift)) * (numerator / denominator)
-    hermitian = np.where((j == 0) | (2 * j == period), 1.0, 2.0)
-    return np.bincount(row, terms.real * hermitian, minlength=a.shape[0]) / period
+    return terms.real * np.where((j == 0) | (2 * j == period), 1.0, 2.0)
+
+
+def _trig(period: int) -> tuple[Any, Any]:
+    """cos(2π x / N) and -sin(2π x / N) for x = 0 … N-1 (looked up instead of evaluated per term)."""
+    return _cached_trig(period) if period <= 1 << 16 else _make_trig(period)
+
+
+def _make_trig(period: int) -> tuple[Any, Any]:
+    angle = np.arange(period) * (_TWO_PI / period)
+    return np.cos(angle), -np.sin(angle)
+
+
+_cached_trig = lru_cache(maxsize=32)(_make_trig)  # ≤ 32 MiB
 
 
 def _frequencies(period: int, a: Any, weights: Any) -> tuple[Any, Any]:
     """(row, j) with j ∈ [0, N/2] where |Q(j)| may exceed e^{-45}.
 
-    |Q(j)| ≤ exp(-Σ_a w_a (1 - cos(2π a j / N))) with w_a = k_a t_a / (1 + t_a)², because
-    |1 + t e^{-iφ}|² / (1 + t)² = 1 - 2t(1 - cos φ)/(1 + t)² ≤ exp(-2t(1 - cos φ)/(1 + t)²).
+    |Q(j)| ≤ exp(-B(j)) with B(j) = Σ_a w_a (1 - cos(2π a j / N)) and w_a = k_a t_a / (1 + t_a)², because
+    |1 + t e^{-iφ}|² / (1 + t)² = 1 - 2t(1 - cos φ)/(1 + t)² ≤ exp(-2t(1 - cos φ)/(1 + t)²). Σ_a w_a cos(...)
+    is the real part of the DFT of the weights placed at positions a mod N, so B is one real FFT per
+    problem whatever the number and size of the values.
     """
-    problems, _ = a.shape
-    half = period // 2 + 1
-    top = int(a.max())
-    if top < 64 and period <= _TABLE_PERIOD:
-        # One matrix product per chunk: weights scattered onto their values, times a cached cosine table.
-        table = _one_minus_cos(period)[: top + 1]
-        dense = np.zeros((problems, top + 1))
-        # Padding entries land on column a = 0 with weight 0, which adds nothing.
-        dense[np.repeat(np.arange(problems), a.shape[1]), a.ravel()] = weights.ravel()
-        rows_list, js_list = [], []
-        step = max(1, _CHUNK // half)
-        for lo in range(0, problems, step):
-            rows, js = np.nonzero(np.einsum("pa,aj->pj", dense[lo : lo + step], table) < _NEGLIGIBLE)
-            rows_list.append(rows + lo)
-            js_list.append(js)
-        return np.concatenate(rows_list), np.concatenate(js_list)
+    problems = a.shape[0]
     rows_list, js_list = [], []
-    step = max(1, _CHUNK // max(1, a.shape[1]))
-    for p in range(problems):
-        for lo in range(0, half, step):
-            j = np.arange(lo, min(half, lo + step))
-            bound = np.einsum(
-                "a,aj->j",
-                weights[p],
-                1.0 - np.cos((np.multiply.outer(a[p], j) % period) * (_TWO_PI / period)),
-            )
-            picked = j[bound < _NEGLIGIBLE]
-            rows_list.append(np.full(len(picked), p, dtype=np.int64))
-            js_list.append(picked)
+    step = max(1, _CHUNK // period)
+    for lo in range(0, problems, step):
+        block_a, block_w = a[lo : lo + step], weights[lo : lo + step]
+        placed = np.zeros((block_a.shape[0], period))
+        # Padding entries carry weight 0 at position 0, which adds nothing.
+        np.add.at(placed, (np.arange(block_a.shape[0])[:, None], block_a % period), block_w)
+        bound = block_w.sum(axis=1)[:, None] - np.fft.rfft(placed, axis=1).real
+        rows, js = np.nonzero(bound < _NEGLIGIBLE)
+        rows_list.append(rows + lo)
+        js_list.append(js)
     return np.concatenate(rows_list), np.concatenate(js_list)
-
-
-@lru_cache(maxsize=8)
-def _one_minus_cos(period: int) -> Any:
-    """1 - cos(2π a j / N) for a < 64 and j = 0 … N/2."""
-    j = np.arange(period // 2 + 1)
-    return 1.0 - np.cos((np.multiply.outer(np.arange(64), j) % period) * (_TWO_PI / period))
 
 
 def meet_in_the_middle_count(values: Sequence[int], counts: Sequence[int], r: int) -> int:
@@ -259,10 +296,10 @@ def meet_in_the_middle_count(values: Sequence[int], counts: Sequence[int], r: in
 
 
 def float_dp_lower_tail(values: Sequence[int], counts: Sequence[int], r: int) -> float:
-    """P(Y ≤ r) by the shift DP in float probabilities over [0, r].
+    """P(Y ≤ r) by the shift DP in float probabilities over [0, r], one vectorised step per task.
 
-    Only sums of positive terms occur, so the relative error stays below ~m·2^-53; used where the support
-    is huge but m·r is bounded (m·S ≤ 10^8 with S > 10^6 means m < 100).
+    Only sums of nonnegative terms occur, so the relative error stays below ~m·2^-53. Cheap exactly where
+    the tilted path is not: few differing tasks, whatever the size of the support.
     """
     dist = np.zeros(r + 1)
     dist[0] = 1.0

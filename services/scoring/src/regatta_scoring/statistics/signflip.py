@@ -4,24 +4,27 @@ Under the null each nonzero scaled difference keeps or flips its sign with proba
 statistic is Σ ε_i A_i. Writing Y for the sum of the A_i whose sign is flipped, Σ ε_i A_i = S - 2Y, and
 for T ≠ 0 the two-sided p-value is exactly ``2 · P(Y ≤ r)`` with ``r = (S - |T|) / 2`` (an integer: T and
 S have the same parity). Everything therefore reduces to the lower tail of Y = Σ_a a · Binomial(k_a, ½),
-where k_a is how many tasks have |D_i| = a. That tail is computed by one of:
+where k_a is how many tasks have |D_i| = a. The cheapest adequate method is chosen per comparison:
 
 * **exact count** (small problems): the shift-algorithm DP run as polynomial products on Python integers.
   The generating polynomial Π_a (1 + y^a)^{k_a}, truncated at degree r, is packed one coefficient per
   fixed-width bit slot of a single integer (Kronecker substitution), so each DP stage is one big-integer
   multiplication done in C. The p-value is the exact rational 2·count / 2^m, rounded once to float.
 * **binomial** (all A_i equal, e.g. 0/1 scores): the distribution is Binomial(m, ½) and
-  count = Σ_{j ≤ r} C(m, j) in exact integers. This equals the exact McNemar test. It is the fast path
-  for 0/1 data, where thousands of pairs differ on hundreds of tasks and the DP would be needlessly slow.
+  count = Σ_{j ≤ r} C(m, j) in exact integers, shared by all comparisons with the same m. This is the
+  exact McNemar test, and the fast path for 0/1 data, where thousands of pairs differ on hundreds of
+  tasks and a DP would be needlessly slow.
+* **meet in the middle** (m ≤ 32, any support): exact count from the 2^(m/2) subset sums of each half.
 * **tilted characteristic function** (large problems, numpy, many pairs per call; see ``_tilted``): the
-  exact count would need ~m·S-bit integers and the float DP O(m·S) steps per pair, far too slow for
-  thousands of pairs on 2,000 tasks. The lower tail is read off the closed-form characteristic function
-  of the exponentially tilted distribution, which keeps ~1e-13 *relative* accuracy even at p = 1e-200
-  (tests compare it with the exact count). The support stays the integers, so exact ties (T = 0) are
-  still decided exactly, before any floating point is involved.
+  exact count would need ~m·S-bit integers and the DP O(m·S) steps per pair, far too slow for thousands
+  of pairs on 2,000 tasks. The lower tail is read off the closed-form characteristic function of the
+  exponentially tilted distribution, which keeps ~1e-13 *relative* accuracy even at p = 1e-200 (tests
+  compare it with the exact count). Where its spectrum does not decay (few tasks with large values) it
+  defers to the shift DP in float probabilities, whose relative error is below m·2^-53.
 * **normal approximation** when m·S > 10^8, as the spec prescribes: p = erfc(|T| / sqrt(2 Σ A_i²)).
 
-All exact paths route their result through one correctly rounded integer division.
+Exact ties (T = 0, p = 1) are decided on integers before any of these; floating point only ever enters
+the probabilities, never the comparison |Σ| ≥ |T|.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ _EXACT_BITS = 1 << 13
 """Largest packed polynomial, (r + 1) · slot width in bits, that is counted exactly (~0.1 ms); above it the
 tilted path is much faster."""
 
+_MEET_IN_THE_MIDDLE = 32
+"""Up to this many differing tasks, counting all 2^(m/2) subset sums of each half is exact and cheap."""
+
 _SMALLEST_P = math.ulp(0.0)
 """The exact p-value is never 0 (it is at least 2^(1-m)); when it underflows the float range it is
 reported as the smallest positive float rather than as an impossible 0."""
@@ -62,6 +68,10 @@ class NullSummary:
     t: int
     values: tuple[int, ...]
     counts: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.values) != len(self.counts):
+            raise ValueError("values and counts must have the same length")
 
     @property
     def m(self) -> int:
@@ -96,11 +106,13 @@ def p_values(summaries: Sequence[NullSummary]) -> list[float]:
             continue
         r = (s - abs(summary.t)) // 2
         if len(summary.values) == 1:
-            binomial_jobs[m].append((index, r))
+            binomial_jobs[m].append((index, r // summary.values[0]))  # Y = a · Binomial(m, ½)
         elif r < summary.values[0]:
             out[index] = _exact_p(1, m)  # only the assignment that flips nothing reaches |T|
         elif _tilted is None or (r + 1) * _slot_bits(m) <= _EXACT_BITS:
             out[index] = _exact_p(lower_tail_count(summary.values, summary.counts, r), m)
+        elif m <= _MEET_IN_THE_MIDDLE:
+            out[index] = _exact_p(_tilted.meet_in_the_middle_count(summary.values, summary.counts, r), m)
         else:
             tilted_jobs.append((index, summary, r))
     for m, jobs in binomial_jobs.items():
@@ -116,10 +128,10 @@ def p_values(summaries: Sequence[NullSummary]) -> list[float]:
 
 
 def _direct_p(summary: NullSummary, r: int) -> float:
-    """Huge support with few tasks (m·S ≤ 10^8 and S > 10^6 imply m < 100)."""
+    """Problems the tilted path declines: a huge support or a spiky, non-decaying spectrum, which only
+    occur with few differing tasks (m·S ≤ 10^8), where the shift DP in float probabilities is cheap.
+    Only sums of nonnegative terms occur, so its relative error stays below ~m·2^-53."""
     assert _tilted is not None
-    if summary.m <= 40:
-        return _exact_p(_tilted.meet_in_the_middle_count(summary.values, summary.counts, r), summary.m)
     return _clamp(2.0 * _tilted.float_dp_lower_tail(summary.values, summary.counts, r))
 
 
