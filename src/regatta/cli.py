@@ -70,14 +70,16 @@ def service(name: str) -> None:
 @projections.command("rebuild")
 def rebuild() -> None:
     """Drop the read models and replay the whole event log into them."""
+    from regatta_gateway.opsmodels import OpsReadModels
     from regatta_gateway.readmodels import ReadModels
     from regatta_shared.projections import ProjectionRunner
     from regatta_shared.service import make_store
     from regatta_shared.settings import load_settings
 
-    runner = ProjectionRunner(make_store(load_settings()), ReadModels())
-    count = runner.rebuild()
-    console.print(f"Rebuilt read models from {count} events")
+    store = make_store(load_settings())
+    for projection in (ReadModels(), OpsReadModels()):
+        count = ProjectionRunner(store, projection).rebuild()
+        console.print(f"Rebuilt read models {projection.name!r} from {count} events")
 
 
 def _client() -> Client:
@@ -321,6 +323,9 @@ def run_stop(key: str) -> None:
 
 
 def main() -> None:
+    from .cli_more import register
+
+    register(app, run, console)
     app()
 
 

@@ -80,12 +80,26 @@ class ApiTokenRevoked(Event):
 
 
 class BenchmarkSource(BaseModel):
+    """Where a benchmark's tasks come from (docs/benchmarks.md).
+
+    registry: a Harbor registry.json at `registry_path` or `registry_url`, dataset `dataset`@`version`.
+    folder: a local folder of task folders at `ref`. hub: Harbor hub package dataset `dataset`@`version`
+    (tag, revision or sha256 digest). git: repository `git_url` at `git_ref`; its registry.json
+    (`dataset`, optionally at `registry_path` inside the repo) or else the implicit dataset in `subdir`.
+    `metadata` holds benchmark metadata declared by the deployment or the request (BenchmarkMetadata fields).
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     type: Literal["registry", "folder", "git", "hub"]
     ref: str
     registry_path: str | None = None
     dataset: str | None = None
     version: str | None = None
+    registry_url: str | None = None
+    git_url: str | None = None
+    git_ref: str | None = None
+    subdir: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class BenchmarkAdded(Event):
@@ -156,6 +170,7 @@ class BenchmarkSyncCompleted(Event):
     digest: str
     task_count: int
     metadata: BenchmarkMetadata = Field(default_factory=BenchmarkMetadata)
+    source_commit: str | None = None
 
 
 class BenchmarkSyncFailed(Event):
@@ -478,3 +493,45 @@ class SecretDeleted(Event):
     workspace_id: str
     name: str
     scope: Literal["workspace", "user"]
+
+
+# --- budget and notifications (stream workspace-<id>, webhook-<id>) -------------------------------
+
+
+class WorkspaceBudgetSet(Event):
+    type_name = "WorkspaceBudgetSet"
+    category = "workspace"
+    workspace_id: str
+    budget_usd: float | None
+
+
+class WebhookRegistered(Event):
+    type_name = "WebhookRegistered"
+    category = "workspace"
+    webhook_id: str
+    workspace_id: str
+    url: str
+    kinds: list[str]
+
+
+class WebhookRemoved(Event):
+    type_name = "WebhookRemoved"
+    category = "workspace"
+    webhook_id: str
+    workspace_id: str
+
+
+class WebhookDeliveryRecorded(Event):
+    """One delivery attempt of one notification; the delivery log is the fold of these."""
+
+    type_name = "WebhookDeliveryRecorded"
+    category = "webhook"
+    webhook_id: str
+    workspace_id: str
+    notification_id: str
+    kind: str
+    attempt: int
+    delivered: bool
+    status_code: int | None = None
+    error: str | None = None
+    retry_in_seconds: float | None = None

@@ -27,6 +27,7 @@ class Settings(BaseSettings):
     job_ack_wait: float = Field(30.0, alias="REGATTA_JOB_ACK_WAIT")
     health_port: int | None = Field(None, alias="REGATTA_HEALTH_PORT")
     hosted_benchmarks: str | None = Field(None, alias="REGATTA_HOSTED_BENCHMARKS")
+    sync_page_size: int = Field(100, ge=1, le=10_000, alias="REGATTA_SYNC_PAGE_SIZE")
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -27,11 +27,15 @@ def scope(
 def settle(request: Request) -> None:
     """Read-your-writes: fold the events a command just appended before answering it."""
     request.app.state.projections.catch_up()
+    ops = getattr(request.app.state, "ops_projections", None)
+    if ops is not None:
+        ops.catch_up()
 
 
 ScopeDep = Annotated[Scope, Depends(scope)]
 Limit = Annotated[int, Query(ge=1, le=200)]
-Offset = Annotated[int, Query(ge=0)]
+# Bounded: a larger offset can only be a mistake and would overflow the database's integer.
+Offset = Annotated[int, Query(ge=0, le=1_000_000_000)]
 
 
 @router.get("/benchmarks")
@@ -108,7 +112,7 @@ async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
 
     def submit() -> dict[str, Any]:
         created = commands.submit_run(
-            request.app.state.store, s, commands.parse_submission(raw, content_type)
+            request.app.state.store, s, commands.parse_submission(raw, content_type), request.app.state.vault
         )
         settle(request)
         return created

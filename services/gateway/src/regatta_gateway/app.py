@@ -8,16 +8,26 @@ import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.service import configure_logging, make_store, prepare_streams
 from regatta_shared.settings import Settings, load_settings
 from sqlalchemy import text
 
+from .api_cli import router as cli
+from .api_files import router as files
 from .api_v1 import router as v1
+from .api_v1_identity import router as v1_identity
+from .api_v1_ops import router as v1_ops
+from .api_v1_outputs import router as v1_outputs
 from .bootstrap import add_hosted_benchmarks, bootstrap
-from .errors import ApiError
+from .cli_scope import RawCliPaths
+from .errors import ApiError, request_error
+from .operations import open_operations
 from .readmodels import ReadModels
+from .resources import open_resources
+from .web import install as install_web_ui
 
 log = logging.getLogger("regatta.gateway")
 
@@ -35,6 +45,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.settings = settings
         app.state.projections = runner
         await prepare_streams(settings)
+        close_resources = await open_resources(app, settings, store)
+        close_operations = await open_operations(app, settings, store)
         admin = bootstrap(store, settings)
         await asyncio.to_thread(runner.catch_up)
         if admin is not None:
@@ -46,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             stop.set()
             await task
+            await close_operations()
+            await close_resources()
             store.dispose()
 
     app = FastAPI(title="Regatta", version="0.1.0", lifespan=lifespan)
@@ -54,6 +68,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
         return JSONResponse(error.body(), status_code=error.status)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse(request_error(error).body(), status_code=400)
+
+    @app.exception_handler(UnicodeDecodeError)
+    async def _undecodable(_request: Request, _error: UnicodeDecodeError) -> JSONResponse:
+        return JSONResponse(ApiError(400, "The request body is not valid UTF-8", field="(body)").body(),
+                            status_code=400)
+
     @app.get("/health", tags=["ops"])
     def health(request: Request) -> dict[str, str]:
         with request.app.state.store.read_engine.connect() as conn:
@@ -61,6 +84,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     app.include_router(v1)
+    app.include_router(v1_identity)
+    app.include_router(v1_outputs)
+    app.include_router(v1_ops)
+    app.include_router(cli)
+    app.include_router(files)
+    app.add_middleware(RawCliPaths)
+    install_web_ui(app)
     return app
 
 

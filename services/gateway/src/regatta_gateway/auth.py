@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 
-from regatta_shared.clock import isoformat, utcnow
+from regatta_shared.clock import utcnow
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import and_, select
 
@@ -56,7 +57,7 @@ def authenticate(store: EventStore, authorization: str | None) -> Principal:
         raise ApiError(401, "Invalid token", code="TOKEN_INVALID")
     if row["revoked"]:
         raise ApiError(401, "Token revoked", code="TOKEN_REVOKED")
-    if row["expires_at"] and row["expires_at"] <= (isoformat(utcnow()) or ""):
+    if row["expires_at"] and datetime.fromisoformat(row["expires_at"]) <= utcnow():
         raise ApiError(401, "Token expired", code="TOKEN_EXPIRED")
     return Principal(row["user_id"], row["name"], row["email"], row["id"], row["expires_at"])
 

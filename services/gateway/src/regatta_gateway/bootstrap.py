@@ -13,6 +13,7 @@ from regatta_shared.settings import Settings
 from sqlalchemy import select
 
 from .auth import Principal, Scope, hash_token
+from .benchmark_sources import parse_source
 from .commands import add_benchmark
 from .readmodels import tables as t
 
@@ -70,9 +71,8 @@ def add_hosted_benchmarks(store: EventStore, settings: Settings, scope: Scope) -
             )
         }
     for body in declared:
-        ref = body.get("dataset") or body.get("path")
-        kind = body.get("source_type") or ("folder" if body.get("path") else "registry")
-        if (kind, ref) in existing:
+        source = parse_source(body)
+        if (source.type, source.ref) in existing:
             continue
         add_benchmark(store, scope, body, hosted=True)
-        log.info("hosted benchmark %s added", ref)
+        log.info("hosted benchmark %s added", source.ref)

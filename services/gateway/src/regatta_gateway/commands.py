@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from regatta_shared.clock import isoformat
 from regatta_shared.events import (
     AgentSpec,
     BenchmarkAdded,
@@ -23,13 +24,17 @@ from regatta_shared.eventstore.records import new_event
 from regatta_shared.harnesses import HARNESSES
 from regatta_shared.ids import benchmark_stream, new_id, run_stream
 from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
+from regatta_shared.sealing import seal
 from sqlalchemy import select
 
 from .auth import Scope
+from .benchmark_sources import parse_source
 from .errors import ApiError
+from .notifications.registry import check_budget
 from .queries import find_benchmark, find_run
 from .readmodels import tables as t
 from .runtoml import resolved_toml
+from .secret_store import SecretVault, resolve_secrets
 
 
 def add_benchmark(store: EventStore, scope: Scope, body: dict[str, Any], *, hosted: bool = False) -> str:
@@ -50,28 +55,7 @@ def add_benchmark(store: EventStore, scope: Scope, body: dict[str, Any], *, host
 
 
 def _source(body: dict[str, Any]) -> BenchmarkSource:
-    kind = body.get("source_type") or ("folder" if body.get("path") else "registry")
-    if kind == "registry":
-        registry = body.get("registry_path") or body.get("registry")
-        dataset = body.get("dataset") or body.get("source_ref")
-        if not isinstance(registry, str) or not registry:
-            raise ApiError(400, "registry_path is required for a registry source", field="registry_path")
-        if not isinstance(dataset, str) or not dataset.strip():
-            raise ApiError(400, "dataset (name[@version]) is required", field="dataset")
-        name, _, version = dataset.strip().partition("@")
-        return BenchmarkSource(
-            type="registry",
-            ref=dataset.strip(),
-            registry_path=registry,
-            dataset=name,
-            version=version or None,
-        )
-    if kind == "folder":
-        path = body.get("path") or body.get("source_ref")
-        if not isinstance(path, str) or not path:
-            raise ApiError(400, "path is required for a folder source", field="path")
-        return BenchmarkSource(type="folder", ref=path)
-    raise ApiError(400, f"source_type {kind!r} is not supported", field="source_type")
+    return parse_source(body)
 
 
 def request_sync(store: EventStore, scope: Scope, key: str) -> str:
@@ -121,7 +105,7 @@ def parse_submission(raw: bytes, content_type: str) -> RunRequest:
         ) from None
 
 
-def submit_run(store: EventStore, scope: Scope, request: RunRequest) -> dict[str, Any]:
+def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: SecretVault) -> dict[str, Any]:
     benchmark = find_benchmark(
         store, scope, request.experiment_config.benchmark, field="experiment_config.benchmark"
     )
@@ -143,11 +127,19 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest) -> dict[str
     tasks = _select_tasks(store, benchmark, request)
     agents = _agents(request, metadata)
     execution = _execution(request, metadata)
-    missing = _missing_secrets(store, scope, request)
+    names = request.referenced_secrets()
+    values, scopes, missing = resolve_secrets(vault, scope, names)
     if missing:
         raise ApiError(
-            404, f"Secret(s) not found: {', '.join(missing)}", code="NOT_FOUND", missing_secrets=missing
+            404,
+            f"Secret(s) not found: {', '.join(missing)}",
+            code="NOT_FOUND",
+            field=_secret_field(request, missing[0]),
+            missing_secrets=missing,
         )
+    check_budget(store, scope)
+    provided = request.secrets.provided if request.secrets else {}
+    sealed = {**values, **provided}
     run_id = new_id("run")
     name = request.name or f"{_slug(benchmark['name'])}-{run_id[-6:]}"
     selection = TaskSelection(**(request.tasks_config.model_dump() if request.tasks_config else {}))
@@ -164,19 +156,28 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest) -> dict[str
         agents=agents,
         execution=execution,
         env=request.env_config,
-        secret_names=request.referenced_secrets(),
+        secret_names=list(dict.fromkeys([*names, *provided])),
+        secret_scopes=scopes,
+        sealed_secrets=seal(sealed, vault.sealing_key) if sealed else None,
         primary_reward_key=metadata.get("primary_reward_key"),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
     try:
-        store.append(
+        stored = store.append(
             run_stream(run_id),
             [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
             0,
         )
     except WrongExpectedVersion:
         raise ApiError(409, "Run id collision; retry", code="CONFLICT") from None
-    return {"id": run_id, "name": name, "status": "pending", "task_count": len(tasks), "workflow_id": run_id}
+    return {
+        "id": run_id,
+        "name": name,
+        "status": "pending",
+        "created_at": isoformat(stored[0].recorded_at),
+        "task_count": len(tasks),
+        "workflow_id": run_id,
+    }
 
 
 def _slug(text: str) -> str:
@@ -280,18 +281,19 @@ def _execution(request: RunRequest, metadata: dict[str, Any]) -> ExecutionSettin
     return ExecutionSettings(**values)
 
 
-def _missing_secrets(store: EventStore, scope: Scope, request: RunRequest) -> list[str]:
-    names = request.referenced_secrets()
-    if not names:
-        return []
-    with store.read_engine.connect() as conn:
-        rows = conn.execute(
-            select(t.secrets.c.name, t.secrets.c.scope, t.secrets.c.owner_user_id).where(
-                t.secrets.c.workspace_id == scope.workspace_id, t.secrets.c.name.in_(names)
-            )
-        ).all()
-    present = {name for name, kind, owner in rows if kind == "workspace" or owner == scope.principal.user_id}
-    return [name for name in names if name not in present]
+def _secret_field(request: RunRequest, name: str) -> str:
+    """Where the config references a secret, so the error names the field."""
+    for index, agent in enumerate(request.agents):
+        if getattr(agent.model, "api_key_secret", None) == name:
+            return f"agents.{index}.model.api_key_secret"
+        if agent.harness_api_key_secret == name:
+            return f"agents.{index}.harness_api_key_secret"
+    execution = request.execution_config
+    if execution and execution.judge_api_key_secret == name:
+        return "execution_config.judge_api_key_secret"
+    if execution and name in execution.verifier_secrets:
+        return "execution_config.verifier_secrets"
+    return "secrets.required"
 
 
 def stop_run(store: EventStore, scope: Scope, key: str, reason: str = "stopped by user") -> None:

@@ -34,3 +34,14 @@ class ApiError(Exception):
             body["issues"] = self.issues
         body.update(self.extra)
         return body
+
+
+def request_error(error: Any) -> ApiError:
+    """FastAPI's validation errors as our flat 400 body, naming each field (not FastAPI's 422 shape)."""
+    issues = []
+    for item in error.errors():
+        location = [str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path", "header")]
+        issues.append({"key": ".".join(location) or "(request)", "message": str(item.get("msg", "invalid"))})
+    first = issues[0] if issues else {"key": "(request)", "message": "invalid request"}
+    return ApiError(400, f"Invalid request: {first['key']}: {first['message']}", code="VALIDATION",
+                    field=first["key"], issues=issues)

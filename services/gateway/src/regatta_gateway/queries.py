@@ -110,6 +110,7 @@ def benchmark_summary(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
         "hosted": bool(row["hosted"]),
         "version": row["version"],
         "digest": row["digest"],
+        "source_commit": (row["source"] or {}).get("resolved_commit"),
         "run_count": int(counts[0]),
         "running_count": int(counts[1]),
         "created_at": row["added_at"],
@@ -172,7 +173,13 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
             .all()
         )
     body["tasks"] = [
-        {"name": r["name"], "category": r["category"], "difficulty": r["difficulty"], "tags": r["tags"] or []}
+        {
+            "name": r["name"],
+            "category": r["category"],
+            "difficulty": r["difficulty"],
+            "tags": r["tags"] or [],
+            "digest": r["digest"],
+        }
         for r in tasks
     ]
     body.update(

@@ -6,7 +6,7 @@ Idempotent per event because the runner applies each position once, in order, wi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from regatta_shared.clock import isoformat
@@ -14,6 +14,7 @@ from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from . import tables as t
+from .batch import apply_batch
 from .logs import log_entry
 
 Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
@@ -41,6 +42,11 @@ class ReadModels:
             entry = log_entry(event, _user_name(conn, event.actor))
             if entry is not None:
                 conn.execute(insert(t.run_logs).values(**entry))
+
+    def apply_batch(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
+        """The same rows as `apply` on each event in order, with the attempt events' writes gathered
+        into a few statements per batch (batch.py); the runner uses this when it is there."""
+        apply_batch(conn, events, self.apply, HANDLERS)
 
 
 def _at(event: StoredEvent) -> str:
@@ -202,6 +208,11 @@ def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
 
 @handles("BenchmarkSyncCompleted")
 def _sync_completed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    if d.get("source_commit"):
+        where = t.benchmarks.c.id == d["benchmark_id"]
+        row = conn.execute(select(t.benchmarks.c.source).where(where)).first()
+        source = {**((row[0] if row else None) or {}), "resolved_commit": d["source_commit"]}
+        _benchmark(conn, d["benchmark_id"], source=source)
     _benchmark(
         conn,
         d["benchmark_id"],

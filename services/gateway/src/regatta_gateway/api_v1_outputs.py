@@ -1,0 +1,62 @@
+"""`/api/v1` twins of the CLI's secret and download routes. Thin: decode, call one function, return."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request, Response
+
+from . import downloads, secret_store
+from .api_cli import base_url
+from .api_v1 import Limit, Offset, ScopeDep, settle
+
+router = APIRouter(prefix="/api/v1", tags=["v1"])
+
+
+@router.get("/secrets")
+def list_secrets(
+    request: Request, s: ScopeDep, scope: str = "all", limit: Limit = 50, offset: Offset = 0
+) -> dict[str, Any]:
+    return secret_store.list_secrets(request.app.state.store, s, scope, limit, offset)
+
+
+@router.post("/secrets", status_code=201)
+def set_secret(request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    name, value, kind = secret_store.validate_secret(
+        body.get("name"), body.get("value"), body.get("scope", "user")
+    )
+    secret_id = secret_store.set_secret(request.app.state.vault, s, name, value, kind)
+    settle(request)
+    return secret_store.find_secret(request.app.state.store, s, secret_id)
+
+
+@router.delete("/secrets", status_code=204)
+def delete_secret(
+    request: Request,
+    s: ScopeDep,
+    body: Annotated[dict[str, Any] | None, Body()] = None,
+    name: str | None = None,
+    scope: str | None = None,
+) -> Response:
+    """The target comes from a JSON body, as the CLI sends it, or from `?name=&scope=`."""
+    body = body or {}
+    checked, _, kind = secret_store.validate_secret(
+        body.get("name", name), None, body.get("scope", scope or "user"), with_value=False
+    )
+    secret_store.delete_secret(request.app.state.vault, s, checked, kind)
+    settle(request)
+    return Response(status_code=204)
+
+
+@router.get("/runs/{key}/downloads")
+def run_downloads(request: Request, s: ScopeDep, key: str, types: str | None = None) -> dict[str, Any]:
+    """The manifest with a signed URL per file (links for the web UI and scripts)."""
+    store = request.app.state.store
+    body, version = downloads.manifest(store, s, key, downloads.parse_types(types))
+    run_id = body["totals"]["run_id"]
+    expires = int(time.time()) + downloads.URL_TTL_SECONDS
+    key_bytes = request.app.state.keys.url_signing
+    for item in body["files"]:
+        item["url"] = downloads.sign_url(base_url(request), key_bytes, run_id, item["path"], version, expires)
+    return {**body, "expires_in": downloads.URL_TTL_SECONDS}

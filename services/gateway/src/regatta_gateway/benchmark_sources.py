@@ -1,0 +1,153 @@
+"""The source of a benchmark to add, read from the request body and checked field by field.
+
+Git URLs, refs and paths end up as git command arguments in registry-sync, so their shapes are
+restricted here (no leading '-', no '..', known transports only): bad input changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import ValidationError
+from regatta_shared.events import BenchmarkMetadata, BenchmarkSource
+from regatta_shared.harnesses import HARNESSES
+
+from .errors import ApiError
+
+KINDS = ("registry", "folder", "git", "hub")
+GIT_URL = re.compile(r"^(https?|ssh|git|file)://[^\s]+$|^git@[A-Za-z0-9.-]+:[^\s]+$|^/[^\s]*$")
+GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
+HUB_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
+HUB_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*$|^sha256:[0-9a-f]{64}$")
+REPO_PATH = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9._/-]*$")
+
+
+def parse_source(body: dict[str, Any]) -> BenchmarkSource:
+    kind = body.get("source_type") or _infer(body)
+    if kind not in KINDS:
+        supported = ", ".join(KINDS)
+        raise ApiError(400, f"source_type {kind!r} is not supported (use {supported})", field="source_type")
+    metadata = _metadata(body.get("metadata"))
+    if kind == "registry":
+        return _registry(body, metadata)
+    if kind == "folder":
+        path = _text(body, "path") or _text(body, "source_ref")
+        if not path:
+            raise ApiError(400, "path is required for a folder source", field="path")
+        return BenchmarkSource(type="folder", ref=path, metadata=metadata)
+    if kind == "git":
+        return _git(body, metadata)
+    return _hub(body, metadata)
+
+
+def _infer(body: dict[str, Any]) -> str:
+    if body.get("repo") or body.get("git_url"):
+        return "git"
+    if body.get("path"):
+        return "folder"
+    dataset = body.get("dataset") or body.get("source_ref")
+    registry = body.get("registry_path") or body.get("registry_url") or body.get("registry")
+    # Harbor's rule: a dataset name with '/' is a hub package.
+    if not registry and isinstance(dataset, str) and "/" in dataset.partition("@")[0]:
+        return "hub"
+    return "registry"
+
+
+def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:
+    registry = _text(body, "registry_url") or _text(body, "registry_path") or _text(body, "registry")
+    dataset = _text(body, "dataset") or _text(body, "source_ref")
+    if not registry:
+        raise ApiError(400, "registry_path (a file) or registry_url is required", field="registry_path")
+    if not dataset:
+        raise ApiError(400, "dataset (name[@version]) is required", field="dataset")
+    name, _, version = dataset.partition("@")
+    url = registry if registry.startswith(("http://", "https://")) else None
+    if "://" in registry and url is None:
+        raise ApiError(400, "registry_url must be an http(s) URL", field="registry_url")
+    return BenchmarkSource(
+        type="registry",
+        ref=dataset,
+        registry_path=None if url else registry,
+        registry_url=url,
+        dataset=name.strip(),
+        version=version.strip() or None,
+        metadata=metadata,
+    )
+
+
+def _git(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:
+    location = _text(body, "repo") or _text(body, "git_url") or _text(body, "source_ref")
+    if not location:
+        raise ApiError(400, "repo (a git URL or an absolute local path) is required", field="repo")
+    url, ref = _split_ref(location)
+    ref = _text(body, "ref") or _text(body, "git_ref") or ref
+    if not GIT_URL.match(url):
+        raise ApiError(400, "repo must be a http(s)/ssh/git/file URL or an absolute path", field="repo")
+    if ref is not None and (not GIT_REF.match(ref) or ".." in ref):
+        raise ApiError(400, "ref must be a branch, tag or commit SHA", field="ref")
+    subdir = _text(body, "path") or _text(body, "subdir")
+    registry_path = _text(body, "registry_path")
+    for field, value in (("path", subdir), ("registry_path", registry_path)):
+        if value is not None and (not REPO_PATH.match(value) or ".." in value.split("/")):
+            raise ApiError(400, f"{field} must be a relative path inside the repository", field=field)
+    dataset = _text(body, "dataset")
+    if registry_path and not dataset:
+        raise ApiError(400, "dataset is required with registry_path", field="dataset")
+    name, _, version = (dataset or "").partition("@")
+    return BenchmarkSource(
+        type="git",
+        ref=f"{url}@{ref}" if ref else url,
+        git_url=url,
+        git_ref=ref,
+        subdir=subdir,
+        registry_path=registry_path,
+        dataset=name.strip() or None,
+        version=version.strip() or None,
+        metadata=metadata,
+    )
+
+
+def _hub(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:
+    dataset = _text(body, "dataset") or _text(body, "source_ref")
+    if not dataset:
+        raise ApiError(400, "dataset (org/name[@ref]) is required for a hub source", field="dataset")
+    name, _, ref = dataset.partition("@")
+    if not HUB_NAME.match(name) or ".." in name:
+        raise ApiError(400, "dataset must be org/name[@ref]", field="dataset")
+    if ref and not (ref.isdigit() or HUB_REF.match(ref)):
+        raise ApiError(400, "the ref must be a tag, a revision number or sha256:<64 hex>", field="dataset")
+    return BenchmarkSource(type="hub", ref=dataset, dataset=name, version=ref or None, metadata=metadata)
+
+
+def _split_ref(location: str) -> tuple[str, str | None]:
+    """`url@ref` as Harbor's --repo parses it: the last '@' whose tail has no '/' or ':'."""
+    at = location.rfind("@")
+    tail = location[at + 1 :]
+    if at <= 0 or not tail or "/" in tail or ":" in tail:
+        return location, None
+    return location[:at], tail
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ApiError(400, "metadata must be an object", field="metadata")
+    try:
+        BenchmarkMetadata.model_validate(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ApiError(400, f"metadata.{where}: {first['msg']}", field=f"metadata.{where}") from None
+    harness = value.get("default_harness")
+    if harness is not None and harness not in HARNESSES:
+        raise ApiError(
+            400, f"metadata.default_harness: unknown harness {harness!r}", field="metadata.default_harness"
+        )
+    return value
+
+
+def _text(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    return value.strip() if isinstance(value, str) and value.strip() else None

@@ -1,0 +1,239 @@
+"""Identity commands: API tokens, workspaces and members. Each records events; reads use the read models.
+
+Tokens are shown once and stored only as SHA-256 hashes. Ids that must be unique across concurrent
+requests (a workspace per name, a user per email) are derived from that name or email, so the event
+store's stream-version and event-id checks settle races instead of leaving duplicates to the projection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from regatta_shared.clock import isoformat, utcnow
+from regatta_shared.events import (
+    ApiTokenCreated,
+    ApiTokenRevoked,
+    MemberAdded,
+    UserRegistered,
+    WorkspaceCreated,
+)
+from regatta_shared.eventstore import EventStore, WrongExpectedVersion
+from regatta_shared.eventstore.records import deterministic_id, new_event
+from regatta_shared.ids import new_id, workspace_stream
+from sqlalchemy import func, select
+
+from .auth import Principal, Scope, hash_token
+from .errors import ApiError
+from .readmodels import tables as t
+
+ROLES = ("admin", "member")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _text(body: dict[str, Any], key: str, *, required: bool = True, limit: int = 200) -> str | None:
+    value = body.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value.strip()) > limit:
+        raise ApiError(400, f"{key} must be a non-empty string of at most {limit} characters", field=key)
+    return value.strip()
+
+
+def _expiry(body: dict[str, Any]) -> str | None:
+    seconds = body.get("expires_in_seconds")
+    raw = body.get("expires_at")
+    if seconds is not None and raw is not None:
+        raise ApiError(400, "give expires_at or expires_in_seconds, not both", field="expires_at")
+    if seconds is not None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+            raise ApiError(400, "expires_in_seconds must be a positive integer", field="expires_in_seconds")
+        return isoformat(utcnow() + timedelta(seconds=seconds))
+    if raw is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(raw))
+    except ValueError:
+        raise ApiError(400, "expires_at must be an ISO-8601 timestamp", field="expires_at") from None
+    if moment.tzinfo is None:
+        raise ApiError(400, "expires_at needs a timezone", field="expires_at")
+    if moment <= utcnow():
+        raise ApiError(400, "expires_at must be in the future", field="expires_at")
+    return isoformat(moment)
+
+
+def issue_token(
+    store: EventStore, user_id: str, name: str, expires_at: str | None, *, actor: str, workspace_id: str
+) -> dict[str, Any]:
+    token = "rg_" + secrets.token_urlsafe(32)
+    token_id = new_id("tok")
+    created = ApiTokenCreated(
+        token_id=token_id, user_id=user_id, token_hash=hash_token(token), name=name, expires_at=expires_at
+    )
+    stored = store.append(
+        workspace_stream(workspace_id), [new_event(created, actor=actor, workspace_id=workspace_id)]
+    )
+    body = {"id": token_id, "name": name, "token": token, "created_at": isoformat(stored[0].recorded_at)}
+    if expires_at:
+        body["expires_at"] = expires_at
+    return body
+
+
+def create_token(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    name = _text(body, "name", required=False) or "api token"
+    principal = scope.principal
+    return issue_token(
+        store,
+        principal.user_id,
+        name,
+        _expiry(body),
+        actor=principal.user_id,
+        workspace_id=scope.workspace_id,
+    )
+
+
+def list_tokens(store: EventStore, principal: Principal) -> list[dict[str, Any]]:
+    with store.read_engine.connect() as conn:
+        rows = (
+            conn.execute(
+                select(
+                    t.tokens.c.id,
+                    t.tokens.c.name,
+                    t.tokens.c.expires_at,
+                    t.tokens.c.revoked,
+                    t.tokens.c.created_at,
+                )
+                .where(t.tokens.c.user_id == principal.user_id)
+                .order_by(t.tokens.c.created_at, t.tokens.c.id)
+            )
+            .mappings()
+            .all()
+        )
+    return [
+        {k: v for k, v in dict(r).items() if v is not None} | {"revoked": bool(r["revoked"])} for r in rows
+    ]
+
+
+def revoke_token(store: EventStore, scope: Scope, token_id: str) -> None:
+    """Only the token's owner revokes it; anyone else learns nothing about it (404)."""
+    with store.read_engine.connect() as conn:
+        row = conn.execute(
+            select(t.tokens.c.revoked).where(
+                t.tokens.c.id == token_id, t.tokens.c.user_id == scope.principal.user_id
+            )
+        ).first()
+    if row is None:
+        raise ApiError(404, f"Token {token_id!r} not found", code="NOT_FOUND")
+    if row[0]:
+        return
+    store.append(
+        workspace_stream(scope.workspace_id),
+        [
+            new_event(
+                ApiTokenRevoked(token_id=token_id),
+                event_id=deterministic_id(token_id, "revoked"),
+                actor=scope.principal.user_id,
+                workspace_id=scope.workspace_id,
+            )
+        ],
+    )
+
+
+def create_workspace(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    if not scope.is_admin:
+        raise ApiError(403, "Only workspace admins can create workspaces", code="FORBIDDEN")
+    name = _text(body, "name")
+    assert name is not None
+    with store.read_engine.connect() as conn:
+        taken = conn.execute(
+            select(func.count()).where(func.lower(t.workspaces.c.name) == name.lower())
+        ).scalar_one()
+    if taken:
+        raise ApiError(409, f"A workspace named {name!r} exists", code="CONFLICT", field="name")
+    workspace_id = f"ws_{_digest('workspace:' + name.lower())}"
+    actor = scope.principal.user_id
+    events = [
+        new_event(
+            WorkspaceCreated(workspace_id=workspace_id, name=name), actor=actor, workspace_id=workspace_id
+        ),
+        new_event(
+            MemberAdded(workspace_id=workspace_id, user_id=actor, role="admin"),
+            actor=actor,
+            workspace_id=workspace_id,
+        ),
+    ]
+    try:
+        store.append(workspace_stream(workspace_id), events, 0)
+    except WrongExpectedVersion:
+        raise ApiError(409, f"A workspace named {name!r} exists", code="CONFLICT", field="name") from None
+    return {"id": workspace_id, "name": name, "role": "admin"}
+
+
+def _user_by_email(store: EventStore, email: str) -> dict[str, Any] | None:
+    with store.read_engine.connect() as conn:
+        row = (
+            conn.execute(
+                select(t.users).where(func.lower(t.users.c.email) == email.lower()).order_by(t.users.c.id)
+            )
+            .mappings()
+            .first()
+        )
+    return dict(row) if row else None
+
+
+def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    """Add a user (created if the email is new) to the scope's workspace; optionally issue them a token."""
+    if not scope.is_admin:
+        raise ApiError(403, "Only workspace admins can add members", code="FORBIDDEN")
+    email = _text(body, "email", limit=300)
+    assert email is not None
+    if "@" not in email:
+        raise ApiError(400, "email must be an email address", field="email")
+    role = body.get("role", "member")
+    if role not in ROLES:
+        raise ApiError(400, "role must be admin or member", field="role")
+    expires_at = _expiry(body) if body.get("issue_token") else None
+    actor = scope.principal.user_id
+    user = _user_by_email(store, email)
+    if user is None:
+        name = _text(body, "name", required=False, limit=300) or email.split("@", 1)[0]
+        user = {"id": f"usr_{_digest('user:' + email.lower())}", "email": email, "name": name}
+        registered = UserRegistered(user_id=user["id"], email=email, name=name)
+        store.append(
+            workspace_stream(scope.workspace_id),
+            [
+                new_event(
+                    registered,
+                    event_id=deterministic_id("user", email.lower()),
+                    actor=actor,
+                    workspace_id=scope.workspace_id,
+                )
+            ],
+        )
+    added = MemberAdded(workspace_id=scope.workspace_id, user_id=user["id"], role=role)
+    store.append(
+        workspace_stream(scope.workspace_id), [new_event(added, actor=actor, workspace_id=scope.workspace_id)]
+    )
+    result: dict[str, Any] = {
+        "workspace_id": scope.workspace_id,
+        "user_id": user["id"],
+        "email": user["email"],
+        "name": user["name"],
+        "role": role,
+    }
+    if body.get("issue_token"):
+        issued = issue_token(
+            store,
+            user["id"],
+            f"issued by {scope.principal.user_name}",
+            expires_at,
+            actor=actor,
+            workspace_id=scope.workspace_id,
+        )
+        result.update(token=issued["token"], token_id=issued["id"])
+    return result

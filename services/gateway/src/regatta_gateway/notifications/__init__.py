@@ -1,0 +1,1 @@
+"""Workspace webhooks: registration, the notifications events imply, signed delivery with retries."""

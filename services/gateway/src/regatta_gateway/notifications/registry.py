@@ -1,0 +1,174 @@
+"""Webhook registration and budgets: validate, record as events; reads from the ops read models."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from regatta_shared.events import WebhookRegistered, WebhookRemoved, WorkspaceBudgetSet
+from regatta_shared.eventstore import EventStore
+from regatta_shared.eventstore.records import new_event
+from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.sealing import derive_key
+from sqlalchemy import func, select
+
+from ..auth import Scope
+from ..errors import ApiError
+from ..opsmodels import budgets, deliveries, webhooks
+from ..readmodels import tables as t
+from .notices import KINDS
+
+
+def _admin(scope: Scope) -> None:
+    if not scope.is_admin:
+        raise ApiError(403, "Only workspace admins can change this", code="FORBIDDEN")
+
+
+def signing_key(master: bytes, webhook_id: str) -> bytes:
+    """Derived, never stored: the master key and the webhook id give the same key on every gateway."""
+    return derive_key(master, f"regatta/webhooks/v1/{webhook_id}")
+
+
+def register_webhook(store: EventStore, scope: Scope, body: dict[str, Any], master: bytes) -> dict[str, Any]:
+    _admin(scope)
+    url = body.get("url")
+    parsed = urlparse(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ApiError(400, "url must be an absolute http(s) URL", field="url", code="VALIDATION")
+    kinds = body.get("kinds") or list(KINDS)
+    if not isinstance(kinds, list) or any(k not in KINDS for k in kinds):
+        raise ApiError(400, f"kinds must be a list of {', '.join(KINDS)}", field="kinds", code="VALIDATION")
+    webhook_id = new_id("wh")
+    registered = WebhookRegistered(
+        webhook_id=webhook_id, workspace_id=scope.workspace_id, url=url, kinds=kinds
+    )
+    store.append(
+        workspace_stream(scope.workspace_id),
+        [new_event(registered, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    )
+    return {
+        "id": webhook_id,
+        "url": url,
+        "kinds": kinds,
+        "signing_secret": signing_key(master, webhook_id).hex(),
+    }
+
+
+def remove_webhook(store: EventStore, scope: Scope, webhook_id: str) -> None:
+    _admin(scope)
+    find_webhook(store, scope, webhook_id)
+    removed = WebhookRemoved(webhook_id=webhook_id, workspace_id=scope.workspace_id)
+    store.append(
+        workspace_stream(scope.workspace_id),
+        [new_event(removed, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    )
+
+
+def find_webhook(store: EventStore, scope: Scope, webhook_id: str) -> dict[str, Any]:
+    with store.read_engine.connect() as conn:
+        row = (
+            conn.execute(
+                select(webhooks).where(
+                    webhooks.c.id == webhook_id,
+                    webhooks.c.workspace_id == scope.workspace_id,
+                    webhooks.c.active.is_(True),
+                )
+            )
+            .mappings()
+            .first()
+        )
+    if row is None:
+        raise ApiError(404, f"Webhook {webhook_id!r} not found", code="NOT_FOUND")
+    return dict(row)
+
+
+def list_webhooks(store: EventStore, scope: Scope) -> list[dict[str, Any]]:
+    with store.read_engine.connect() as conn:
+        rows = (
+            conn.execute(
+                select(webhooks)
+                .where(webhooks.c.workspace_id == scope.workspace_id, webhooks.c.active.is_(True))
+                .order_by(webhooks.c.created_at)
+            )
+            .mappings()
+            .all()
+        )
+    return [
+        {"id": r["id"], "url": r["url"], "kinds": r["kinds"], "created_at": r["created_at"]} for r in rows
+    ]
+
+
+def delivery_log(store: EventStore, scope: Scope, webhook_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    find_webhook(store, scope, webhook_id)
+    with store.read_engine.connect() as conn:
+        rows = (
+            conn.execute(
+                select(deliveries)
+                .where(deliveries.c.webhook_id == webhook_id)
+                .order_by(deliveries.c.position.desc())
+                .limit(limit)
+            )
+            .mappings()
+            .all()
+        )
+    return [
+        {
+            k: r[k]
+            for k in (
+                "notification_id",
+                "kind",
+                "attempt",
+                "delivered",
+                "status_code",
+                "error",
+                "retry_in_seconds",
+                "at",
+            )
+        }
+        for r in rows
+    ]
+
+
+def set_budget(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    _admin(scope)
+    value = body.get("budget_usd")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise ApiError(
+            400,
+            "budget_usd must be a number ≥ 0, or null for no budget",
+            field="budget_usd",
+            code="VALIDATION",
+        )
+    budget = WorkspaceBudgetSet(workspace_id=scope.workspace_id, budget_usd=value)
+    store.append(
+        workspace_stream(scope.workspace_id),
+        [new_event(budget, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    )
+    return {"budget_usd": value}
+
+
+def budget_status(store: EventStore, workspace_id: str) -> dict[str, Any]:
+    with store.read_engine.connect() as conn:
+        budget = conn.execute(
+            select(budgets.c.budget_usd).where(budgets.c.workspace_id == workspace_id)
+        ).first()
+        spent = conn.execute(
+            select(func.coalesce(func.sum(t.runs.c.cost_usd), 0.0)).where(
+                t.runs.c.workspace_id == workspace_id
+            )
+        ).scalar_one()
+    limit = budget[0] if budget else None
+    return {"budget_usd": limit, "spent_usd": float(spent), "exhausted": limit is not None and spent >= limit}
+
+
+def check_budget(store: EventStore, scope: Scope) -> None:
+    """Billing is checked at submission: a workspace whose budget is spent learns it here (403)."""
+    status = budget_status(store, scope.workspace_id)
+    if status["exhausted"]:
+        raise ApiError(
+            403,
+            f"Workspace budget of ${status['budget_usd']:.2f} is spent "
+            f"(${status['spent_usd']:.2f}); raise the budget to submit runs",
+            code="BILLING_REQUIRED",
+            **{k: status[k] for k in ("budget_usd", "spent_usd")},
+        )

@@ -1,0 +1,45 @@
+"""Starts what serves operations: the ops projection (audit, budgets, webhooks) and webhook delivery."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+
+import nats
+from fastapi import FastAPI
+from regatta_shared.eventstore import EventStore
+from regatta_shared.projections import ProjectionRunner
+from regatta_shared.sealing import master_key
+from regatta_shared.settings import Settings
+
+from .notifications.delivery import WebhookDelivery
+from .opsmodels import OpsReadModels
+
+
+async def open_operations(
+    app: FastAPI, settings: Settings, store: EventStore
+) -> Callable[[], Awaitable[None]]:
+    runner = ProjectionRunner(store, OpsReadModels())
+    runner.create_tables()
+    await asyncio.to_thread(runner.catch_up)
+    app.state.ops_projections = runner
+    app.state.master_key = master_key(settings)
+    stop = asyncio.Event()
+    projection = asyncio.create_task(runner.run_forever(stop))
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    delivery = WebhookDelivery(
+        store,
+        nc.jetstream(),
+        app.state.master_key,
+        base_delay=float(os.environ.get("REGATTA_WEBHOOK_BASE_DELAY", "1.0")),
+    )
+    await delivery.start()
+
+    async def close() -> None:
+        await delivery.stop()
+        stop.set()
+        await projection
+        await nc.close()
+
+    return close

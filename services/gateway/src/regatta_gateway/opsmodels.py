@@ -1,0 +1,171 @@
+"""A second projection of the gateway: audit trail, budgets, webhooks and their delivery log.
+
+Kept apart from the main read models so it has its own checkpoint; rebuilt by the same command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regatta_shared.clock import isoformat
+from regatta_shared.eventstore import StoredEvent
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+Json = JSON().with_variant(JSONB(), "postgresql")
+
+audit = Table(
+    "rm_audit",
+    metadata,
+    Column("position", BigInteger, primary_key=True),
+    Column("workspace_id", String(64), index=True),
+    Column("actor", String(200)),
+    Column("kind", String(100), index=True),
+    Column("stream_id", String(200)),
+    Column("recorded_at", String(40), index=True),
+    Column("summary", Text),
+)
+stream_owners = Table(
+    "rm_stream_owners",
+    metadata,
+    Column("stream_id", String(200), primary_key=True),
+    Column("workspace_id", String(64)),
+)
+budgets = Table(
+    "rm_budgets",
+    metadata,
+    Column("workspace_id", String(64), primary_key=True),
+    Column("budget_usd", Float),
+)
+webhooks = Table(
+    "rm_webhooks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("workspace_id", String(64), index=True),
+    Column("url", Text),
+    Column("kinds", Json),
+    Column("active", Boolean),
+    Column("created_at", String(40)),
+)
+deliveries = Table(
+    "rm_webhook_deliveries",
+    metadata,
+    Column("position", BigInteger, primary_key=True),
+    Column("webhook_id", String(64), index=True),
+    Column("notification_id", String(64)),
+    Column("kind", String(60)),
+    Column("attempt", Integer),
+    Column("delivered", Boolean),
+    Column("status_code", Integer),
+    Column("error", Text),
+    Column("retry_in_seconds", Float),
+    Column("at", String(40)),
+)
+
+OWNING_EVENTS = {"RunSubmitted", "BenchmarkAdded", "WorkspaceCreated"}
+
+
+def _workspace_of(conn: Connection, event: StoredEvent) -> str | None:
+    found = event.metadata.get("workspace_id") or event.data.get("workspace_id")
+    if found:
+        return str(found)
+    row = conn.execute(
+        select(stream_owners.c.workspace_id).where(stream_owners.c.stream_id == event.stream_id)
+    )
+    owner = row.first()
+    return owner[0] if owner else None
+
+
+def _summary(event: StoredEvent) -> str:
+    keys = ("run_id", "benchmark_id", "attempt_id", "name", "reason", "outcome", "task", "url", "budget_usd")
+    parts = [f"{k}={event.data[k]}" for k in keys if event.data.get(k) is not None]
+    return f"{event.type} " + " ".join(parts)
+
+
+class OpsReadModels:
+    name = "gateway-ops"
+    metadata = metadata
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        workspace_id = _workspace_of(conn, event)
+        if event.type in OWNING_EVENTS and workspace_id:
+            conn.execute(delete(stream_owners).where(stream_owners.c.stream_id == event.stream_id))
+            conn.execute(insert(stream_owners).values(stream_id=event.stream_id, workspace_id=workspace_id))
+        conn.execute(
+            insert(audit).values(
+                position=event.position,
+                workspace_id=workspace_id,
+                actor=event.actor or "system",
+                kind=event.type,
+                stream_id=event.stream_id,
+                recorded_at=isoformat(event.recorded_at),
+                summary=_summary(event),
+            )
+        )
+        handler = _HANDLERS.get(event.type)
+        if handler is not None:
+            handler(conn, event, event.data)
+
+
+def _budget(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(delete(budgets).where(budgets.c.workspace_id == d["workspace_id"]))
+    conn.execute(insert(budgets).values(workspace_id=d["workspace_id"], budget_usd=d["budget_usd"]))
+
+
+def _webhook(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(
+        insert(webhooks).values(
+            id=d["webhook_id"],
+            workspace_id=d["workspace_id"],
+            url=d["url"],
+            kinds=d["kinds"],
+            active=True,
+            created_at=isoformat(e.recorded_at),
+        )
+    )
+
+
+def _webhook_removed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(update(webhooks).where(webhooks.c.id == d["webhook_id"]).values(active=False))
+
+
+def _delivery(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(
+        insert(deliveries).values(
+            position=e.position,
+            webhook_id=d["webhook_id"],
+            notification_id=d["notification_id"],
+            kind=d["kind"],
+            attempt=d["attempt"],
+            delivered=d["delivered"],
+            status_code=d.get("status_code"),
+            error=d.get("error"),
+            retry_in_seconds=d.get("retry_in_seconds"),
+            at=isoformat(e.recorded_at),
+        )
+    )
+
+
+_HANDLERS = {
+    "WorkspaceBudgetSet": _budget,
+    "WebhookRegistered": _webhook,
+    "WebhookRemoved": _webhook_removed,
+    "WebhookDeliveryRecorded": _delivery,
+}

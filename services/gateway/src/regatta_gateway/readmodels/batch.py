@@ -1,0 +1,223 @@
+"""Batched writes of the gateway projection: the attempt events of a batch in a handful of statements.
+
+A run's log is almost all AttemptScheduled/Started/Retried/Finished, and one event at a time they cost
+2–4 statements each (attempt row, run counters, log line). Here a run of such events (a segment) is
+folded in memory over the rows it touches, read once up front, and written back with one executemany
+per table. Every other event ends the segment: what was folded is written first, then the event goes
+through the projection's own `apply`, so it sees exactly the tables it would have seen one event at a
+time. The result is the same rows as `apply` on each event in order (invariant 7); the rebuild test
+and bench/eventstore.py compare the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from regatta_shared.clock import isoformat
+from regatta_shared.eventstore import StoredEvent
+from sqlalchemy import JSON, Connection, bindparam, insert, select, update
+from sqlalchemy.dialects.postgresql import JSONB
+
+from . import tables as t
+from .logs import log_entry
+
+BATCHED = frozenset({"AttemptScheduled", "AttemptStarted", "AttemptRetried", "AttemptFinished"})
+_IN_CHUNK = 500  # ids per IN (...) list: well inside SQLite's and Postgres's parameter limits
+
+# A column left unset by the per-event INSERT is SQL NULL; with the column's own JSON type a None in a
+# bulk row would be stored as JSON 'null' instead, so the bulk INSERT binds `result` with this type.
+_JSON_OR_NULL = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+_INSERT_ATTEMPT = insert(t.attempts).values(
+    {
+        c.name: bindparam(f"p_{c.name}", type_=_JSON_OR_NULL if c.name == "result" else c.type)
+        for c in t.attempts.columns
+    }
+)
+_RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd")
+_UPDATE_RUN = (
+    update(t.runs)
+    .where(t.runs.c.id == bindparam("p_id"))
+    .values({name: bindparam(f"p_{name}", type_=t.runs.c[name].type) for name in _RUN_COUNTERS})
+)
+
+
+def apply_batch(
+    conn: Connection,
+    events: Sequence[StoredEvent],
+    apply_one: Callable[[Connection, StoredEvent], None],
+    handled: Collection[str],
+) -> None:
+    """Apply `events` in order: segments of attempt events (and log-only events) folded and written in
+    bulk; every other event type in `handled` through `apply_one`, after the segment before it."""
+    segment: list[StoredEvent] = []
+    for event in events:
+        if event.type in BATCHED or event.type not in handled:
+            segment.append(event)
+            continue
+        if segment:
+            _Segment(conn, segment).write()
+            segment = []
+        apply_one(conn, event)
+    if segment:
+        _Segment(conn, segment).write()
+
+
+def _at(event: StoredEvent) -> str:
+    return isoformat(event.recorded_at) or ""  # as projection._at
+
+
+class _Segment:
+    def __init__(self, conn: Connection, events: list[StoredEvent]) -> None:
+        self.conn = conn
+        self.events = events
+        self.inserts: list[dict[str, Any]] = []  # attempts scheduled in this segment, full rows
+        self.inserted: dict[str, dict[str, Any]] = {}
+        self.changes: dict[str, dict[str, Any]] = {}  # stored attempts: column -> new value
+        self.outcomes: dict[str, str | None] = {}  # stored attempts: current outcome (Started's guard)
+        self.runs: dict[str, dict[str, Any]] = {}  # run id -> counters, as stored then folded
+        self.touched_runs: set[str] = set()
+        self.names: dict[str, str | None] = {}
+        self.logs: list[dict[str, Any]] = []
+        self._read()
+
+    def _read(self) -> None:
+        """Everything the segment's events read, in three queries rather than a few per event."""
+        attempt_ids = {e.data["attempt_id"] for e in self.events if e.type in BATCHED - {"AttemptScheduled"}}
+        for chunk in _chunks(attempt_ids):
+            query = select(t.attempts.c.attempt_id, t.attempts.c.outcome).where(
+                t.attempts.c.attempt_id.in_(chunk)
+            )
+            self.outcomes.update({aid: outcome for aid, outcome in self.conn.execute(query)})
+        run_ids = {e.data["run_id"] for e in self.events if e.type == "AttemptFinished"}
+        for chunk in _chunks(run_ids):
+            query = select(t.runs.c.id, *(t.runs.c[name] for name in _RUN_COUNTERS)).where(
+                t.runs.c.id.in_(chunk)
+            )
+            self.runs.update({row["id"]: dict(row) for row in self.conn.execute(query).mappings()})
+        actors = {e.actor for e in self.events if e.actor and e.stream_id.startswith("run-")}
+        for chunk in _chunks(actors):
+            query = select(t.users.c.id, t.users.c.name).where(t.users.c.id.in_(chunk))
+            self.names.update({uid: name for uid, name in self.conn.execute(query)})
+
+    def _user_name(self, user_id: str | None) -> str | None:
+        # As projection._user_name: the user's name, else the id itself.
+        if not user_id:
+            return None
+        return self.names.get(user_id, user_id)
+
+    def write(self) -> None:
+        for event in self.events:
+            fold = _FOLDS.get(event.type)
+            if fold is not None:
+                fold(self, event, event.data)
+            if event.stream_id.startswith("run-"):
+                entry = log_entry(event, self._user_name(event.actor))
+                if entry is not None:
+                    self.logs.append(entry)
+        conn = self.conn
+        if self.inserts:
+            conn.execute(_INSERT_ATTEMPT, [{f"p_{k}": v for k, v in row.items()} for row in self.inserts])
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for aid, change in self.changes.items():
+            columns = tuple(sorted(change))
+            by_columns.setdefault(columns, []).append(
+                {"p_id": aid, **{f"p_{k}": v for k, v in change.items()}}
+            )
+        for columns, rows in by_columns.items():
+            conn.execute(_update_attempts(columns), rows)
+        if self.touched_runs:
+            conn.execute(
+                _UPDATE_RUN,
+                [
+                    {"p_id": run_id, **{f"p_{k}": self.runs[run_id][k] for k in _RUN_COUNTERS}}
+                    for run_id in sorted(self.touched_runs)
+                ],
+            )
+        if self.logs:
+            conn.execute(insert(t.run_logs), self.logs)
+
+    # --- the folds: each does to the in-memory rows what its handler in projection.py does in SQL ------
+
+    def _set(self, aid: str, guard_unfinished: bool, **values: Any) -> None:
+        """UPDATE rm_attempts SET values WHERE attempt_id = aid [AND outcome IS NULL]."""
+        row = self.inserted.get(aid)
+        if row is not None:
+            if not (guard_unfinished and row["outcome"] is not None):
+                row.update(values)
+        elif aid in self.outcomes and not (guard_unfinished and self.outcomes[aid] is not None):
+            self.changes.setdefault(aid, {}).update(values)
+            if "outcome" in values:
+                self.outcomes[aid] = values["outcome"]
+
+    def scheduled(self, e: StoredEvent, d: dict[str, Any]) -> None:
+        row = {
+            "attempt_id": d["attempt_id"],
+            "run_id": d["run_id"],
+            "agent_index": d["agent_index"],
+            "task": d["task"],
+            "attempt_index": d["attempt_index"],
+            "status": "scheduled",
+            "outcome": None,
+            "try_number": d.get("try_number", 1),
+            "scheduled_at": _at(e),
+            "started_at": None,
+            "finished_at": None,
+            "result": None,
+        }
+        # A duplicate id stays in `inserts`, so the INSERT fails on the primary key as it would alone.
+        self.inserts.append(row)
+        self.inserted[d["attempt_id"]] = row
+
+    def started(self, e: StoredEvent, d: dict[str, Any]) -> None:
+        self._set(d["attempt_id"], True, status="running", started_at=_at(e), try_number=d["try_number"])
+
+    def retried(self, _e: StoredEvent, d: dict[str, Any]) -> None:
+        self._set(d["attempt_id"], False, status="retrying", try_number=d["try_number"])
+
+    def finished(self, e: StoredEvent, d: dict[str, Any]) -> None:
+        self._set(
+            d["attempt_id"],
+            False,
+            status="finished",
+            outcome=d["outcome"],
+            finished_at=_at(e),
+            result=d,
+            try_number=d["try_number"],
+        )
+        run = self.runs.get(d["run_id"])
+        if run is None:
+            return
+        usage = d.get("usage") or {}
+        cost = run["cost_usd"]
+        if usage.get("cost_usd") is not None:
+            cost = (cost or 0.0) + usage["cost_usd"]
+        run.update(
+            ingested=(run["ingested"] or 0) + 1,
+            input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
+            output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0),
+            cost_usd=cost,
+        )
+        self.touched_runs.add(d["run_id"])
+
+
+_FOLDS: dict[str, Callable[[_Segment, StoredEvent, dict[str, Any]], None]] = {
+    "AttemptScheduled": _Segment.scheduled,
+    "AttemptStarted": _Segment.started,
+    "AttemptRetried": _Segment.retried,
+    "AttemptFinished": _Segment.finished,
+}
+
+
+def _update_attempts(columns: tuple[str, ...]) -> Any:
+    return (
+        update(t.attempts)
+        .where(t.attempts.c.attempt_id == bindparam("p_id"))
+        .values({name: bindparam(f"p_{name}", type_=t.attempts.c[name].type) for name in columns})
+    )
+
+
+def _chunks(values: Iterable[str]) -> Iterable[list[str]]:
+    ordered = sorted(values)
+    for start in range(0, len(ordered), _IN_CHUNK):
+        yield ordered[start : start + _IN_CHUNK]

@@ -1,0 +1,28 @@
+"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact object store."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import nats
+from fastapi import FastAPI
+from regatta_shared.bus import ARTIFACTS_BUCKET
+from regatta_shared.eventstore import EventStore
+from regatta_shared.settings import Settings
+
+from .keys import load_keys
+from .secret_store import SecretVault
+
+
+async def open_resources(
+    app: FastAPI, settings: Settings, store: EventStore
+) -> Callable[[], Awaitable[None]]:
+    """Attach keys, vault and artifact store to `app.state`; returns the function that closes them."""
+    keys = load_keys(settings)
+    vault = SecretVault(store, keys.secrets_at_rest, keys.sealing)
+    vault.create_tables()
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    app.state.keys = keys
+    app.state.vault = vault
+    app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
+    return nc.close

@@ -1,0 +1,22 @@
+"""The web UI: server-rendered pages (Jinja2), a little vanilla JavaScript, no front-end build step.
+
+`install(app)` is the only hook the gateway needs: it adds the page routes, the static files and the
+middleware that lets the UI's own `fetch` calls to `/api/v1` authenticate with the sign-in cookie.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from .routes import router
+from .session import STATIC_DIR, CookieBearerMiddleware, NotSignedIn, not_signed_in
+
+__all__ = ["install", "router"]
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(CookieBearerMiddleware)
+    app.add_exception_handler(NotSignedIn, not_signed_in)  # type: ignore[arg-type]

@@ -1,0 +1,249 @@
+"""Page routes of the web UI. URLs are readable and stateful views keep their state in the query string.
+
+Every page can also answer `?fragment=a,b` with `{"a": "<html>", "b": "<html>"}`: the page's JavaScript
+polls `/api/v1` and, when something changed, swaps those regions in place. Rendering stays in one place
+(the templates), so a live update looks exactly like a reload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from functools import cache
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from regatta_shared.harnesses import HARNESSES
+
+from .. import queries
+from ..auth import Scope
+from ..errors import ApiError
+from . import views
+from .formatting import FILTERS
+from .session import (
+    STATIC_DIR,
+    TEMPLATE_DIR,
+    check_token,
+    clear_session,
+    safe_next,
+    set_session,
+    web_scope,
+)
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=TEMPLATE_DIR)
+templates.env.filters.update(FILTERS)
+templates.env.globals.update(
+    rank_text=views.rank_text,
+    sorts=views.SORTS,
+    outcomes=views.OUTCOMES,
+    is_url=views.is_url,
+)
+ScopeDep = Annotated[Scope, Depends(web_scope)]
+
+
+@cache
+def _static_version(name: str) -> str:
+    """Content hash in static URLs, so a browser never runs yesterday's script against today's page."""
+    return hashlib.sha256((STATIC_DIR / name).read_bytes()).hexdigest()[:10]
+
+
+def static_url(name: str) -> str:
+    return f"/static/{name}?v={_static_version(name)}"
+
+
+templates.env.globals["static"] = static_url
+
+
+def _base(request: Request, scope: Scope | None, nav: str) -> dict[str, Any]:
+    return {"request": request, "scope": scope, "nav": nav}
+
+
+def render(
+    request: Request, scope: Scope | None, name: str, nav: str, status: int = 200, **context: Any
+) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {**_base(request, scope, nav), **context}, status)
+
+
+def fragments(request: Request, parts: dict[str, str], context: dict[str, Any]) -> JSONResponse | None:
+    """`?fragment=a,b`: the named regions only, rendered from the same partial templates as the page."""
+    wanted = request.query_params.get("fragment")
+    if not wanted:
+        return None
+    body = {
+        name: templates.get_template(parts[name]).render(context)
+        for name in wanted.split(",")
+        if name in parts
+    }
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+
+def guarded(
+    request: Request, scope: Scope, build: Callable[[], Response], nav: str = "benchmarks"
+) -> Response:
+    """An ApiError (say, an unknown benchmark) becomes an error page, or a JSON error for fragments."""
+    try:
+        return build()
+    except ApiError as error:
+        if request.query_params.get("fragment"):
+            return JSONResponse(error.body(), status_code=error.status)
+        return render(request, scope, "error.html", nav, error.status, error=error)
+
+
+# --- sign-in --------------------------------------------------------------------------------------
+
+
+@router.get("/")
+def home() -> RedirectResponse:
+    return RedirectResponse("/benchmarks", status_code=303)
+
+
+@router.get("/signin")
+def signin_form(request: Request, next: str | None = None) -> HTMLResponse:
+    return render(request, None, "signin.html", "signin", next=safe_next(next), error=None)
+
+
+@router.post("/signin")
+def signin(
+    request: Request, token: Annotated[str, Form()] = "", next: Annotated[str, Form()] = ""
+) -> Response:
+    target = safe_next(next)
+    if not token.strip():
+        return render(request, None, "signin.html", "signin", 400, next=target, error="Enter an API token.")
+    try:
+        check_token(request, token)
+    except ApiError as error:
+        return render(request, None, "signin.html", "signin", 401, next=target, error=error.message)
+    response = RedirectResponse(target, status_code=303)
+    set_session(response, request, token)
+    return response
+
+
+@router.post("/signout")
+def signout() -> RedirectResponse:
+    response = RedirectResponse("/signin", status_code=303)
+    clear_session(response)
+    return response
+
+
+# --- benchmarks -----------------------------------------------------------------------------------
+
+
+@router.get("/benchmarks")
+def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
+    store = request.app.state.store
+    context = {**_base(request, scope, "benchmarks"), "benchmarks": views.benchmark_rows(store, scope)}
+    partial = fragments(request, {"rows": "_benchmark_rows.html"}, context)
+    return partial or templates.TemplateResponse(request, "benchmarks.html", context)
+
+
+@router.get("/benchmarks/runs/{run_key}")
+def run_page(request: Request, scope: ScopeDep, run_key: str, tab: str = "overview") -> Response:
+    def build() -> Response:
+        state = request.app.state
+        page = views.run_page(state.store, scope, run_key, state.settings.gateway_url, request.app)
+        selected = tab if tab in ("overview", "results", "configuration", "logs") else "overview"
+        context = {**_base(request, scope, "benchmarks"), **page, "tab": selected}
+        partial = fragments(
+            request,
+            {
+                "sidebar": "_run_sidebar.html",
+                "actions": "_run_actions.html",
+                "overview": "_run_overview.html",
+                "results": "_run_results.html",
+                "logs": "_run_logs.html",
+            },
+            context,
+        )
+        return partial or templates.TemplateResponse(request, "run.html", context)
+
+    return guarded(request, scope, build)
+
+
+@router.get("/benchmarks/{key}/runs/new")
+def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
+    def build() -> Response:
+        store = request.app.state.store
+        detail = queries.benchmark_detail(store, scope, key)["benchmark"]
+        secrets = views.secret_names(store, scope)
+        if request.query_params.get("fragment") == "secrets":
+            # Names and scopes only, for re-checking the agents' secret records without a reload when
+            # GET /api/v1/secrets is not available.
+            names = [{"name": s["name"], "scope": s["scope"]} for s in secrets]
+            return JSONResponse({"secrets": names}, headers={"Cache-Control": "no-store"})
+        data = {
+            "benchmark": {
+                k: detail.get(k)
+                for k in (
+                    "id",
+                    "name",
+                    "sync_status",
+                    "task_count",
+                    "task_sets",
+                    "categories",
+                    "requires_judge_model",
+                    "requires_judge_api_key",
+                    "judge_model_default",
+                    "default_harness",
+                    "pass_threshold",
+                    "requires_harness",
+                )
+            }
+            | {"tasks": [{"name": t["name"], "category": t["category"]} for t in detail["tasks"]]},
+            "secrets": [{"name": s["name"], "scope": s["scope"]} for s in secrets],
+            # The page asks GET /api/v1/harnesses; this copy only covers a failed request.
+            "harnesses": [{"name": n, **info} for n, info in sorted(HARNESSES.items())],
+            "user": scope.principal.user_name,
+        }
+        return render(request, scope, "new_run.html", "benchmarks", benchmark=detail, data=data)
+
+    return guarded(request, scope, build)
+
+
+@router.get("/benchmarks/{key}")
+def benchmark_page(request: Request, scope: ScopeDep, key: str, sort: str = "pass_at_1") -> Response:
+    def build() -> Response:
+        state = request.app.state
+        store = state.store
+        detail = queries.benchmark_detail(store, scope, key)["benchmark"]
+        chosen = sort if sort in views.SORTS else "pass_at_1"
+        context = {
+            **_base(request, scope, "benchmarks"),
+            "benchmark": detail,
+            "source": views.benchmark_source(store, scope, detail["id"]),
+            "sort": chosen,
+            "leaderboard": views.leaderboard(store, detail["id"], chosen),
+            "runs": views.runs_of(store, scope, detail["id"], state.settings.gateway_url),
+        }
+        partial = fragments(
+            request,
+            {
+                "header": "_benchmark_header.html",
+                "leaderboard": "_leaderboard.html",
+                "runs": "_runs_table.html",
+            },
+            context,
+        )
+        return partial or templates.TemplateResponse(request, "benchmark.html", context)
+
+    return guarded(request, scope, build)
+
+
+# --- secrets --------------------------------------------------------------------------------------
+
+
+@router.get("/secrets")
+def secrets_page(request: Request, scope: ScopeDep, name: str = "") -> Response:
+    store = request.app.state.store
+    features = views.route_features(request.app)
+    return render(
+        request,
+        scope,
+        "secrets.html",
+        "secrets",
+        secrets=views.secret_names(store, scope),
+        api_available=features["secrets"],
+        prefill=name if name.isupper() or not name else "",
+    )

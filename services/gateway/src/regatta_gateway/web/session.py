@@ -1,0 +1,107 @@
+"""Sign-in for the web UI: the API token lives in an HttpOnly cookie and is checked by `auth.authenticate`.
+
+Pages read the cookie directly (`web_scope`). The UI's JavaScript calls `/api/v1` with that same cookie:
+`CookieBearerMiddleware` turns it into the `Authorization` header the API expects, so the API keeps a
+single way of authenticating and the token never becomes readable by scripts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.requests import cookie_parser
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..auth import Principal, authenticate, resolve_scope
+from ..auth import Scope as ApiScope
+from ..errors import ApiError
+
+HERE = Path(__file__).resolve().parent
+STATIC_DIR = HERE / "static"
+TEMPLATE_DIR = HERE / "templates"
+
+COOKIE = "regatta_token"
+# Header the UI's fetch calls carry. A cross-site page cannot add a custom header without a CORS
+# preflight (which this server never grants), so requiring it on unsafe methods stops CSRF even if a
+# browser ignored SameSite.
+UI_HEADER = "x-regatta-ui"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+COOKIE_MAX_AGE = 30 * 24 * 3600
+
+
+class NotSignedIn(Exception):
+    """No valid sign-in cookie: pages redirect to /signin, fragments answer 401."""
+
+
+def not_signed_in(request: Request, _error: NotSignedIn) -> Response:
+    if request.query_params.get("fragment") or request.method != "GET":
+        return JSONResponse({"error": "Not signed in", "code": "AUTH_REQUIRED"}, status_code=401)
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303)
+
+
+def check_token(request: Request, token: str) -> Principal:
+    """Raises ApiError (401) for an unknown, revoked or expired token."""
+    return authenticate(request.app.state.store, f"Bearer {token.strip()}")
+
+
+def web_scope(request: Request) -> ApiScope:
+    """FastAPI dependency of every page: the signed-in user's (default) workspace."""
+    token = request.cookies.get(COOKIE)
+    if not token:
+        raise NotSignedIn()
+    try:
+        principal = check_token(request, token)
+        return resolve_scope(request.app.state.store, principal, None)
+    except ApiError:
+        raise NotSignedIn() from None
+
+
+def set_session(response: Response, request: Request, token: str) -> None:
+    response.set_cookie(
+        COOKIE,
+        token.strip(),
+        max_age=COOKIE_MAX_AGE,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+
+
+def clear_session(response: Response) -> None:
+    response.delete_cookie(COOKIE, path="/")
+
+
+def safe_next(target: str | None) -> str:
+    """Only same-site paths: an open redirect after sign-in would be a phishing aid."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/benchmarks"
+
+
+class CookieBearerMiddleware:
+    """Adds `Authorization: Bearer <cookie>` to `/api/v1` requests that carry the sign-in cookie only.
+
+    Safe methods (GET: reads and download links) need just the cookie; others also need the UI header.
+    A request that already has an Authorization header is left untouched (CLI and scripts).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/api/v1/"):
+            headers: list[tuple[bytes, bytes]] = list(scope["headers"])
+            names = {name for name, _ in headers}
+            if b"authorization" not in names and b"cookie" in names:
+                allowed = scope["method"] in SAFE_METHODS or UI_HEADER.encode() in names
+                raw = b"; ".join(value for name, value in headers if name == b"cookie").decode("latin-1")
+                token = cookie_parser(raw).get(COOKIE)
+                if allowed and token:
+                    headers.append((b"authorization", f"Bearer {token}".encode("latin-1")))
+                    scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)

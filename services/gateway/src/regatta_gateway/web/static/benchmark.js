@@ -1,0 +1,76 @@
+/* Benchmark page: leaderboard sorting without reload (the sort stays in the URL), actions menu,
+ * and the sync status / runs table updating live. */
+"use strict";
+
+(() => {
+  const { api, errorText, poll, refreshRegions, toast } = Regatta;
+  const TERMINAL = ["finished", "failed", "stopped"];
+  const header = document.getElementById("benchmark-header");
+  const benchmarkId = header.dataset.benchmarkId;
+
+  // --- leaderboard sort: ?sort= in the URL, rows re-rendered by the server from the same query ----
+  async function showSort(sort, push) {
+    const url = new URL(location.href);
+    url.searchParams.set("sort", sort);
+    if (push) history.pushState({ sort }, "", url);
+    const region = document.querySelector('[data-region="leaderboard"]');
+    region.setAttribute("aria-busy", "true");
+    await refreshRegions(["leaderboard"], url.pathname + url.search);
+    region.dataset.sort = sort;
+    region.removeAttribute("aria-busy");
+    region.querySelector(`[data-sort-link="${sort}"]`)?.focus();
+  }
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("[data-sort-link]");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    event.preventDefault();
+    showSort(link.dataset.sortLink, true);
+  });
+  window.addEventListener("popstate", () => {
+    showSort(new URL(location.href).searchParams.get("sort") || "pass_at_1", false);
+  });
+
+  // --- actions menu ------------------------------------------------------------------------------
+  document.addEventListener("click", async (event) => {
+    const action = event.target.closest("[data-action]");
+    if (!action) return;
+    action.closest("details[data-menu]")?.removeAttribute("open");
+    if (action.dataset.action === "retry-sync") {
+      const result = await api(`/api/v1/benchmarks/${encodeURIComponent(benchmarkId)}/sync`, { method: "POST", body: {} });
+      toast(result.ok ? "Sync requested" : errorText(result, "Could not start the sync"));
+      if (result.ok) header.dataset.sync = "pending";
+      await refreshRegions(["header"]);
+      live.now();
+    } else if (action.dataset.action === "remove") {
+      const name = document.querySelector("h1")?.firstChild?.textContent.trim() || "this benchmark";
+      if (!window.confirm(`Remove ${name} from this workspace? Its runs stay in the event log.`)) return;
+      const result = await api(`/api/v1/benchmarks/${encodeURIComponent(benchmarkId)}`, { method: "DELETE" });
+      if (result.ok) window.location.assign("/benchmarks");
+      else toast(errorText(result, "Could not remove the benchmark"));
+    }
+  });
+
+  // --- live: runs (status, progress) and, until it is ready, the sync status ----------------------
+  let busy = true;
+  const live = poll({
+    async probe() {
+      const runs = await api(`/api/v1/runs?benchmark=${encodeURIComponent(benchmarkId)}&limit=50`);
+      if (!runs.ok) return null;
+      const rows = runs.data.benchmark_runs;
+      let sync = header.dataset.sync;
+      if (sync !== "ready") {
+        const detail = await api(`/api/v1/benchmarks/${encodeURIComponent(benchmarkId)}`);
+        if (detail.ok) sync = `${detail.data.benchmark.sync_status}:${detail.data.benchmark.synced_task_count}`;
+      }
+      busy = sync.split(":")[0] !== "ready" && sync.split(":")[0] !== "failed" || rows.some((r) => !TERMINAL.includes(r.status));
+      return JSON.stringify([sync, rows.map((r) => [r.id, r.status, r.ingested_results, r.expected_results, r.best_pass_at_1])]);
+    },
+    async onChange(key) {
+      const sync = JSON.parse(key)[0].split(":")[0];
+      await refreshRegions(["header", "leaderboard", "runs"]);
+      header.dataset.sync = sync;
+    },
+    every: () => (busy ? 1000 : 5000),
+  });
+  document.addEventListener("regatta:changed", () => live.now());
+})();

@@ -1,0 +1,410 @@
+/* Run page: live updates while the run is in progress, Task Results (from /api/v1/runs/{id}/attempts,
+ * filterable, each result expandable) and Logs (newest page first, "Load older" follows the cursor). */
+"use strict";
+
+(() => {
+  const { api, el, fmt, poll, refreshRegions, errorText } = Regatta;
+  const data = JSON.parse(document.getElementById("run-data").textContent);
+  const runId = data.id;
+  const runPath = `/api/v1/runs/${encodeURIComponent(runId)}`;
+  const TERMINAL = ["finished", "failed", "stopped"];
+  let terminal = data.terminal;
+  const labels = Object.fromEntries(data.agent_indexes.map((index, i) => [index, data.agents[i]]));
+
+  const panel = (name) => document.getElementById(`panel-${name}`);
+  const visible = (name) => !panel(name).hidden;
+
+  // --- Task Results --------------------------------------------------------------------------------
+  const body = document.getElementById("results-body");
+  const count = document.getElementById("results-count");
+  const filters = {
+    q: document.getElementById("results-search"),
+    agent: document.getElementById("results-agent"),
+    task: document.getElementById("results-task"),
+    outcome: document.getElementById("results-outcome"),
+  };
+  const PAGE = 300; // rows rendered at once; "Show more" adds pages, so huge runs stay responsive
+  let shown = PAGE;
+  let attempts = null;
+  const open = new Set();
+
+  // Filters live in the URL too, so a filtered view can be shared or reloaded.
+  const params = new URL(location.href).searchParams;
+  for (const [key, input] of Object.entries(filters)) if (params.get(key)) input.value = params.get(key);
+
+  const state = (a) => a.outcome || a.status || "scheduled";
+  const result = (a) => a.result || {};
+  function seconds(a) {
+    const total = result(a).timings?.total;
+    if (total !== undefined && total !== null) return total;
+    if (a.started_at && a.finished_at) return (Date.parse(a.finished_at) - Date.parse(a.started_at)) / 1000;
+    return null;
+  }
+  function tokens(a) {
+    const usage = result(a).usage || {};
+    if (usage.input_tokens === null && usage.output_tokens === null) return null;
+    if (usage.input_tokens === undefined && usage.output_tokens === undefined) return null;
+    return (usage.input_tokens || 0) + (usage.output_tokens || 0);
+  }
+
+  function matches(a) {
+    const q = filters.q.value.trim().toLowerCase();
+    if (filters.agent.value !== "" && String(a.agent_index) !== filters.agent.value) return false;
+    if (filters.task.value && a.task !== filters.task.value) return false;
+    if (filters.outcome.value && state(a) !== filters.outcome.value) return false;
+    if (!q) return true;
+    const haystack = [a.task, labels[a.agent_index], state(a), result(a).exception_type, result(a).exception_message, a.attempt_id]
+      .filter(Boolean).join(" ").toLowerCase();
+    return q.split(/\s+/).every((word) => haystack.includes(word));
+  }
+
+  function renderResults() {
+    if (!attempts) return;
+    const rows = attempts.filter(matches);
+    const fragment = document.createDocumentFragment();
+    for (const a of rows.slice(0, shown)) {
+      const detailId = `detail-${a.attempt_id}`;
+      const isOpen = open.has(a.attempt_id);
+      const outcome = state(a);
+      const reward = result(a).primary_reward;
+      const label = labels[a.agent_index] ?? `agent ${a.agent_index + 1}`;
+      fragment.append(
+        el("tr", { class: isOpen ? "is-open" : "", dataset: { attemptId: a.attempt_id } },
+          el("td", {}, el("button", {
+            type: "button", class: "toggle", "aria-expanded": isOpen ? "true" : "false", "aria-controls": detailId,
+            "aria-label": `Details of ${a.task}, attempt ${a.attempt_index + 1}, ${label}`, dataset: { toggle: a.attempt_id },
+          }, isOpen ? "▾" : "▸")),
+          el("td", { class: "strong" }, a.task),
+          el("td", {}, label),
+          el("td", { class: "num" }, String(a.attempt_index + 1)),
+          el("td", {}, el("span", { class: `badge status-${outcome}` }, outcome)),
+          el("td", { class: "num" }, reward === null || reward === undefined ? "—" : String(+reward.toFixed(4))),
+          el("td", { class: "num" }, a.status === "running" && a.started_at
+            ? el("span", { dataset: { duration: "", start: a.started_at, end: "" } }, "…")
+            : fmt.duration(seconds(a))),
+          el("td", { class: "num" }, fmt.tokens(tokens(a))),
+          el("td", { class: "num" }, String(a.try_number || 1)),
+        ),
+      );
+      if (isOpen) fragment.append(el("tr", { class: "detail", id: detailId }, el("td", { colspan: "9" }, detail(a))));
+    }
+    if (rows.length > shown) {
+      fragment.append(el("tr", { class: "empty" }, el("td", { colspan: "9" },
+        el("button", { type: "button", class: "btn btn-small", onclick: () => { shown += PAGE; renderResults(); } },
+          `Show more (${rows.length - shown} hidden)`))));
+    }
+    if (!rows.length) {
+      fragment.append(el("tr", { class: "empty" }, el("td", { colspan: "9" },
+        attempts.length ? "No result matches these filters." : "No attempts scheduled yet.")));
+    }
+    body.replaceChildren(fragment);
+    Regatta.enhance(body);
+    count.textContent = `Showing ${Math.min(rows.length, shown)} of ${attempts.length} results` +
+      (rows.length !== attempts.length ? ` (${rows.length} match the filters)` : "");
+  }
+
+  function kv(entries) {
+    const list = el("dl", { class: "kv" });
+    for (const [key, value] of entries) {
+      if (value === undefined || value === null || value === "") continue;
+      list.append(el("dt", {}, key), el("dd", {}, value));
+    }
+    return list;
+  }
+
+  // --- downloads: GET /api/v1/runs/{id}/downloads answers a manifest with a signed URL per file ------
+  const MANIFEST_TTL = 10 * 60 * 1000; // the signed URLs live 15 minutes; refresh well before that
+  const manifests = {};
+  const segment = (text) => {
+    const cleaned = String(text).replace(/[/\\]/g, "_").trim();
+    return ["", ".", ".."].includes(cleaned) ? "_" : cleaned;
+  };
+  // Same-origin path of a signed URL: the gateway may know itself under another host name.
+  const local = (url) => { try { const u = new URL(url, location.href); return u.pathname + u.search; } catch (e) { return url; } };
+  async function manifest(types, fresh = false) {
+    const cached = manifests[types];
+    if (!fresh && cached && Date.now() - cached.at < MANIFEST_TTL) return cached;
+    const response = await api(`${data.downloads}?types=${encodeURIComponent(types)}`);
+    if (!response.ok) return { error: errorText(response, "Downloads are not available"), files: new Map() };
+    manifests[types] = { at: Date.now(), files: new Map((response.data.files || []).map((f) => [f.path, f])) };
+    return manifests[types];
+  }
+  // The layout of the downloads route: artifacts/<task>/agent-<a>-attempt-<n>/<artifact path>.
+  const artifactPath = (a, artifact) => ["artifacts", segment(a.task), `agent-${a.agent_index + 1}-attempt-${a.attempt_index + 1}`,
+    ...artifact.path.split("/").map(segment)].join("/");
+  async function artifactFile(a, artifact) {
+    let files = (await manifest("artifacts")).files;
+    if (!files.has(artifactPath(a, artifact))) files = (await manifest("artifacts", true)).files; // finished since
+    return files.get(artifactPath(a, artifact)) || null;
+  }
+  async function linkArtifacts(a, list) {
+    for (const item of list.querySelectorAll("[data-artifact]")) {
+      const artifact = (result(a).artifacts || [])[Number(item.dataset.artifact)];
+      const file = artifact && await artifactFile(a, artifact);
+      if (!file?.url) continue;
+      const name = item.querySelector(".mono");
+      name.replaceWith(el("a", { class: "mono", href: local(file.url), download: "" }, artifact.path));
+    }
+  }
+
+  function detail(a) {
+    const r = result(a);
+    const blocks = [];
+    const rewards = Object.entries(r.rewards || {});
+    blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Grading"),
+      kv([
+        ["Outcome", state(a)],
+        ["Primary reward", r.primary_reward ?? "—"],
+        ...rewards.map(([key, value]) => [`reward · ${key}`, String(value)]),
+      ])));
+    if (r.exception_type || r.exception_message) {
+      blocks.push(el("div", { class: "detail-block detail-wide" }, el("h4", {}, "Exception"),
+        el("pre", { class: "exception" }, [r.exception_type, r.exception_message].filter(Boolean).join(": "))));
+    }
+    const timings = r.timings || {};
+    blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Timings"),
+      kv([
+        ["Environment setup", timings.environment_setup != null ? fmt.duration(timings.environment_setup) : null],
+        ["Agent setup", timings.agent_setup != null ? fmt.duration(timings.agent_setup) : null],
+        ["Agent execution", timings.agent_execution != null ? fmt.duration(timings.agent_execution) : null],
+        ["Verifier", timings.verifier != null ? fmt.duration(timings.verifier) : null],
+        ["Total", timings.total != null ? fmt.duration(timings.total) : fmt.duration(seconds(a))],
+        ["Sandbox time", r.sandbox_seconds != null ? fmt.duration(r.sandbox_seconds) : null],
+      ])));
+    const usage = r.usage || {};
+    blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Tokens and cost"),
+      kv([
+        ["Input tokens", usage.input_tokens != null ? fmt.tokens(usage.input_tokens) : "not reported"],
+        ["Output tokens", usage.output_tokens != null ? fmt.tokens(usage.output_tokens) : "not reported"],
+        ["Cache tokens", usage.cache_tokens != null ? fmt.tokens(usage.cache_tokens) : null],
+        ["LLM cost", usage.cost_usd != null ? fmt.money(usage.cost_usd) : "not reported"],
+      ])));
+    blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Attempt"),
+      kv([
+        ["Attempt id", el("span", { class: "mono" }, a.attempt_id)],
+        ["Try", String(a.try_number || 1)],
+        ["Scheduled", a.scheduled_at ? fmt.local(a.scheduled_at) : null],
+        ["Started", a.started_at ? fmt.local(a.started_at) : null],
+        ["Finished", a.finished_at ? fmt.local(a.finished_at) : null],
+        ["Executor", r.executor_id],
+      ])));
+    const artifacts = r.artifacts || [];
+    const list = el("ul", { class: "artifact-list", "data-testid": "artifacts" });
+    artifacts.forEach((artifact, index) => {
+      list.append(el("li", { dataset: { artifact: String(index) } },
+        el("span", { class: "mono" }, artifact.path),
+        el("span", { class: "muted small nowrap" }, fmt.bytes(artifact.size))));
+    });
+    blocks.push(el("div", { class: "detail-block detail-wide" }, el("h4", {}, `Artifacts (${artifacts.length})`),
+      artifacts.length ? list : el("p", { class: "muted small" }, a.outcome ? "No artifacts were collected." : "Artifacts appear when the attempt finishes."),
+      artifacts.length && !data.downloads ? el("p", { class: "muted small" }, "This gateway has no downloads route; the list shows what was stored.") : null));
+    if (artifacts.length && data.downloads) linkArtifacts(a, list);
+    const trajectory = artifacts.find((artifact) => artifact.path.endsWith("trajectory.json"));
+    if (trajectory) {
+      const holder = el("div", { class: "detail-block detail-wide" }, el("h4", {}, "Conversation"));
+      if (data.downloads) {
+        const button = el("button", { type: "button", class: "btn btn-small", "data-testid": "show-conversation" }, "Show conversation");
+        button.addEventListener("click", async () => {
+          button.disabled = true;
+          button.textContent = "Loading…";
+          const file = await artifactFile(a, trajectory);
+          let problem = "the file is not in the run's downloads";
+          if (file?.url) {
+            try {
+              const response = await fetch(local(file.url), { credentials: "same-origin" });
+              if (response.ok) { button.replaceWith(renderTrajectory(await response.json())); return; }
+              problem = `HTTP ${response.status}`;
+            } catch (error) {
+              problem = "it is not valid JSON";
+            }
+          }
+          button.disabled = false;
+          button.textContent = `Could not load the trajectory (${problem}); retry`;
+        });
+        holder.append(button);
+      } else {
+        holder.append(el("p", { class: "muted small" }, `The trajectory (${trajectory.path}) is stored, but this gateway has no downloads route to read it.`));
+      }
+      blocks.push(holder);
+    }
+    return el("div", { class: "detail-grid" }, blocks);
+  }
+
+  /** Harbor's ATIF trajectory (steps of system / user / agent, tool calls, observations) as a chat. */
+  function renderTrajectory(trajectory) {
+    const box = el("div", { class: "conversation", "data-testid": "conversation" });
+    const text = (content) => {
+      if (content === null || content === undefined) return "";
+      if (typeof content === "string") return content;
+      if (Array.isArray(content)) return content.map((part) => part.text ?? (part.source ? `[${part.type}: ${part.source.path}]` : "")).join("\n");
+      return JSON.stringify(content, null, 2);
+    };
+    const steps = Array.isArray(trajectory?.steps) ? trajectory.steps
+      : Array.isArray(trajectory?.messages) ? trajectory.messages.map((m) => ({ source: m.role, message: m.content }))
+      : Array.isArray(trajectory) ? trajectory.map((m) => ({ source: m.role || m.source, message: m.content ?? m.message })) : null;
+    if (!steps) { box.append(el("pre", {}, JSON.stringify(trajectory, null, 2))); return box; }
+    for (const step of steps) {
+      const source = ["system", "user", "agent"].includes(step.source) ? step.source : (step.source === "assistant" ? "agent" : "system");
+      const head = el("div", { class: "msg-head" }, el("span", {}, step.source || "message"),
+        step.model_name ? el("span", {}, step.model_name) : null,
+        step.timestamp ? el("span", {}, fmt.local(step.timestamp)) : null);
+      const message = el("div", { class: `msg msg-${source}` }, head);
+      const bodyText = text(step.message);
+      if (bodyText) message.append(el("div", { class: "msg-body" }, bodyText));
+      if (step.reasoning_content) message.append(el("details", {}, el("summary", {}, "Reasoning"), el("pre", {}, step.reasoning_content)));
+      for (const call of step.tool_calls || []) {
+        message.append(el("pre", {}, `→ ${call.function_name}(${JSON.stringify(call.arguments ?? {}, null, 2)})`));
+      }
+      for (const observation of step.observation?.results || []) {
+        message.append(el("pre", {}, `← ${text(observation.content)}`));
+      }
+      if (step.metrics) {
+        const m = step.metrics;
+        const bits = [m.prompt_tokens != null && `${m.prompt_tokens} prompt`, m.completion_tokens != null && `${m.completion_tokens} completion`,
+          m.cost_usd != null && fmt.money(m.cost_usd)].filter(Boolean);
+        if (bits.length) message.append(el("div", { class: "muted small" }, bits.join(" · ")));
+      }
+      box.append(message);
+    }
+    if (!steps.length) box.append(el("p", { class: "muted" }, "The trajectory has no steps."));
+    return box;
+  }
+  Regatta.renderTrajectory = renderTrajectory; // exposed for tests and for other pages
+
+  body.addEventListener("click", (event) => {
+    const toggle = event.target.closest("[data-toggle]");
+    if (!toggle) return;
+    const id = toggle.dataset.toggle;
+    if (open.has(id)) open.delete(id); else open.add(id);
+    renderResults();
+    body.querySelector(`[data-toggle="${CSS.escape(id)}"]`)?.focus();
+  });
+  for (const [key, input] of Object.entries(filters)) {
+    input.addEventListener(input.tagName === "SELECT" ? "change" : "input", () => {
+      shown = PAGE;
+      const url = new URL(location.href);
+      if (input.value) url.searchParams.set(key, input.value); else url.searchParams.delete(key);
+      history.replaceState(history.state, "", url);
+      renderResults();
+    });
+  }
+
+  async function loadAttempts() {
+    const response = await api(`${runPath}/attempts`);
+    if (!response.ok) { count.textContent = errorText(response, "Could not load the results"); return; }
+    attempts = response.data.attempts;
+    renderResults();
+  }
+
+  // --- Logs ------------------------------------------------------------------------------------------
+  const logsBody = document.getElementById("logs-body");
+  const olderButton = document.getElementById("logs-older");
+  const logs = { entries: [], keys: new Set(), cursor: null, loaded: false };
+  const logKey = (entry) => `${entry.timestamp}|${entry.step}|${entry.message}|${entry.details?.event_id ?? ""}`;
+
+  function renderLogs() {
+    const rows = logs.entries.map((entry) =>
+      el("tr", {},
+        el("td", { title: entry.timestamp }, entry.timestamp ? fmt.local(entry.timestamp) : ""),
+        el("td", {}, el("span", { class: `level level-${(entry.level || "").toLowerCase()}` }, entry.level || "")),
+        el("td", {}, entry.step || ""),
+        el("td", {}, entry.message || "")));
+    logsBody.replaceChildren(...(rows.length ? rows : [el("tr", { class: "empty" }, el("td", { colspan: "4" }, "No log entries yet."))]));
+    olderButton.hidden = !logs.cursor;
+  }
+
+  async function loadNewestLogs() {
+    // Newest page; if it does not overlap what we have, walk older pages (bounded) to close the gap.
+    let page = await api(`${runPath}/logs?limit=50`);
+    if (!page.ok) return;
+    const fresh = [];
+    let cursor = page.data.next_cursor;
+    let batch = page.data.logs || [];
+    for (let guard = 0; guard < 20; guard += 1) {
+      const unseen = batch.filter((entry) => !logs.keys.has(logKey(entry)));
+      fresh.unshift(...unseen);
+      if (!logs.loaded || unseen.length < batch.length || !cursor) break;
+      page = await api(`${runPath}/logs?limit=50&cursor=${encodeURIComponent(cursor)}`);
+      if (!page.ok) break;
+      cursor = page.data.next_cursor;
+      batch = page.data.logs || [];
+    }
+    if (!logs.loaded) { logs.cursor = page.data.next_cursor; logs.loaded = true; }
+    for (const entry of fresh) logs.keys.add(logKey(entry));
+    logs.entries.push(...fresh);
+    renderLogs();
+  }
+
+  olderButton.addEventListener("click", async () => {
+    if (!logs.cursor) return;
+    olderButton.disabled = true;
+    const page = await api(`${runPath}/logs?limit=50&cursor=${encodeURIComponent(logs.cursor)}`);
+    olderButton.disabled = false;
+    if (!page.ok) { Regatta.toast(errorText(page, "Could not load older entries")); return; }
+    const older = (page.data.logs || []).filter((entry) => !logs.keys.has(logKey(entry)));
+    for (const entry of older) logs.keys.add(logKey(entry));
+    logs.entries.unshift(...older);
+    logs.cursor = page.data.next_cursor;
+    renderLogs();
+  });
+
+  // --- the Download menu: fresh signed links each time it opens -------------------------------------
+  const LABELS = { "summary.csv": "Metrics (summary.csv)", "results.csv": "Task results (results.csv)", "logs.txt": "Logs (logs.txt)" };
+  async function fillDownloads(menu) {
+    const box = menu.querySelector("[data-downloads]");
+    const listing = await manifest("summary,results,logs", true);
+    const links = [...listing.files.values()].map((file) =>
+      el("a", { role: "menuitem", href: local(file.url), download: "" }, LABELS[file.path] || file.path,
+        el("span", { class: "muted small" }, ` · ${fmt.bytes(file.size)}`)));
+    const notes = [];
+    if (listing.error) notes.push(el("p", { class: "menu-note" }, listing.error));
+    if (!terminal) notes.push(el("p", { class: "menu-note" }, "The run is in progress: files are its current snapshot."));
+    notes.push(el("p", { class: "menu-note" }, "Artifacts: open a result in Task Results."));
+    box.replaceChildren(...links, ...notes);
+  }
+  document.addEventListener("toggle", (event) => {
+    const menu = event.target;
+    if (menu.matches?.("details[data-downloads-menu]") && menu.open) fillDownloads(menu);
+  }, true); // toggle does not bubble: listen in the capture phase
+
+  // --- tabs: load lazily ---------------------------------------------------------------------------
+  document.querySelector("[data-tabs]").addEventListener("tabchange", (event) => {
+    if (event.detail.tab === "results" && attempts === null) loadAttempts();
+    if (event.detail.tab === "logs" && !logs.loaded) loadNewestLogs();
+  });
+  if (visible("results")) loadAttempts();
+  if (visible("logs")) loadNewestLogs();
+
+  // --- live updates while the run is in progress --------------------------------------------------
+  const runKey = (detail) => JSON.stringify([
+    detail.benchmark_run.status,
+    detail.progress,
+    detail.totals,
+    (detail.agents || []).map((a) => a.status),
+    (detail.agent_metrics || []).map((m) => [m.pass_at_1?.value, m.final, m.passed, m.failed, m.errored, m.cancelled, m.rank, m.tied]),
+  ]);
+  const live = poll({
+    async probe() {
+      const response = await api(runPath);
+      if (!response.ok) return null;
+      terminal = TERMINAL.includes(response.data.benchmark_run.status);
+      return runKey(response.data);
+    },
+    async onChange() {
+      await refreshRegions(["actions", "sidebar", "overview"]);
+      if (attempts !== null) await loadAttempts();
+      if (logs.loaded) await loadNewestLogs();
+    },
+    every: () => (terminal ? null : 1500),
+  });
+  document.addEventListener("regatta:changed", async () => {
+    await refreshRegions(["actions", "sidebar"]);
+    live.now();
+  });
+  // Attempts change state (scheduled → running) without changing the run's counters: while the results
+  // tab is open on a live run, refresh them on their own clock too.
+  const attemptsTimer = setInterval(() => {
+    if (terminal) { clearInterval(attemptsTimer); return; }
+    if (!document.hidden && visible("results") && attempts !== null) loadAttempts();
+  }, 2000);
+})();

@@ -1,0 +1,74 @@
+"""Issue 6: our own `regatta` CLI — secrets from an env var, tokens, downloads, --json on reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.support.tasks import run_toml
+
+
+def regatta(stack, *args: str, token: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "REGATTA_URL": stack.url,
+        "REGATTA_TOKEN": token or stack.token,
+        "COLUMNS": "200",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "regatta.cli", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_manages_secrets_tokens_and_downloads(make_stack, api_for, tmp_path) -> None:
+    stack = make_stack(executors=1)
+    api = api_for(stack)
+    api.benchmark_ready("regatta-examples")
+
+    saved = regatta(stack, "secret", "set", "MY_KEY", "--env", "SOURCE_VAR", SOURCE_VAR="s3cr3t-value-42")
+    assert saved.returncode == 0, saved.stderr
+    listed = regatta(stack, "secret", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    items = json.loads(listed.stdout)["environment_secrets"]
+    assert [(i["name"], i["scope"]) for i in items] == [("MY_KEY", "user")]
+    assert "s3cr3t-value-42" not in listed.stdout
+    missing = regatta(stack, "secret", "set", "OTHER", "--env", "UNSET_VARIABLE_X")
+    assert missing.returncode == 1 and "UNSET_VARIABLE_X" in missing.stdout
+    assert regatta(stack, "secret", "delete", "MY_KEY").returncode == 0
+    assert json.loads(regatta(stack, "secret", "list", "--json").stdout)["environment_secrets"] == []
+
+    created = json.loads(regatta(stack, "token", "create", "ci", "--json").stdout)
+    assert regatta(stack, "run", "list", "--json", token=created["token"]).returncode == 0
+    assert regatta(stack, "token", "revoke", created["id"]).returncode == 0
+    refused = regatta(stack, "run", "list", "--json", token=created["token"])
+    assert refused.returncode == 1 and "revoked" in refused.stdout.lower()
+
+    run = api.submit_toml(run_toml("regatta-examples", task_names=["hello-file", "rot13"]))
+    assert api.wait_run(run["id"])["benchmark_run"]["status"] == "finished"
+    shown = json.loads(regatta(stack, "run", "show", run["id"], "--json").stdout)
+    assert shown["benchmark_run"]["status"] == "finished"
+    out = tmp_path / "out"
+    downloaded = regatta(stack, "run", "download", run["id"], "-o", str(out), "--types", "all", "--json")
+    assert downloaded.returncode == 0, downloaded.stdout + downloaded.stderr
+    files = {f["path"]: f["size"] for f in json.loads(downloaded.stdout)["files"]}
+    assert {"summary.csv", "results.csv", "logs.txt"} <= set(files)
+    assert any(path.startswith("artifacts/") for path in files)
+    for path, size in files.items():
+        assert (out / path).stat().st_size == size
+    assert "hello-file" in (out / "results.csv").read_text()
+    for command in (
+        ["benchmark", "list", "--json"],
+        ["run", "logs", run["id"], "--json"],
+        ["token", "list", "--json"],
+        ["benchmark", "show", "regatta-examples", "--json"],
+    ):
+        result = regatta(stack, *command)
+        assert result.returncode == 0, (command, result.stdout, result.stderr)
+        json.loads(result.stdout)

@@ -1,0 +1,310 @@
+"""The gateway app (FastAPI, its lifespan, projections) on a real SQLite or Postgres store and real NATS.
+
+No registry-sync, scheduler, executor or scoring runs here: a benchmark's sync and a run's progress are
+seeded as the events those services record, so route tests are fast. tests/e2e covers the real flow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import nats
+import pytest
+from fastapi.testclient import TestClient
+from regatta_gateway.app import create_app
+from regatta_shared.bus import ARTIFACTS_BUCKET
+from regatta_shared.events import (
+    AgentScores,
+    ArtifactRef,
+    AttemptFinished,
+    AttemptScheduled,
+    AttemptStarted,
+    BenchmarkMetadata,
+    BenchmarkSyncCompleted,
+    BenchmarkSyncStarted,
+    BenchmarkTasksSynced,
+    MetricValue,
+    RunFinished,
+    RunQueued,
+    RunScored,
+    RunStarted,
+    TaskInfo,
+    Usage,
+)
+from regatta_shared.eventstore import EventStore
+from regatta_shared.eventstore.records import new_event
+from regatta_shared.eventstore.schema import events as events_table
+from regatta_shared.ids import attempt_id, benchmark_stream, run_stream
+from regatta_shared.settings import Settings
+from sqlalchemy import func, select, text
+
+ADMIN_TOKEN = "rg_admin_token_for_tests"
+CLI_HEADERS = {
+    "Content-Type": "application/json",
+    "User-Agent": "osmosis-cli/0.3.8",
+    "X-Osmosis-CLI-Version": "0.3.8",
+    "Accept-Encoding": "identity",
+}
+
+
+class Gateway:
+    def __init__(self, client: TestClient, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self.store: EventStore = client.app.state.store  # type: ignore[attr-defined]
+        self.nats_url = settings.nats_url
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    def cli(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str = ADMIN_TOKEN,
+        workspace: str | None = "default",
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        sent = {**CLI_HEADERS, "Authorization": f"Bearer {token}"}
+        if workspace is not None:
+            sent["X-Osmosis-Workspace"] = workspace
+        sent.update(headers or {})
+        if "json" in kwargs:
+            kwargs["content"] = json.dumps(kwargs.pop("json")).encode()
+        return self.client.request(method, f"/api/cli{path}", headers=sent, follow_redirects=False, **kwargs)
+
+    def v1(
+        self, method: str, path: str, *, token: str = ADMIN_TOKEN, workspace: str | None = None, **kwargs: Any
+    ) -> Any:
+        headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+        if workspace is not None:
+            headers["X-Regatta-Workspace"] = workspace
+        return self.client.request(
+            method, f"/api/v1{path}", headers=headers, follow_redirects=False, **kwargs
+        )
+
+    def ok(self, response: Any, status: int = 200) -> Any:
+        assert response.status_code == status, response.text
+        return response.json() if response.content else None
+
+    def settle(self) -> None:
+        self.client.app.state.projections.catch_up()  # type: ignore[attr-defined]
+
+    # --- identity ---------------------------------------------------------------------------------
+
+    def workspace(self, name: str) -> str:
+        return self.ok(self.v1("POST", "/workspaces", json={"name": name}, workspace="default"), 201)["id"]
+
+    def member(self, workspace: str, email: str, role: str = "member") -> str:
+        body = {"email": email, "role": role, "issue_token": True}
+        return self.ok(self.v1("POST", f"/workspaces/{quote(workspace, safe='')}/members", json=body), 201)[
+            "token"
+        ]
+
+    # --- seeded state -----------------------------------------------------------------------------
+
+    def event_count(self) -> int:
+        with self.store.read_engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(events_table)).scalar_one()
+
+    def all_event_json(self) -> str:
+        with self.store.read_engine.connect() as conn:
+            rows = conn.execute(select(events_table.c.data, events_table.c.metadata)).all()
+        return json.dumps([[r[0], r[1]] for r in rows])
+
+    def raw_rows(self, table: str) -> list[dict[str, Any]]:
+        with self.store.read_engine.connect() as conn:
+            return [dict(r) for r in conn.execute(text(f"SELECT * FROM {table}")).mappings()]
+
+    def benchmark(
+        self,
+        name: str,
+        tasks: list[str],
+        *,
+        workspace: str = "default",
+        token: str = ADMIN_TOKEN,
+        ready: bool = True,
+        categories: dict[str, str] | None = None,
+        metadata: BenchmarkMetadata | None = None,
+    ) -> str:
+        """Add a folder benchmark; with `ready`, record the sync registry-sync would have made."""
+        body = {"source_type": "folder", "path": f"/srv/benchmarks/{name}", "name": name}
+        benchmark_id = self.ok(
+            self.v1("POST", "/benchmarks", json=body, token=token, workspace=workspace), 201
+        )["id"]
+        if ready:
+            sync_id = f"sync_{benchmark_id}"
+            infos = [
+                TaskInfo(name=task, category=(categories or {}).get(task), digest=_digest(task))
+                for task in tasks
+            ]
+            events = [
+                BenchmarkSyncStarted(benchmark_id=benchmark_id, sync_id=sync_id, total=len(tasks)),
+                BenchmarkTasksSynced(benchmark_id=benchmark_id, sync_id=sync_id, page=1, tasks=infos),
+                BenchmarkSyncCompleted(
+                    benchmark_id=benchmark_id,
+                    sync_id=sync_id,
+                    version="1.0",
+                    digest=_digest(name),
+                    task_count=len(tasks),
+                    metadata=metadata or BenchmarkMetadata(),
+                ),
+            ]
+            self.store.append(
+                benchmark_stream(benchmark_id), [new_event(e, actor="registry-sync") for e in events]
+            )
+        self.settle()
+        return benchmark_id
+
+    def submit(
+        self, config: dict[str, Any], *, workspace: str = "default", token: str = ADMIN_TOKEN
+    ) -> dict[str, Any]:
+        return self.ok(
+            self.cli("POST", "/benchmark-runs", json=config, workspace=workspace, token=token), 201
+        )
+
+    def progress(
+        self, run_id: str, *, finish: bool = True, artifacts: dict[str, bytes] | None = None
+    ) -> None:
+        """Record what scheduler, executor and scoring would: every attempt passed (agent 0) or failed."""
+        with self.store.read_engine.connect() as conn:
+            row = conn.execute(text("SELECT submission FROM rm_runs WHERE id = :id"), {"id": run_id}).first()
+        submission = row[0] if isinstance(row[0], dict) else json.loads(row[0])
+        k = submission["execution"]["attempts_per_task"]
+        tasks = [t["name"] for t in submission["tasks"]]
+        agents = submission["agents"]
+        refs = [
+            ArtifactRef(path=p, digest=_put_artifact(self.nats_url, b), size=len(b))
+            for p, b in (artifacts or {}).items()
+        ]
+        events: list[Any] = [
+            RunQueued(run_id=run_id, expected_attempts=len(tasks) * len(agents) * k),
+            RunStarted(run_id=run_id),
+        ]
+        for agent in agents:
+            for task in tasks:
+                for index in range(k):
+                    aid = attempt_id(run_id, agent["index"], task, index)
+                    outcome = "passed" if agent["index"] == 0 else "failed"
+                    events += [
+                        AttemptScheduled(
+                            run_id=run_id,
+                            attempt_id=aid,
+                            agent_index=agent["index"],
+                            task=task,
+                            attempt_index=index,
+                        ),
+                        AttemptStarted(run_id=run_id, attempt_id=aid, try_number=1, executor_id="exec-test"),
+                        AttemptFinished(
+                            run_id=run_id,
+                            attempt_id=aid,
+                            agent_index=agent["index"],
+                            task=task,
+                            attempt_index=index,
+                            try_number=1,
+                            outcome=outcome,
+                            rewards={"reward": 1.0 if outcome == "passed" else 0.0},
+                            primary_reward=1.0 if outcome == "passed" else 0.0,
+                            usage=Usage(input_tokens=100, output_tokens=20, cost_usd=0.01),
+                            executor_id="exec-test",
+                            artifacts=refs,
+                        ),
+                    ]
+        if finish:
+            scores = [
+                AgentScores(
+                    agent_index=agent["index"],
+                    pass_at_1=MetricValue(
+                        value=1.0 if agent["index"] == 0 else 0.0, ci_low=0.2, ci_high=1.0, n=len(tasks)
+                    ),
+                    pass_at_k=[
+                        {"k": k, "value": 1.0 if agent["index"] == 0 else 0.0, "ci_low": 0.2, "ci_high": 1.0}
+                    ],
+                    k=k,
+                    passed=len(tasks) * k if agent["index"] == 0 else 0,
+                    failed=0 if agent["index"] == 0 else len(tasks) * k,
+                    input_tokens=100 * len(tasks) * k,
+                    output_tokens=20 * len(tasks) * k,
+                    cost_usd=0.01 * len(tasks) * k,
+                    complete=True,
+                    rank=agent["index"] + 1,
+                )
+                for agent in agents
+            ]
+            events += [RunScored(run_id=run_id, final=True, agents=scores), RunFinished(run_id=run_id)]
+        self.store.append(run_stream(run_id), [new_event(e, actor="run-scheduler") for e in events])
+        self.settle()
+
+
+def _digest(text_: str) -> str:
+    return "sha256:" + hashlib.sha256(text_.encode()).hexdigest()
+
+
+def _put_artifact(nats_url: str, data: bytes) -> str:
+    import asyncio
+
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+
+    async def put() -> None:
+        nc = await nats.connect(nats_url)
+        try:
+            await (await nc.jetstream().object_store(ARTIFACTS_BUCKET)).put(digest, data)
+        finally:
+            await nc.close()
+
+    asyncio.run(put())
+    return digest
+
+
+def demo_config(benchmark: str = "demo", **extra: Any) -> dict[str, Any]:
+    """A submission body exactly as the CLI sends it (contract §4.4)."""
+    body: dict[str, Any] = {
+        "experiment_config": {"benchmark": benchmark},
+        "agents": [
+            {
+                "harness": "oracle",
+                "model": {"type": "hosted", "base_model": "none", "lora_model_name": "none"},
+                "env": {},
+            },
+            {
+                "harness": "nop",
+                "model": {"type": "hosted", "base_model": "none", "lora_model_name": "none"},
+                "env": {},
+            },
+        ],
+    }
+    body.update(extra)
+    return body
+
+
+def make_settings(database_url: str, nats_url: str, data_dir: Path) -> Settings:
+    return Settings(
+        NATS_URL=nats_url,
+        DATABASE_URL=database_url,
+        REGATTA_DATA_DIR=data_dir,
+        REGATTA_BOOTSTRAP_TOKEN=ADMIN_TOKEN,
+        REGATTA_HOSTED_BENCHMARKS=None,
+        REGATTA_MASTER_KEY=None,
+    )
+
+
+@pytest.fixture
+def gateway(database_url: str, nats_url: str, tmp_path: Path) -> Iterator[Gateway]:
+    """The gateway on SQLite and on Postgres (the `database_url` fixture runs both)."""
+    settings = make_settings(database_url, nats_url, tmp_path / "data")
+    with TestClient(create_app(settings)) as client:
+        yield Gateway(client, settings)
+
+
+@pytest.fixture
+def pg_gateway(postgres_url: str, nats_url: str, tmp_path: Path) -> Iterator[Gateway]:
+    """The gateway on Postgres only, for tests whose subject is not the backend."""
+    settings = make_settings(postgres_url, nats_url, tmp_path / "data")
+    with TestClient(create_app(settings)) as client:
+        yield Gateway(client, settings)

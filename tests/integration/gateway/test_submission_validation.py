@@ -1,0 +1,104 @@
+"""Bad submissions (invariant 8): a clear error naming the field, and nothing stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import ADMIN_TOKEN, Gateway, demo_config
+from .test_cli_contract import flat_error
+
+
+def with_execution(**values: Any) -> dict[str, Any]:
+    return demo_config(execution_config=values)
+
+
+def unknown_harness() -> dict[str, Any]:
+    config = demo_config()
+    config["agents"][1]["harness"] = "no-such-harness"
+    return config
+
+
+JSON_CASES = [
+    ("attempts 0", with_execution(attempts_per_task=0), 400, "execution_config.attempts_per_task"),
+    ("attempts 101", with_execution(attempts_per_task=101), 400, "execution_config.attempts_per_task"),
+    (
+        "concurrency 0",
+        with_execution(max_concurrent_attempts=0),
+        400,
+        "execution_config.max_concurrent_attempts",
+    ),
+    ("timeout 0", with_execution(timeout_multiplier=0), 400, "execution_config.timeout_multiplier"),
+    ("retries 11", with_execution(max_retries=11), 400, "execution_config.max_retries"),
+    ("threshold 1.5", with_execution(pass_threshold=1.5), 400, "execution_config.pass_threshold"),
+    ("attempts as text", with_execution(attempts_per_task="two"), 400, "execution_config.attempts_per_task"),
+    ("unknown top-level key", {**demo_config(), "extra": 1}, 400, "extra"),
+    ("unknown execution key", with_execution(speed="fast"), 400, "execution_config.speed"),
+    (
+        "unknown agent key",
+        {**demo_config(), "agents": [{"model": {"type": "hosted", "base_model": "b"}, "env": {}, "x": 1}]},
+        400,
+        "agents.0.x",
+    ),
+    ("no agents", {**demo_config(), "agents": []}, 400, "agents"),
+    ("unknown benchmark", demo_config("no-such-benchmark"), 404, "experiment_config.benchmark"),
+    ("unknown harness", unknown_harness(), 400, "agents.1.harness"),
+    ("syncing benchmark", demo_config("syncing"), 400, "experiment_config.benchmark"),
+    ("unknown task", demo_config(tasks_config={"task_names": ["t9"]}), 400, "tasks.task_names"),
+    ("missing secrets", demo_config(secrets={"required": ["NOPE"], "provided": {}}), 404, "secrets.required"),
+]
+
+
+@pytest.mark.parametrize(("case", "config", "status", "field"), JSON_CASES, ids=[c[0] for c in JSON_CASES])
+def test_bad_json_submissions_name_the_field_and_store_nothing(
+    pg_gateway: Gateway, case: str, config: dict[str, Any], status: int, field: str
+) -> None:
+    gw = pg_gateway
+    gw.benchmark("demo", ["t1", "t2"])
+    gw.benchmark("syncing", ["t1"], ready=False)
+    before = gw.event_count()
+    body = flat_error(gw.cli("POST", "/benchmark-runs", json=config), status)
+    assert body["field"] == field, body
+    if body.get("issues"):  # issue keys may use the TOML's table names (experiment.benchmark)
+        assert body["issues"][0]["key"].split(".")[-1] == field.split(".")[-1]
+    assert gw.event_count() == before
+    assert gw.ok(gw.cli("GET", "/benchmark-runs"))["total_count"] == 0
+
+
+TOML_CASES = [
+    ("malformed", '[experiment\nbenchmark = "demo"\n', "(toml)"),
+    ("unknown table", '[experiment]\nbenchmark = "demo"\n[bogus]\nx = 1\n', "bogus"),
+    ("unknown key", '[experiment]\nbenchmark = "demo"\nflavour = "x"\n', "experiment_config.flavour"),
+    (
+        "attempts 0",
+        '[experiment]\nbenchmark = "demo"\n[[agents]]\nharness = "oracle"\n[agents.model]\ntype = "hosted"\n'
+        'base_model = "b"\n[execution]\nattempts_per_task = 0\n',
+        "execution_config.attempts_per_task",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "toml", "field"), TOML_CASES, ids=[c[0] for c in TOML_CASES])
+def test_bad_toml_submissions_name_the_field_and_store_nothing(
+    pg_gateway: Gateway, case: str, toml: str, field: str
+) -> None:
+    gw = pg_gateway
+    gw.benchmark("demo", ["t1"])
+    before = gw.event_count()
+    response = gw.client.post(
+        "/api/v1/runs",
+        content=toml.encode(),
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/toml"},
+    )
+    assert flat_error(response, 400)["field"] == field
+    assert gw.event_count() == before
+
+
+def test_malformed_json_body_stores_nothing(pg_gateway: Gateway) -> None:
+    gw = pg_gateway
+    gw.benchmark("demo", ["t1"])
+    before = gw.event_count()
+    for raw in (b"{", b"[]", b'"text"'):
+        flat_error(gw.cli("POST", "/benchmark-runs", content=raw), 400, "VALIDATION")
+    assert gw.event_count() == before
