@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 
 import nats
 from faststream.nats.annotations import NatsMessage
-from nats.js.errors import NotFoundError
 from regatta_shared.bus import EVENTS_STREAM, TASKS_BUCKET
 from regatta_shared.codec import decode_stored
 from regatta_shared.service import (
@@ -19,7 +20,10 @@ from regatta_shared.service import (
 )
 from regatta_shared.settings import load_settings
 
+from .archive_store import NatsArchiveStore
 from .sync import BenchmarkSync, initial_sync_id
+
+ACK_WAIT_SEC = 120.0
 
 settings = load_settings()
 broker = make_broker(settings)
@@ -27,17 +31,18 @@ state: dict[str, object] = {}
 
 
 async def connect() -> None:
+    # Harbor's git calls inherit these: a repository asking for credentials fails instead of hanging.
+    os.environ.setdefault("GIT_TERMINAL_PROMPT", "0")
+    os.environ.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
-    tasks = await nc.jetstream().object_store(TASKS_BUCKET)
-
-    async def put_archive(digest: str, data: bytes) -> None:
-        try:
-            await tasks.get_info(digest)
-        except NotFoundError:
-            await tasks.put(digest, data)
-
+    bucket = await nc.jetstream().object_store(TASKS_BUCKET)
     state["nc"] = nc
-    state["sync"] = BenchmarkSync(make_store(settings), put_archive)
+    state["sync"] = BenchmarkSync(
+        make_store(settings),
+        NatsArchiveStore(bucket),
+        page_size=settings.sync_page_size,
+        workdir=settings.data_dir / "registry-sync",
+    )
 
 
 @broker.subscriber(
@@ -45,7 +50,7 @@ async def connect() -> None:
     **durable_pull(
         EVENTS_STREAM,
         "registry-sync",
-        ack_wait=300.0,
+        ack_wait=ACK_WAIT_SEC,
         filter_subjects=["evt.benchmark.BenchmarkAdded", "evt.benchmark.BenchmarkSyncRequested"],
     ),
 )
@@ -55,7 +60,21 @@ async def sync_benchmark(msg: NatsMessage) -> None:
     assert isinstance(sync, BenchmarkSync)
     benchmark_id = event.data["benchmark_id"]
     sync_id = event.data.get("sync_id") or initial_sync_id(benchmark_id)
-    await asyncio.shield(sync.run(benchmark_id, sync_id))
+    # A sync of a large dataset (a git clone, a thousand archives) outlives ack_wait: keep the message ours.
+    heartbeat = asyncio.create_task(_heartbeat(msg))
+    try:
+        await asyncio.shield(sync.run(benchmark_id, sync_id))
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+
+
+async def _heartbeat(msg: NatsMessage) -> None:
+    while True:
+        await asyncio.sleep(ACK_WAIT_SEC / 3)
+        with contextlib.suppress(Exception):
+            await msg.in_progress()
 
 
 async def disconnect() -> None:

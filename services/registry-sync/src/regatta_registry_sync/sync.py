@@ -1,124 +1,208 @@
 """Service layer of registry-sync: one sync of one benchmark, recorded page by page.
 
-A sync is idempotent: page events have ids derived from (sync id, page), so a redelivered request
-re-appends nothing it already recorded. Nothing becomes runnable before BenchmarkSyncCompleted.
+A sync is idempotent: every event it appends has an id derived from (sync id, step), so a redelivered
+request re-appends nothing it already recorded, and a redelivery that computes a different page (the
+source changed in between) fails the sync instead of mixing two versions. Nothing becomes runnable
+before BenchmarkSyncCompleted; a failed sync leaves the last completed version's tasks and archives as
+they were, so runs that locked it are unaffected.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import logging
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 from regatta_shared.events import (
     BenchmarkAdded,
-    BenchmarkMetadata,
     BenchmarkSyncCompleted,
     BenchmarkSyncFailed,
     BenchmarkSyncStarted,
     BenchmarkTasksSynced,
     Event,
+    TaskInfo,
 )
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.ids import benchmark_stream
 
-from .sources import ResolvedDataset, SourceInvalid, resolve
-from .tasks import TaskInvalid, read_task
+from .archive_store import ArchiveStore
+from .dataset import Dataset, SourceInvalid, TaskLocation, dataset_digest
+from .manifest import DeclaredMetadata, ManifestInvalid, from_deployment, parse_manifest, resolve_metadata
+from .sources import open_dataset
+from .tasks import TaskInvalid, build_archive, inspect_task
 
 log = logging.getLogger("regatta.registry_sync")
 PAGE_SIZE = 100
-PutArchive = Callable[[str, bytes], Awaitable[None]]
-
-
-def dataset_digest(task_digests: list[str]) -> str:
-    """Harbor's dataset content hash: sha256 of the sorted task digests joined by commas."""
-    hexes = sorted(d.removeprefix("sha256:") for d in task_digests)
-    return "sha256:" + hashlib.sha256(",".join(hexes).encode()).hexdigest()
+CONCURRENCY = 8
+OnPage = Callable[[int, int], Awaitable[None]]
+SYNC_ERRORS = (SourceInvalid, TaskInvalid, ManifestInvalid)
 
 
 class BenchmarkSync:
-    def __init__(self, store: EventStore, put_archive: PutArchive, page_size: int = PAGE_SIZE) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        archives: ArchiveStore,
+        page_size: int = PAGE_SIZE,
+        concurrency: int = CONCURRENCY,
+        workdir: Path | None = None,
+    ) -> None:
         self.store = store
-        self.put_archive = put_archive
+        self.archives = archives
         self.page_size = page_size
+        self.concurrency = concurrency
+        self.workdir = workdir
 
-    async def run(self, benchmark_id: str, sync_id: str) -> None:
+    async def run(self, benchmark_id: str, sync_id: str, on_page: OnPage | None = None) -> None:
         stream = benchmark_stream(benchmark_id)
-        history = self.store.read_stream(stream)
+        history = await asyncio.to_thread(self.store.read_stream, stream)
         added = next((e.payload() for e in history if e.type == "BenchmarkAdded"), None)
         if not isinstance(added, BenchmarkAdded) or _finished(history, sync_id) or _removed(history):
             return
-        try:
-            dataset = resolve(added.source)
-        except SourceInvalid as error:
-            self._append(
-                stream,
-                BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=str(error)),
-                sync_id,
-                "failed",
-            )
+        if current_sync_id(history, benchmark_id) != sync_id:
+            log.info("sync %s of %s was superseded by a later request; skipped", sync_id, benchmark_id)
             return
-        self._append(
+        if self.workdir is not None:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix="sync-", dir=self.workdir))
+        try:
+            await self._sync(added, sync_id, history, workdir, on_page)
+        except SYNC_ERRORS as error:
+            log.info("sync %s of %s failed: %s", sync_id, benchmark_id, error)
+            failed = BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=str(error))
+            await self._append(stream, failed, sync_id, "failed")
+        finally:
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+
+    async def _sync(
+        self,
+        added: BenchmarkAdded,
+        sync_id: str,
+        history: list[StoredEvent],
+        workdir: Path,
+        on_page: OnPage | None,
+    ) -> None:
+        benchmark_id = added.benchmark_id
+        stream = benchmark_stream(benchmark_id)
+        dataset = await open_dataset(added.source, workdir)
+        label = f"dataset {dataset.name}" + (f"@{dataset.version}" if dataset.version else "")
+        if not dataset.tasks:
+            raise SourceInvalid(f"{label} has no tasks")
+        layers = [
+            parse_manifest(dataset.manifest) if dataset.manifest else DeclaredMetadata(),
+            from_deployment(added.source.metadata),
+        ]
+        started = _recorded(history, "BenchmarkSyncStarted", sync_id)
+        if started and started[0]["total"] != len(dataset.tasks):
+            raise SourceInvalid(f"{label} changed while this sync was retried; request a new sync")
+        total = len(dataset.tasks)
+        await self._append(
             stream,
             BenchmarkSyncStarted(
-                benchmark_id=benchmark_id, sync_id=sync_id, total=len(dataset.tasks), version=dataset.version
+                benchmark_id=benchmark_id, sync_id=sync_id, total=total, version=dataset.version
             ),
             sync_id,
             "started",
         )
-        try:
-            digests = await self._pages(benchmark_id, sync_id, dataset)
-        except TaskInvalid as error:
-            self._append(
-                stream,
-                BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=str(error)),
-                sync_id,
-                "failed",
+        pages = {d["page"]: d["tasks"] for d in _recorded(history, "BenchmarkTasksSynced", sync_id)}
+        infos = await self._pages(benchmark_id, sync_id, dataset, pages, on_page)
+        digest = dataset_digest([i.digest for i in infos], dataset.files)
+        if dataset.expected_digest and digest != dataset.expected_digest:
+            raise SourceInvalid(
+                f"{label}: content digest {digest} does not match the source's {dataset.expected_digest}"
             )
-            return
-        if not digests:
-            reason = f"dataset {dataset.name}@{dataset.version} has no tasks"
-            self._append(
-                stream,
-                BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=reason),
-                sync_id,
-                "failed",
-            )
-            return
-        digest = dataset_digest(digests)
-        version = dataset.version if dataset.version != "local" else digest.removeprefix("sha256:")[:12]
+        metadata = resolve_metadata(layers, [i.name for i in infos], dataset.description)
         completed = BenchmarkSyncCompleted(
             benchmark_id=benchmark_id,
             sync_id=sync_id,
-            version=version,
+            version=dataset.version or digest.removeprefix("sha256:")[:12],
             digest=digest,
-            task_count=len(digests),
-            metadata=BenchmarkMetadata(),
+            task_count=len(infos),
+            metadata=metadata,
+            source_commit=dataset.commit,
         )
-        self._append(stream, completed, sync_id, "completed")
+        await self._append(stream, completed, sync_id, "completed")
 
-    async def _pages(self, benchmark_id: str, sync_id: str, dataset: ResolvedDataset) -> list[str]:
-        digests: list[str] = []
-        seen: set[str] = set()
-        for page, start in enumerate(range(0, len(dataset.tasks), self.page_size), start=1):
-            infos = []
-            for location in dataset.tasks[start : start + self.page_size]:
-                loaded = read_task(location.path, location.name)
-                if loaded.info.name in seen:
-                    raise TaskInvalid(f"task {loaded.info.name!r}: listed twice in {dataset.name}")
-                seen.add(loaded.info.name)
-                await self.put_archive(loaded.info.digest, loaded.archive)
-                infos.append(loaded.info)
-                digests.append(loaded.info.digest)
-            synced = BenchmarkTasksSynced(benchmark_id=benchmark_id, sync_id=sync_id, page=page, tasks=infos)
-            self._append(benchmark_stream(benchmark_id), synced, sync_id, f"page-{page}")
-        return digests
+    async def _pages(
+        self,
+        benchmark_id: str,
+        sync_id: str,
+        dataset: Dataset,
+        recorded: dict[int, list[dict[str, Any]]],
+        on_page: OnPage | None,
+    ) -> list[TaskInfo]:
+        limit = asyncio.Semaphore(self.concurrency)
+        everything: list[TaskInfo] = []
+        names: set[str] = set()
+        total = len(dataset.tasks)
+        for page, start in enumerate(range(0, total, self.page_size), start=1):
+            chunk = dataset.tasks[start : start + self.page_size]
+            # Every task of the page finishes before an error is reported, so the reason is the first
+            # broken task in list order, the same on every delivery.
+            results = await asyncio.gather(
+                *(self._task(location, limit, page not in recorded) for location in chunk),
+                return_exceptions=True,
+            )
+            failure = next((r for r in results if isinstance(r, BaseException)), None)
+            if failure is not None:
+                raise failure
+            infos = [r for r in results if isinstance(r, TaskInfo)]
+            for info in infos:
+                if info.name in names:
+                    raise TaskInvalid(f"task {info.name!r}: listed twice in dataset {dataset.name}")
+                names.add(info.name)
+            everything.extend(infos)
+            if page in recorded:
+                if recorded[page] != [i.model_dump(mode="json") for i in infos]:
+                    raise SourceInvalid(
+                        f"dataset {dataset.name} changed while this sync was retried (page {page}); "
+                        "request a new sync"
+                    )
+            else:
+                synced = BenchmarkTasksSynced(
+                    benchmark_id=benchmark_id, sync_id=sync_id, page=page, tasks=infos
+                )
+                await self._append(benchmark_stream(benchmark_id), synced, sync_id, f"page-{page}")
+            if on_page is not None:
+                await on_page(len(everything), total)
+        return everything
 
-    def _append(self, stream: str, payload: Event, sync_id: str, step: str) -> None:
-        self.store.append(
-            stream, [new_event(payload, event_id=deterministic_id(sync_id, step), actor="registry-sync")]
-        )
+    async def _task(self, location: TaskLocation, limit: asyncio.Semaphore, upload: bool) -> TaskInfo:
+        async with limit:
+            task = await asyncio.to_thread(inspect_task, location.path, location.name)
+            digest = task.info.digest
+            if location.expected_digest and digest != location.expected_digest:
+                raise TaskInvalid(
+                    f"task {location.name!r}: content digest {digest} does not match the source's "
+                    f"{location.expected_digest}"
+                )
+            # Archives are written before the page that names them, so a recorded digest always resolves.
+            if upload and not await self.archives.exists(digest):
+                archive = await asyncio.to_thread(build_archive, task)
+                try:
+                    await self.archives.put(digest, archive)
+                finally:
+                    archive.close()
+            return task.info
+
+    async def _append(self, stream: str, payload: Event, sync_id: str, step: str) -> None:
+        event = new_event(payload, event_id=deterministic_id(sync_id, step), actor="registry-sync")
+        await asyncio.to_thread(self.store.append, stream, [event])
+
+
+def current_sync_id(history: list[StoredEvent], benchmark_id: str) -> str:
+    """The latest requested sync; an older request redelivered later must not run over it."""
+    requested = [e.data["sync_id"] for e in history if e.type == "BenchmarkSyncRequested"]
+    return requested[-1] if requested else initial_sync_id(benchmark_id)
+
+
+def _recorded(history: list[StoredEvent], event_type: str, sync_id: str) -> list[dict[str, Any]]:
+    return [e.data for e in history if e.type == event_type and e.data.get("sync_id") == sync_id]
 
 
 def _finished(history: list[StoredEvent], sync_id: str) -> bool:

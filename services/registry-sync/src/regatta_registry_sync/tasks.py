@@ -1,17 +1,26 @@
-"""Reading one Harbor task folder: validity, metadata, Harbor's content digest, and its archive."""
+"""Reading one Harbor task folder: validity, metadata, Harbor's content digest, and its archive.
+
+Blocking file I/O: callers run these functions in a worker thread.
+"""
 
 from __future__ import annotations
 
-import io
+import gzip
+import os
 import tarfile
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
+from harbor.models.task.config import TaskConfig
 from harbor.publisher.packager import Packager
+from pydantic import ValidationError
 from regatta_shared.events import TaskInfo
 
 DIFFICULTIES = {"easy", "medium", "hard"}
+SPOOL_LIMIT_BYTES = 8 * 1024 * 1024
 
 
 class TaskInvalid(Exception):
@@ -19,65 +28,127 @@ class TaskInvalid(Exception):
 
 
 @dataclass(frozen=True)
-class LoadedTask:
+class InspectedTask:
     info: TaskInfo
-    archive: bytes
+    files: list[tuple[Path, str]]
 
 
-def read_task(task_dir: Path, name_hint: str) -> LoadedTask:
+def inspect_task(task_dir: Path, name_hint: str) -> InspectedTask:
+    """Validate a task as Harbor's Task.is_valid_dir does, and compute its content digest."""
     label = name_hint or task_dir.name
+    try:
+        return _inspect(task_dir, label)
+    except OSError as error:
+        # An unreadable file is a problem of the source, not of this service: retrying would not help.
+        where = Path(error.filename).name if error.filename else task_dir
+        raise TaskInvalid(f"task {label!r}: cannot read {where} ({error.strerror or error})") from None
+
+
+def _inspect(task_dir: Path, label: str) -> InspectedTask:
     if not task_dir.is_dir():
         raise TaskInvalid(f"task {label!r}: folder {task_dir} does not exist")
     toml_path = task_dir / "task.toml"
     if not toml_path.is_file():
         raise TaskInvalid(f"task {label!r}: task.toml is missing")
     try:
-        config = tomllib.loads(toml_path.read_text())
+        raw = tomllib.loads(toml_path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise TaskInvalid(f"task {label!r}: task.toml is not valid TOML ({error})") from None
-    if not (task_dir / "instruction.md").is_file() and not config.get("steps"):
+    try:
+        config = TaskConfig.model_validate(raw)
+    except ValidationError as error:
+        raise TaskInvalid(f"task {label!r}: task.toml {_first_error(error)}") from None
+    if not config.environment.docker_image and not (task_dir / "environment").is_dir():
+        raise TaskInvalid(f"task {label!r}: environment/ is missing (and no [environment].docker_image)")
+    if not config.steps and not (task_dir / "instruction.md").is_file():
         raise TaskInvalid(f"task {label!r}: instruction.md is missing")
-    separate_verifier = bool((config.get("verifier") or {}).get("environment"))
-    if not separate_verifier and not _has_test_script(task_dir):
-        raise TaskInvalid(f"task {label!r}: tests/test.sh is missing")
-    name = str((config.get("task") or {}).get("name") or label)
-    metadata = config.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise TaskInvalid(f"task {label!r}: [metadata] must be a table")
+    if not config.steps and not config.verifier.environment:
+        script = "tests/test.bat" if config.environment.os == "windows" else "tests/test.sh"
+        if not (task_dir / script).is_file():
+            raise TaskInvalid(f"task {label!r}: {script} is missing")
+    name = config.task.name if config.task is not None else label
+    metadata = config.metadata
+    root = task_dir.resolve()
     digest, files = Packager.compute_content_hash(task_dir)
     info = TaskInfo(
         name=name,
         category=_text(metadata.get("category")),
         difficulty=_difficulty(metadata.get("difficulty")),
-        tags=[str(t) for t in metadata.get("tags") or [] if isinstance(t, (str, int, float))],
+        tags=_tags(metadata.get("tags")),
         digest=f"sha256:{digest}",
     )
-    return LoadedTask(info=info, archive=_archive(task_dir, files))
+    return InspectedTask(info=info, files=_sources(root, files, label))
 
 
-def _has_test_script(task_dir: Path) -> bool:
-    return (task_dir / "tests" / "test.sh").is_file() or (task_dir / "tests" / "test.bat").is_file()
+def _sources(root: Path, files: list[Path], label: str) -> list[tuple[Path, str]]:
+    """(file to read, name in the archive) per hashed file; links are followed, but only inside the task."""
+    linked: dict[Path, bool] = {root: False}
+
+    def under_link(directory: Path) -> bool:
+        if directory not in linked:
+            linked[directory] = directory.is_symlink() or under_link(directory.parent)
+        return linked[directory]
+
+    sources = []
+    for path in files:
+        name = path.relative_to(root).as_posix()
+        real = path
+        if path.is_symlink() or under_link(path.parent):
+            real = path.resolve()
+            # A link out of the task would copy a file of this host into an archive that executors run.
+            if not real.is_relative_to(root):
+                raise TaskInvalid(f"task {label!r}: {name} links outside the task folder")
+        sources.append((real, name))
+    return sources
 
 
-def _text(value: object) -> str | None:
-    return str(value) if isinstance(value, (str, int, float)) and str(value).strip() else None
+def build_archive(task: InspectedTask) -> BinaryIO:
+    """A reproducible tar.gz of exactly the files Harbor hashes; links are stored as the files they name.
+
+    Small archives stay in memory, large ones spill to a temporary file: a dataset of big tasks built
+    several at a time must not hold them all in RAM. The caller closes the returned file.
+    """
+    buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT_BYTES)  # noqa: SIM115 - returned open
+    try:
+        with (
+            gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=6) as compressed,
+            tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive,
+        ):
+            for real, name in task.files:
+                with real.open("rb") as handle:
+                    stat = os.fstat(handle.fileno())
+                    # Owner, group and mtime stay 0: the same files give the same archive on every host.
+                    member = tarfile.TarInfo(name)
+                    member.size = stat.st_size
+                    member.mode = stat.st_mode & 0o7777
+                    archive.addfile(member, handle)
+    except BaseException:
+        buffer.close()
+        raise
+    buffer.seek(0)
+    return buffer  # type: ignore[return-value]
 
 
-def _difficulty(value: object) -> str | None:
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"is invalid at {where}: {first['msg']}{more}"
+
+
+def _text(value: Any) -> str | None:
+    return str(value).strip() if isinstance(value, (str, int, float)) and str(value).strip() else None
+
+
+def _difficulty(value: Any) -> str | None:
     # Only Harbor's three levels; anything else (unknown, typos) stays null, never guessed.
-    text = str(value).strip().lower() if isinstance(value, str) else None
+    text = value.strip().lower() if isinstance(value, str) else None
     return text if text in DIFFICULTIES else None
 
 
-def _archive(task_dir: Path, files: list[Path]) -> bytes:
-    buffer = io.BytesIO()
-    root = task_dir.resolve()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path in files:
-            info = archive.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = 0
-            with path.open("rb") as handle:
-                archive.addfile(info, handle)
-    return buffer.getvalue()
+def _tags(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if not isinstance(value, list):
+        return []
+    return [str(t) for t in value if isinstance(t, (str, int, float)) and str(t).strip()]

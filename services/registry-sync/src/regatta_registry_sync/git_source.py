@@ -1,0 +1,195 @@
+"""Git sources: a repository pinned to a commit, read with Harbor's own git registry and task clients.
+
+The ref (branch, tag, short or full SHA; default HEAD) is resolved to one commit SHA before anything is
+read, so every file of one sync comes from that commit and the commit is recorded with the version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from harbor.models.task.id import GitTaskId
+from harbor.registry.client.git_repo import GitRepoRegistryClient, ResolvedRepo
+from harbor.tasks.client import TaskClient
+from harbor.utils.git import select_ls_remote_sha
+from pydantic import ValidationError
+from regatta_shared.events import BenchmarkSource
+
+from .dataset import Dataset, SourceInvalid, TaskLocation
+from .manifest import MANIFEST_NAME, ManifestFile
+
+GIT_TIMEOUT_SEC = 600.0
+FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$|^[0-9a-fA-F]{64}$")
+
+
+def git_url_of(location: str) -> str:
+    """A local repository path becomes a file:// URL: Harbor's shallow fetch by SHA needs a transport."""
+    return f"file://{Path(location).resolve()}" if location.startswith("/") else location
+
+
+async def open_git(source: BenchmarkSource, workdir: Path) -> Dataset:
+    git_url = git_url_of(source.git_url or source.ref)
+    sha = await resolve_ref(git_url, source.git_ref)
+    label = f"git repository {git_url} at {sha[:12]}"
+    subdir = Path(source.subdir) if source.subdir else None
+    registry = Path(source.registry_path) if source.registry_path else None
+    client = GitRepoRegistryClient(_repo(git_url, source.git_ref, sha), path=subdir, registry_path=registry)
+    wanted = f"{source.dataset}@{source.version}" if source.dataset and source.version else source.dataset
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SEC):
+            metadata = await client.get_dataset_metadata(wanted or "")
+    except subprocess.CalledProcessError as error:
+        raise SourceInvalid(f"{label}: git failed ({_stderr(error)})") from None
+    except ValidationError as error:
+        raise SourceInvalid(f"{label}: registry.json is malformed ({_first(error)})") from None
+    except ValueError as error:
+        raise SourceInvalid(f"{label}: {error}") from None
+    except TimeoutError:
+        raise SourceInvalid(f"{label}: git did not answer within {GIT_TIMEOUT_SEC:.0f} s") from None
+    task_ids = [t for t in metadata.task_ids if isinstance(t, GitTaskId)]
+    paths = await fetch_git_tasks(task_ids, workdir)
+    manifest_dir = (
+        (registry.parent if registry and registry.suffix == ".json" else registry) if wanted else None
+    )
+    candidates = _manifest_candidates(
+        manifest_dir, subdir or Path("tasks"), source.dataset if wanted else None
+    )
+    return Dataset(
+        name=metadata.name if wanted else f"{_repo_name(git_url)}/{(subdir or Path('tasks')).as_posix()}",
+        version=metadata.version if wanted else sha[:12],
+        tasks=[TaskLocation(name=t.path.name, path=p) for t, p in zip(task_ids, paths, strict=True)],
+        description=metadata.description or None,
+        manifest=await _read_manifest(client, sha, candidates, label),
+        commit=sha,
+    )
+
+
+async def resolve_ref(git_url: str, ref: str | None) -> str:
+    wanted = ref or "HEAD"
+    if FULL_SHA.match(wanted):
+        return wanted.lower()
+    local = git_url.startswith("file://")
+    try:
+        if local:
+            # A local repository also resolves short SHAs and commits no ref points at.
+            path = urlsplit(git_url).path
+            return await _git(
+                "git", "-C", path, "rev-parse", "--verify", "--end-of-options", f"{wanted}^{{commit}}"
+            )
+        output = await _git("git", "ls-remote", "--", git_url, wanted, f"{wanted}^{{}}")
+    except subprocess.CalledProcessError as error:
+        if local and _is_repository(urlsplit(git_url).path):
+            raise SourceInvalid(f"git repository {git_url}: ref {wanted!r} does not exist") from None
+        raise SourceInvalid(f"git repository {git_url} is unreachable ({_stderr(error)})") from None
+    except TimeoutError:
+        raise SourceInvalid(
+            f"git repository {git_url} did not answer within {GIT_TIMEOUT_SEC:.0f} s"
+        ) from None
+    if not output:
+        raise SourceInvalid(f"git repository {git_url}: ref {wanted!r} does not exist")
+    sha = select_ls_remote_sha(output, wanted)
+    # An annotated tag names a tag object; the commit is on its peeled `^{}` line.
+    by_name: dict[str, str] = {}
+    for line in output.splitlines():
+        value, _, name = line.partition("\t")
+        by_name[name] = value
+    refname = next((name for name, value in by_name.items() if value == sha), "")
+    return by_name.get(f"{refname}^{{}}", sha)
+
+
+async def fetch_git_tasks(task_ids: list[GitTaskId], workdir: Path) -> list[Path]:
+    """Harbor's sparse, shallow fetch of each task at its commit, one clone per repository."""
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SEC):
+            result = await TaskClient().download_tasks(list(task_ids), output_dir=workdir / "git")
+    except subprocess.CalledProcessError as error:
+        urls = sorted({t.git_url for t in task_ids})
+        commits = sorted({t.git_commit_id or "HEAD" for t in task_ids})
+        raise SourceInvalid(
+            f"git repository {', '.join(urls)}: cannot fetch commit {', '.join(commits)} ({_stderr(error)})"
+        ) from None
+    except TimeoutError:
+        raise SourceInvalid(f"git fetch did not finish within {GIT_TIMEOUT_SEC:.0f} s") from None
+    except (OSError, ValueError) as error:
+        raise SourceInvalid(f"git task fetch failed: {error}") from None
+    return result.paths
+
+
+def _repo(git_url: str, ref: str | None, sha: str) -> ResolvedRepo:
+    parts = [p for p in urlsplit(git_url).path.split("/") if p] or ["repo"]
+    org = parts[-2] if len(parts) > 1 else "local"
+    return ResolvedRepo(
+        host=urlsplit(git_url).hostname or "local",
+        org=org,
+        name=parts[-1].removesuffix(".git"),
+        git_url=git_url,
+        ref=ref,
+        resolved_sha=sha,
+    )
+
+
+def _repo_name(git_url: str) -> str:
+    return _repo(git_url, None, "").name
+
+
+def _manifest_candidates(registry_dir: Path | None, subdir: Path, dataset: str | None) -> list[str]:
+    if dataset is not None:
+        base = registry_dir or Path(".")
+        return [(base / f"regatta.{dataset}.toml").as_posix(), (base / MANIFEST_NAME).as_posix()]
+    return [(subdir / MANIFEST_NAME).as_posix(), MANIFEST_NAME]
+
+
+async def _read_manifest(
+    client: GitRepoRegistryClient, sha: str, candidates: list[str], label: str
+) -> ManifestFile | None:
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SEC), client._sparse_checkout(candidates, sha) as repo_dir:
+            for candidate in candidates:
+                path = Path(repo_dir) / candidate
+                if path.is_file():
+                    text = await asyncio.to_thread(path.read_text)
+                    return ManifestFile(label=f"{candidate} ({label})", text=text)
+    except subprocess.CalledProcessError as error:
+        raise SourceInvalid(f"{label}: git failed ({_stderr(error)})") from None
+    except UnicodeDecodeError:
+        raise SourceInvalid(f"{label}: {MANIFEST_NAME} is not UTF-8 text") from None
+    return None
+
+
+async def _git(*args: str) -> str:
+    env = {"GIT_SSH_COMMAND": "ssh -o BatchMode=yes", **os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    process = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+    )
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SEC):
+            stdout, stderr = await process.communicate()
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, list(args), stdout, stderr)
+    return stdout.decode().strip()
+
+
+def _is_repository(path: str) -> bool:
+    return Path(path, ".git").exists() or Path(path, "HEAD").is_file()
+
+
+def _stderr(error: subprocess.CalledProcessError) -> str:
+    raw = (
+        error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else str(error.stderr or "")
+    )
+    lines = [line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("warning:")]
+    return "; ".join(lines[:2]) or f"exit status {error.returncode}"
+
+
+def _first(error: ValidationError) -> str:
+    first = error.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
