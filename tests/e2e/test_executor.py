@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections import Counter
+from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
@@ -72,7 +73,7 @@ def _sandbox_processes() -> list[str]:
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
             if cmdline.startswith("bwrap ") or "sleep 30" in cmdline:
@@ -100,12 +101,19 @@ def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(make_stack, 
     elapsed = time.monotonic() - stopped_at
     assert detail["benchmark_run"]["status"] == "stopped"
     assert elapsed < 15, f"stopping took {elapsed:.1f}s"
-    outcomes = Counter(a["outcome"] for a in api.get(f"/runs/{run_id}/attempts")["attempts"])
+    attempts = api.get(f"/runs/{run_id}/attempts")["attempts"]
+    outcomes = Counter(a["outcome"] for a in attempts)
     assert outcomes["passed"] == 2, "finished results stay on the run"
     assert outcomes["cancelled"] == 4 and outcomes[None] == 0
     assert not _sandbox_processes(), "every sandbox was cleaned before the run became stopped"
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    leftover = [m for m in mounts for a in attempts if a["attempt_id"] in m]
+    assert leftover == [], "the sandboxes' tmpfs mounts (storage cap) were removed"
     steps = [e["step"] for e in api.all_logs(run_id)]
-    assert steps.index("stop") < len(steps) - 1 and steps[-1] == "stop"
+    last_stop = len(steps) - 1 - steps[::-1].index("stop")
+    assert steps.index("stop") < last_stop, "stop requested, then run stopped"
+    # Scoring may record the stopped run's final scores after it stopped; nothing else follows.
+    assert set(steps[last_stop + 1 :]) <= {"score"}, steps
     conflict = api.http.post(f"/api/v1/runs/{run_id}/stop")
     assert conflict.status_code == 409
 

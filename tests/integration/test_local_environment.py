@@ -21,8 +21,10 @@ from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.paths import TrialPaths
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
+from regatta_executor.artifacts import collect
 from regatta_executor.limits import leaf_parents
 from regatta_executor.local_environment import LocalEnvironment
+from regatta_executor.outcome import classify
 
 from tests.conftest import EXAMPLES, unavailable
 
@@ -58,6 +60,7 @@ def write_task(
     network_mode: str = "no-network",
     agent_timeout_sec: int = 30,
     verifier_timeout_sec: int = 30,
+    storage_mb: int | None = None,
 ) -> Path:
     task = parent / name
     for sub in ("environment", "tests", "solution"):
@@ -66,6 +69,7 @@ def write_task(
         f'schema_version = "1.4"\n\n[agent]\ntimeout_sec = {agent_timeout_sec}\n\n'
         f"[verifier]\ntimeout_sec = {verifier_timeout_sec}\n\n"
         f'[environment]\nnetwork_mode = "{network_mode}"\n'
+        + (f"storage_mb = {storage_mb}\n" if storage_mb else "")
     )
     (task / "instruction.md").write_text(f"Ad-hoc task {name}.\n")
     (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
@@ -107,9 +111,22 @@ def cgroups_named(fragment: str) -> list[Path]:
     return [leaf for parent in leaf_parents() for leaf in parent.glob(f"*{fragment}*")]
 
 
+def mounts_under(folder: Path) -> list[str]:
+    return [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(str(folder))
+    ]
+
+
+def outcome(result: TrialResult) -> str:
+    return classify(result.model_dump(mode="json"), pass_threshold=1.0).outcome
+
+
 def assert_cleaned_up(work: Path, *names: str) -> None:
     sandboxes = work / "sandboxes"
     assert not sandboxes.exists() or not any(sandboxes.iterdir()), list(sandboxes.iterdir())
+    assert mounts_under(sandboxes) == []
     assert processes_mentioning(str(sandboxes), *names) == []
     for name in names:
         assert cgroups_named(name) == []
@@ -215,17 +232,21 @@ async def test_fork_bomb_in_the_agent_phase_is_contained(tmp_path: Path) -> None
     assert_cleaned_up(tmp_path, result.trial_name)
 
 
-async def test_never_ending_agent_ends_with_agent_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["sleeps", "spins"])
+async def test_never_ending_agent_ends_with_agent_timeout(tmp_path: Path, how: str) -> None:
     sleeper = marker("endless-agent")
-    task = write_task(
-        tmp_path / "tasks", "endless-agent", solve=f"exec -a {sleeper} sleep 1000\n", agent_timeout_sec=2
-    )
+    solve = {
+        "sleeps": f"exec -a {sleeper} sleep 1000\n",
+        "spins": f"(exec -a {sleeper} sleep 1000) & while :; do :; done\n",
+    }[how]
+    task = write_task(tmp_path / "tasks", "endless-agent", solve=solve, agent_timeout_sec=2)
     started = time.monotonic()
     result = await run_trial(task, "oracle", tmp_path)
 
     assert time.monotonic() - started < 10
     assert exception_type(result) == "AgentTimeoutError"
     assert rewards(result) == {"reward": 0}
+    assert outcome(result) == "failed", "an agent's own timeout is scored, not retried"
     assert processes_mentioning(sleeper) == []
     assert_cleaned_up(tmp_path, result.trial_name)
 
@@ -423,3 +444,108 @@ async def test_sandbox_of_a_killed_executor_dies_and_is_swept_later(tmp_path: Pa
     assert rewards(result) == {"reward": 0}
     assert not workspace.exists()
     assert_cleaned_up(tmp_path, workspace.name, result.trial_name)
+
+
+async def test_a_task_that_fills_the_disk_is_capped(tmp_path: Path) -> None:
+    fill = """
+        dd if=/dev/zero of=/app/fill bs=1M count=200 2> /logs/agent/dd-root.txt
+        dd if=/dev/zero of=/tmp/fill bs=1M count=200 2> /logs/agent/dd-tmp.txt
+        dd if=/dev/zero of=/logs/agent/fill bs=1M count=200 2> /logs/agent/dd-logs.txt
+        df -k / > /logs/agent/df.txt
+        for i in $(seq 1000); do echo $i > /app/small-$i || break; done
+        exit 0
+    """
+    test = "test -s /app/fill && echo 0 > /logs/verifier/reward.txt || echo 1 > /logs/verifier/reward.txt\n"
+    task = write_task(tmp_path / "tasks", "fill-disk", solve=fill, test=test, storage_mb=32)
+    result = await run_trial(task, "oracle", tmp_path)
+
+    assert exception_type(result) is None, "the verifier still ran after the disk filled"
+    assert rewards(result) == {"reward": 0} and outcome(result) == "failed"
+    agent = tmp_path / "trials" / result.trial_name / "agent"
+    assert "No space left on device" in (agent / "dd-root.txt").read_text()
+    assert "No space left on device" in (agent / "dd-tmp.txt").read_text()
+    # The log folders are on the host's disk, bounded per file by RLIMIT_FSIZE (the storage cap).
+    assert (agent / "fill").stat().st_size <= 32 * 1024 * 1024
+    assert int((agent / "df.txt").read_text().splitlines()[1].split()[1]) == 32 * 1024
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+async def test_a_task_cannot_write_outside_its_sandbox(tmp_path: Path) -> None:
+    tag = marker("escape")
+    host_file = tmp_path / f"{tag}-host.txt"
+    targets = [f"/etc/{tag}", f"/usr/local/{tag}", f"/var/tmp/{tag}", f"/opt/{tag}", str(host_file)]
+    attempts = "\n".join(f"echo pwned 2>> /logs/agent/errors.txt > {t}" for t in targets)
+    solve = f"""
+        {attempts}
+        mount -o remount,rw /usr 2>> /logs/agent/errors.txt
+        mount -t tmpfs none /etc 2>> /logs/agent/errors.txt
+        ln -s / /app/root-link && echo pwned 2>> /logs/agent/errors.txt > /app/root-link/etc/{tag}
+        echo 4096 2>> /logs/agent/errors.txt > /proc/sys/kernel/pid_max
+        ls /proc | grep -E '^[0-9]+$' | wc -l > /logs/agent/visible-pids.txt
+        exit 0
+    """
+    task = write_task(tmp_path / "tasks", "escape", solve=solve)
+    pid_max = Path("/proc/sys/kernel/pid_max").read_text()
+    result = await run_trial(task, "oracle", tmp_path)
+
+    assert exception_type(result) is None and outcome(result) == "failed"
+    for target in targets:
+        assert not Path(target).exists(), target
+    assert Path("/proc/sys/kernel/pid_max").read_text() == pid_max
+    agent = tmp_path / "trials" / result.trial_name / "agent"
+    errors = (agent / "errors.txt").read_text()
+    assert errors.count("Read-only file system") >= 4 and errors.count("permission denied") == 2, errors
+    assert int((agent / "visible-pids.txt").read_text()) < 10, "the host's processes are not visible"
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+async def test_a_reward_forged_by_the_agent_is_discarded(tmp_path: Path) -> None:
+    # The second route: a file planted in /tests that the tests would pick up (think conftest.py).
+    forge = """
+        echo 1 > /logs/verifier/reward.txt
+        echo '{"reward": 1}' > /logs/verifier/reward.json
+        mkdir -p /tests/plugins && touch /tests/plugins/always-pass
+    """
+    test = """
+        if [ -f /app/solved ] || [ -e /tests/plugins/always-pass ]; then
+            echo 1 > /logs/verifier/reward.txt
+        else
+            echo 0 > /logs/verifier/reward.txt
+        fi
+    """
+    task = write_task(tmp_path / "tasks", "forged-reward", solve=forge, test=test)
+    result = await run_trial(task, "oracle", tmp_path)
+
+    assert exception_type(result) is None
+    assert rewards(result) == {"reward": 0}
+    assert outcome(result) == "failed"
+    assert_cleaned_up(tmp_path, result.trial_name)
+
+
+async def test_artifacts_never_follow_links_planted_by_the_agent(tmp_path: Path) -> None:
+    host_secret = tmp_path / "host-secret.txt"
+    host_secret.write_text("host-only content\n")
+    host_dir = tmp_path / "host-dir"
+    host_dir.mkdir()
+    (host_dir / "inside.txt").write_text("host-only content\n")
+    plant = f"""
+        echo kept > /logs/agent/kept.txt
+        ln -s {host_secret} /logs/agent/host-file
+        ln -s /etc/passwd /logs/verifier/passwd
+        ln -s {host_dir} /logs/agent/host-dir
+        mkdir -p /logs/artifacts/sub && ln -s ../../agent /logs/artifacts/sub/up
+        mkfifo /logs/agent/fifo
+    """
+    task = write_task(tmp_path / "tasks", "plant-links", solve=plant)
+    result = await run_trial(task, "oracle", tmp_path)
+    trial_dir = tmp_path / "trials" / result.trial_name
+    assert (trial_dir / "agent" / "host-file").is_symlink()
+
+    files = dict(await asyncio.wait_for(asyncio.to_thread(lambda: list(collect(trial_dir))), 10))
+
+    assert files["agent/kept.txt"] == b"kept\n"
+    assert "result.json" in files
+    leaked = [p for p, data in files.items() if b"host-only content" in data or b"root:x:0:0" in data]
+    assert leaked == []
+    assert not {"agent/host-file", "verifier/passwd", "agent/fifo"} & set(files)
+    assert not [p for p in files if p.startswith(("agent/host-dir/", "artifacts/sub/up/"))]

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from harbor.environments.base import SandboxBuildFailedError
-
 from regatta_executor.local_environment import LocalEnvironment, LocalEnvironmentOptions
 
 

@@ -6,6 +6,7 @@ import json
 import os
 
 import nats
+from regatta_shared.sealing import sealing_key
 from regatta_shared.service import build_app, configure_logging, make_broker, run_app
 from regatta_shared.settings import load_settings
 
@@ -30,6 +31,7 @@ async def start_worker() -> None:
         environment,
         ack_wait=settings.job_ack_wait,
         retry_base_delay=float(os.environ.get("REGATTA_RETRY_BASE_DELAY", "1.0")),
+        sealing_key=sealing_key(settings),
     )
     await executor.start()
 

@@ -1,8 +1,18 @@
-"""Uploads an attempt's logs, trajectory, verifier output and collected artifacts by content digest."""
+"""Uploads an attempt's logs, trajectory, verifier output and collected artifacts by content digest.
+
+The trial's agent/, verifier/ and artifacts/ folders were bind-mounted into the sandbox, so the agent
+may have planted symlinks (or FIFOs, or symlinked folders) there pointing at host files. Files are
+therefore read by walking from the trial folder one directory fd at a time with O_NOFOLLOW, and only
+regular files are read: nothing outside the trial folder is ever opened.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from nats.js.errors import NotFoundError
@@ -10,32 +20,82 @@ from nats.js.object_store import ObjectStore
 from regatta_shared.events import ArtifactRef
 
 COLLECTED = ("agent", "verifier", "artifacts")
+TOP_LEVEL = ("result.json", "trial.log", "exception.txt")
 MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILES = 200
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def collect(trial_dir: Path) -> list[tuple[str, Path]]:
-    files: list[tuple[str, Path]] = []
-    for folder in COLLECTED:
-        base = trial_dir / folder
-        if not base.is_dir():
-            continue
-        for path in sorted(base.rglob("*")):
-            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:
-                files.append((path.relative_to(trial_dir).as_posix(), path))
-    for name in ("result.json", "trial.log", "exception.txt"):
-        if (trial_dir / name).is_file():
-            files.append((name, trial_dir / name))
-    return files[:MAX_FILES]
+def collect(trial_dir: Path) -> Iterator[tuple[str, bytes]]:
+    """(path relative to the trial folder, content) of each regular file worth keeping, one at a time
+    (at most MAX_FILES of them), so that only one file is held in memory."""
+    try:
+        root = os.open(trial_dir, _DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        found = itertools.chain(
+            *(_walk(root, folder, folder) for folder in COLLECTED),
+            ((name, data) for name in TOP_LEVEL if (data := _read_regular(root, name)) is not None),
+        )
+        yield from itertools.islice(found, MAX_FILES)
+    finally:
+        os.close(root)
+
+
+def _walk(parent_fd: int, name: str, relative: str) -> Iterator[tuple[str, bytes]]:
+    try:
+        dir_fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        return  # missing, or a symlink / non-directory planted in place of a folder
+    try:
+        with os.scandir(dir_fd) as entries:
+            names = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
+        for child, is_dir in names:
+            path = f"{relative}/{child}"
+            if is_dir:
+                yield from _walk(dir_fd, child, path)
+            elif (data := _read_regular(dir_fd, child)) is not None:
+                yield path, data
+    finally:
+        os.close(dir_fd)
+
+
+def _read_regular(dir_fd: int, name: str) -> bytes | None:
+    """The content of a regular file of at most MAX_FILE_BYTES; None for anything else (a symlink
+    fails O_NOFOLLOW, a FIFO or device fails the S_ISREG check without blocking)."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+            return None
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            size += len(chunk)
+            if size > MAX_FILE_BYTES:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def redact_bytes(data: bytes, redact: list[str] | None) -> bytes:
+    for secret in sorted(redact or [], key=len, reverse=True):
+        if secret:
+            data = data.replace(secret.encode(), b"[REDACTED]")
+    return data
 
 
 async def upload(store: ObjectStore, trial_dir: Path, redact: list[str] | None = None) -> list[ArtifactRef]:
     refs: list[ArtifactRef] = []
-    for relative, path in collect(trial_dir):
-        data = path.read_bytes()
-        for secret in redact or []:
-            if secret:
-                data = data.replace(secret.encode(), b"[REDACTED]")
+    for relative, raw in collect(trial_dir):
+        data = redact_bytes(raw, redact)
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         try:
             await store.get_info(digest)

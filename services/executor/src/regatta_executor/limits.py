@@ -136,6 +136,7 @@ class CgroupLeaf:
 
     def __init__(self, leaves: list[tuple[_Hierarchy, Path]], enforced: frozenset[str]) -> None:
         self._leaves = leaves
+        self._pids_max: int | None = None
         self.enforced = enforced
         """Subset of {"pids", "memory", "cpu"} actually enforced by these cgroups."""
 
@@ -184,11 +185,13 @@ class CgroupLeaf:
             if "pids" not in hierarchy.controllers:
                 continue
             try:
+                if self._pids_max is None:
+                    limit = (leaf / "pids.max").read_text().strip()
+                    self._pids_max = -1 if limit == "max" else int(limit)
                 current = int((leaf / "pids.current").read_text())
-                limit = (leaf / "pids.max").read_text().strip()
             except (OSError, ValueError):
                 return False
-            return limit != "max" and current >= int(limit) - reserve
+            return self._pids_max >= 0 and current >= self._pids_max - reserve
         return False
 
     def kill(self, *, spare: frozenset[int] = frozenset(), deadline_sec: float = 2.0) -> None:

@@ -8,7 +8,8 @@ Reach it from Harbor with::
 The task's Dockerfile is not built; only its last WORKDIR is used. The host's /usr, /etc, /opt and /var
 are mounted read-only, so tasks can use what the host has installed but cannot install anything, and
 can read everything in those folders. Commands run as root (a task's `user` is ignored) with Docker's
-default capabilities minus MKNOD and NET_RAW.
+default capabilities minus MKNOD and NET_RAW. The writable root is a tmpfs of `[environment].storage_mb`
+(else `default_storage_mb`); see storage.py for why, and what it costs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import re
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
@@ -27,10 +29,12 @@ from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
 from regatta_executor.limits import Limits
-from regatta_executor.sandbox import DEFAULT_HOST_DIRS, Bind, Sandbox, SandboxSpec
+from regatta_executor.sandbox import DEFAULT_HOST_DIRS, TESTS, Bind, Sandbox, SandboxSpec
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
 _MIB = 1024 * 1024
+_SMALL_COPY_ENTRIES = 64
+_SMALL_COPY_BYTES = 256 * 1024
 
 
 class LocalEnvironmentOptions(EnvironmentOptions):
@@ -49,6 +53,12 @@ class LocalEnvironmentOptions(EnvironmentOptions):
     )
     default_cpus: float | None = Field(
         default=None, gt=0, description="CPU limit when the task sets no [environment].cpus."
+    )
+    default_storage_mb: int | None = Field(
+        default=4096,
+        ge=1,
+        description="Size of the sandbox's writable root (a tmpfs, so it counts against the memory "
+        "limit as it fills) when the task sets no [environment].storage_mb; None for no cap.",
     )
     max_processes: int | None = Field(default=512, ge=16, description="Process (pid) limit per sandbox.")
     cpu_time_sec: int | None = Field(default=None, ge=1, description="RLIMIT_CPU of every sandbox process.")
@@ -81,7 +91,7 @@ class LocalEnvironmentOptions(EnvironmentOptions):
 
 
 class LocalEnvironment(BaseEnvironment):
-    """One long-lived bubblewrap sandbox per trial, entered with nsenter for every command.
+    """One long-lived bubblewrap sandbox per trial; its pid 1 starts every command (see sandbox.py).
 
     Network: `no-network` and `allowlist` tasks get a private network namespace with only loopback
     (an allowlist is enforced as no network at all); `public` tasks share the host's network namespace,
@@ -96,6 +106,7 @@ class LocalEnvironment(BaseEnvironment):
         super().__init__(*args, **kwargs)
         self._sandbox: Sandbox | None = None
         self._workdir = self._resolve_workdir()
+        self._uploading_tests = False
 
     @staticmethod
     @override
@@ -137,8 +148,8 @@ class LocalEnvironment(BaseEnvironment):
 
     @property
     def enforced_limits(self) -> frozenset[str]:
-        """Which of "pids", "memory", "cpu" are enforced (by cgroups, or pids by the pid namespace);
-        without a memory cgroup, memory falls back to RLIMIT_AS."""
+        """Which of "pids", "memory", "cpu", "storage" are enforced (by cgroups, pids otherwise by the pid
+        namespace, storage by a tmpfs root); without a memory cgroup, memory falls back to RLIMIT_AS."""
         return self._sandbox.enforced_limits if self._sandbox else frozenset()
 
     @override
@@ -162,6 +173,7 @@ class LocalEnvironment(BaseEnvironment):
             host_dirs=tuple(self.options.host_dirs),
             limits=self._limits(),
             cpu_time_sec=self.options.cpu_time_sec,
+            storage_bytes=self._storage_bytes(),
             use_cgroups=self.options.use_cgroups,
             start_timeout_sec=self.options.start_timeout_sec,
         )
@@ -183,6 +195,7 @@ class LocalEnvironment(BaseEnvironment):
         timeout_sec: int | None = None,
         user: str | int | None = None,
     ) -> ExecResult:
+        self._uploading_tests = False
         result = await self._running().exec(
             command,
             cwd=cwd or str(self._workdir),
@@ -194,11 +207,21 @@ class LocalEnvironment(BaseEnvironment):
 
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        await asyncio.to_thread(self._running().files.upload_file, Path(source_path), target_path)
+        source = Path(source_path)
+        await _copy(self._running().files.upload_file, source, target_path, small=_is_small(source))
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
-        await asyncio.to_thread(self._running().files.upload_dir, Path(source_dir), target_dir)
+        source = Path(source_dir)
+        files = self._running().files
+        if PurePosixPath("/", target_dir) == TESTS and not self._uploading_tests:
+            # The verifier's tests arrive in a /tests the agent could write to: anything it left
+            # there (a conftest.py that passes everything, junk filling the folder's tmpfs) goes
+            # first. Harbor uploads a multi-step task's tests in several calls, without an exec
+            # between them; only the first of those clears.
+            self._uploading_tests = True
+            await asyncio.to_thread(files.clear_dir, str(TESTS))
+        await _copy(files.upload_dir, source, target_dir, small=_is_small(source))
 
     @override
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
@@ -223,10 +246,39 @@ class LocalEnvironment(BaseEnvironment):
             max_processes=self.options.max_processes,
         )
 
+    def _storage_bytes(self) -> int | None:
+        storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        return storage_mb * _MIB if storage_mb else None
+
     def _resolve_workdir(self) -> PurePosixPath:
         if self.task_env_config.workdir:
             return PurePosixPath("/", self.task_env_config.workdir)
         return dockerfile_workdir(self.environment_dir / "Dockerfile") or PurePosixPath("/")
+
+
+async def _copy[S, T](copy: Callable[[S, T], None], source: S, target: T, *, small: bool) -> None:
+    """Small copies (a task's tests and solution, typically) run inline: handing them to a thread and
+    back costs more than the copy. Large ones go to a thread so that the event loop keeps running."""
+    if small:
+        copy(source, target)
+    else:
+        await asyncio.to_thread(copy, source, target)
+
+
+def _is_small(source: Path) -> bool:
+    pending, entries, size = [source], 0, 0
+    try:
+        while pending:
+            path = pending.pop()
+            info = path.stat()
+            entries, size = entries + 1, size + info.st_size
+            if entries > _SMALL_COPY_ENTRIES or size > _SMALL_COPY_BYTES:
+                return False
+            if path.is_dir():
+                pending += path.iterdir()
+    except OSError:
+        return False
+    return True
 
 
 def dockerfile_workdir(dockerfile: Path) -> PurePosixPath | None:

@@ -89,3 +89,13 @@ def classify(result: dict[str, Any], pass_threshold: float, primary_key: str | N
 
 def _iso(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def redact(text: str | None, secrets: dict[str, str]) -> str | None:
+    """`text` with every secret value replaced; reports and artifacts never carry a secret."""
+    if text is None:
+        return None
+    for value in sorted(secrets.values(), key=len, reverse=True):
+        if value:
+            text = text.replace(value, "[REDACTED]")
+    return text

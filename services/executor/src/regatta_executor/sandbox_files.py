@@ -81,6 +81,23 @@ class SandboxFiles:
         finally:
             os.close(dir_fd)
 
+    def clear_dir(self, path: str) -> None:
+        """Delete everything inside the folder `path` (not the folder itself), never following links."""
+        try:
+            dir_fd = self._open_dir(self.resolve(path), create=False)
+        except FileNotFoundError:
+            return
+        try:
+            with os.scandir(dir_fd) as entries:
+                children = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+            for name, is_dir in children:
+                if is_dir:
+                    shutil.rmtree(name, dir_fd=dir_fd)
+                else:
+                    os.unlink(name, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+
     def make_dirs(self, path: str) -> None:
         os.close(self._open_dir(self.resolve(path), create=True))
 

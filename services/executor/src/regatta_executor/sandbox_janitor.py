@@ -14,9 +14,13 @@ import shutil
 import time
 from pathlib import Path
 
+from regatta_executor import storage
 from regatta_executor.limits import CgroupLeaf
 
 LOCK_FILE = ".lock"
+ROOT_DIR = "root"
+TESTS_DIR = "tests"
+"""Host folders of a workspace that may hold the sandbox's own tmpfs mounts (root, /tests)."""
 KEPT_MARKER = ".kept"
 _UNLOCKED_GRACE_SEC = 600.0
 
@@ -33,14 +37,19 @@ def lock_workspace(workspace: Path) -> int:
 
 
 def remove_workspace(workspace: Path) -> None:
-    """rmtree, unless something is mounted inside: deleting through a bind mount would delete host
-    files. Sandbox mounts live in the sandbox's own mount namespace, so this should never trigger."""
-    prefix = str(workspace)
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        mount_point = line.split()[4]
-        if mount_point == prefix or mount_point.startswith(prefix + "/"):
+    """Unmount the sandbox's tmpfs mounts (the storage cap), then rmtree, unless something else is
+    mounted inside: deleting through a bind mount would delete host files. Sandbox mounts live in the
+    sandbox's own mount namespace, so that should never happen."""
+    ours = {workspace / ROOT_DIR, workspace / TESTS_DIR}
+    for mount_point in storage.mount_points_under(workspace):
+        if mount_point not in ours:
             raise RuntimeError(f"refusing to delete {workspace}: {mount_point} is mounted inside")
+        storage.unmount(mount_point)
     shutil.rmtree(workspace, ignore_errors=True)
+
+
+def swept(base: Path) -> bool:
+    return base in _swept
 
 
 def sweep_once(base: Path) -> None:

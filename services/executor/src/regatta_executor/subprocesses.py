@@ -65,11 +65,12 @@ async def kill_group(process: asyncio.subprocess.Process) -> None:
         await asyncio.sleep(0.01)
 
 
-async def stream_lines(path: Path, process: asyncio.subprocess.Process, on_output: OutputCallback) -> None:
-    """Relay complete output lines while the command runs; the output file keeps the full copy."""
+async def stream_lines(path: Path, finished: Callable[[], bool], on_output: OutputCallback) -> None:
+    """Relay complete output lines while the command runs (until `finished()`); the output file keeps
+    the full copy. Polled: the file is written from inside the sandbox, where no notification reaches."""
     position, pending = 0, b""
     while True:
-        finished = process.returncode is not None
+        done = finished()
         with open(path, "rb") as file:
             file.seek(position)
             chunk = file.read()
@@ -78,7 +79,7 @@ async def stream_lines(path: Path, process: asyncio.subprocess.Process, on_outpu
         *lines, pending = pending.split(b"\n")
         for line in lines:
             await on_output(line.decode(errors="replace") + "\n", "stdout")
-        if finished:
+        if done:
             if pending:
                 await on_output(pending.decode(errors="replace"), "stdout")
             return

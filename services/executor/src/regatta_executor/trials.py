@@ -29,19 +29,72 @@ class EnvironmentChoice:
         return {"type": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
 
 
+# Options Regatta passes to a harness unless the run says otherwise. terminus-2 would otherwise try to
+# install asciinema in the sandbox (~25 s, and it fails offline) to record the terminal (harbor.md §10).
+HARNESS_DEFAULT_KWARGS: dict[str, dict[str, Any]] = {"terminus-2": {"record_terminal_session": False}}
+# Where a harness reads its own key when the run names one (`harness_api_key_secret`).
+HARNESS_KEY_NAMES: dict[str, tuple[str, ...]] = {
+    "claude-code": ("ANTHROPIC_API_KEY",),
+    "codex": ("OPENAI_API_KEY",),
+    "openhands": ("LLM_API_KEY",),
+    "mini-swe-agent": ("MSWEA_API_KEY",),
+    "cursor-cli": ("CURSOR_API_KEY",),
+}
+
+
+def model_name(job: AttemptJob) -> str | None:
+    """The litellm-style `provider/model` Harbor gives the harness. An endpoint is OpenAI-compatible by
+    definition, so its model goes through litellm's `openai/` provider with the endpoint's base URL."""
+    model = job.agent.model
+    if model.type == "endpoint" and model.model:
+        return model.model if model.model.startswith("openai/") else f"openai/{model.model}"
+    if model.type == "hosted":
+        return model.base_model
+    return model.model
+
+
+def provider_key_names(name: str | None) -> tuple[str, ...]:
+    """The variables in which Harbor looks for the model provider's key (`openai/…` → OPENAI_API_KEY)."""
+    if not name or "/" not in name:
+        return ()
+    from harbor.agents.agent_auth_resolution import PROVIDERS
+
+    access = PROVIDERS.get(name.split("/", 1)[0])
+    return tuple(access.api_key_candidate_names) if access else ()
+
+
+def agent_env(job: AttemptJob, secrets: dict[str, str]) -> dict[str, str]:
+    """The run's env, every secret the agent may see under its own name, and the keys that the agent's
+    model and harness name copied to where Harbor looks for them. Verifier-only secrets stay out."""
+    agent = job.agent
+    hidden = set(job.verifier_env_names) - {agent.model.api_key_secret, agent.harness_api_key_secret}
+    env = {**job.env, **{name: value for name, value in secrets.items() if name not in hidden}}
+    model_key = secrets.get(agent.model.api_key_secret or "")
+    if model_key is not None and agent.harness not in NO_MODEL:
+        for name in provider_key_names(model_name(job))[:1]:
+            env[name] = model_key
+    harness_key = secrets.get(agent.harness_api_key_secret or "")
+    if harness_key is not None:
+        for name in HARNESS_KEY_NAMES.get(agent.harness, ()):
+            env[name] = harness_key
+    return env
+
+
+def verifier_env(job: AttemptJob, secrets: dict[str, str]) -> dict[str, str]:
+    return {name: secrets[name] for name in job.verifier_env_names if name in secrets}
+
+
 def agent_config(job: AttemptJob, secrets: dict[str, str]) -> dict[str, Any]:
     agent = job.agent
-    config: dict[str, Any] = {"name": agent.harness, "env": {**job.env, **secrets}}
-    model = agent.model
+    config: dict[str, Any] = {"name": agent.harness, "env": agent_env(job, secrets)}
     if agent.harness in NO_MODEL:
         return config  # oracle/nop ignore the model; naming one would make Harbor load litellm
-    if model.type == "provider" and model.model:
-        config["model_name"] = model.model
-    elif model.type == "endpoint":
-        config["model_name"] = model.model
-        config["base_url"] = model.base_url
-    elif model.type == "hosted":
-        config["model_name"] = model.base_model
+    config["kwargs"] = dict(HARNESS_DEFAULT_KWARGS.get(agent.harness, {}))
+    name = model_name(job)
+    if name:
+        config["model_name"] = name
+    if agent.model.type == "endpoint" and agent.model.base_url:
+        config["base_url"] = agent.model.base_url
     return config
 
 
@@ -51,7 +104,6 @@ def trial_config(
     trials_dir: Path,
     environment: EnvironmentChoice,
     secrets: dict[str, str],
-    verifier_env: dict[str, str],
 ) -> dict[str, Any]:
     return {
         "task": {"path": str(task_dir)},
@@ -60,7 +112,7 @@ def trial_config(
         "timeout_multiplier": job.timeout_multiplier,
         "agent": agent_config(job, secrets),
         "environment": environment.harbor_config(),
-        "verifier": {"env": verifier_env},
+        "verifier": {"env": verifier_env(job, secrets)},
     }
 
 

@@ -34,9 +34,10 @@ from regatta_shared.bus import (
     ensure_streams,
 )
 from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.sealing import SealError, unseal
 
 from . import artifacts
-from .outcome import TrialOutcome, classify
+from .outcome import TrialOutcome, classify, redact
 from .task_cache import TaskCache
 from .trials import EnvironmentChoice, run_trial, trial_config
 
@@ -57,6 +58,7 @@ class Executor:
         environment: EnvironmentChoice,
         ack_wait: float = 30.0,
         retry_base_delay: float = 1.0,
+        sealing_key: bytes | None = None,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -65,6 +67,7 @@ class Executor:
         self.environment = environment
         self.ack_wait = ack_wait
         self.retry_base_delay = retry_base_delay
+        self.sealing_key = sealing_key
         self.id = executor_id()
         self.running: dict[str, set[asyncio.Task[None]]] = {}
         self._loops: list[asyncio.Task[None]] = []
@@ -146,10 +149,24 @@ class Executor:
 
     async def _attempt(self, job: AttemptJob) -> None:
         try_number = 1
+        try:
+            secrets = self._unseal(job)
+        except SealError as error:
+            # Not retried: every executor of a deployment holds the same key, so none would do better.
+            await self._report(
+                job,
+                "finished",
+                try_number,
+                outcome="errored",
+                exception_type="SealError",
+                exception_message=f"cannot open the run's secrets ({error}); executors need the "
+                "gateway's REGATTA_MASTER_KEY",
+            )
+            return
         while True:
             await self._report(job, "started", try_number)
             try:
-                outcome, refs, sandbox_seconds = await self._run_once(job, try_number)
+                outcome, refs, sandbox_seconds = await self._run_once(job, try_number, secrets)
             except asyncio.CancelledError:
                 await self._report_cancelled(job, try_number, "run stopped during the attempt")
                 return
@@ -160,7 +177,7 @@ class Executor:
                     "retrying",
                     try_number,
                     exception_type=outcome.exception_type,
-                    exception_message=outcome.exception_message,
+                    exception_message=redact(outcome.exception_message, secrets),
                     delay_seconds=delay,
                 )
                 try:
@@ -178,7 +195,7 @@ class Executor:
                 rewards=outcome.rewards,
                 primary_reward=outcome.primary_reward,
                 exception_type=outcome.exception_type,
-                exception_message=outcome.exception_message,
+                exception_message=redact(outcome.exception_message, secrets),
                 started_at=outcome.started_at,
                 finished_at=outcome.finished_at,
                 timings=outcome.timings,
@@ -188,12 +205,21 @@ class Executor:
             )
             return
 
-    async def _run_once(self, job: AttemptJob, try_number: int) -> tuple[TrialOutcome, list, float]:
+    def _unseal(self, job: AttemptJob) -> dict[str, str]:
+        """The run's secrets, decrypted only here and only for the attempt's lifetime (invariant 6)."""
+        if not job.sealed_secrets:
+            return {}
+        if self.sealing_key is None:
+            raise SealError("this executor has no sealing key")
+        return unseal(job.sealed_secrets, self.sealing_key)
+
+    async def _run_once(
+        self, job: AttemptJob, try_number: int, secrets: dict[str, str]
+    ) -> tuple[TrialOutcome, list, float]:
         task_dir = await self.tasks.task_dir(job.task_digest, job.task)
         trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}"
         trials_dir.mkdir(parents=True, exist_ok=True)
-        secrets: dict[str, str] = {}
-        config = trial_config(job, task_dir, trials_dir, self.environment, secrets, {})
+        config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
         started = time.monotonic()
         try:
             result = await run_trial(config)

@@ -1,0 +1,57 @@
+"""The storage cap of a sandbox: its writable root is a size-limited tmpfs mounted on the host.
+
+Measured on the executor host (ext4 root, 2 cores, loaded): a tmpfs mount + unmount is a fraction of a
+millisecond as two syscalls; a loop-mounted ext4 image costs ~130 ms for mkfs and ~65 ms each to mount
+and unmount, on every trial; ext4/XFS project quotas need a filesystem mounted with `prjquota`, which the
+executor cannot count on. tmpfs it is, with its trade-off: what the sandbox writes is held in memory and
+charged to the sandbox's memory cgroup, so with a memory cgroup the effective cap is the smaller of the
+memory and storage limits. The three log folders are host folders bound in and are not on the tmpfs;
+RLIMIT_FSIZE (set per command) bounds any single file there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+from pathlib import Path
+
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MNT_DETACH = 0x2
+_BYTES_PER_INODE = 16 * 1024
+_MIN_INODES = 65536
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def mount_tmpfs(target: Path, size_bytes: int) -> None:
+    """Mount a tmpfs of `size_bytes` on `target` (an empty folder). Raises OSError if not permitted."""
+    inodes = max(_MIN_INODES, size_bytes // _BYTES_PER_INODE)
+    options = f"size={size_bytes},nr_inodes={inodes},mode=0755".encode()
+    flags = _MS_NOSUID | _MS_NODEV
+    if _libc().mount(b"tmpfs", os.fsencode(target), b"tmpfs", flags, options) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"cannot mount a tmpfs on {target}: {os.strerror(errno)}")
+
+
+def unmount(target: Path) -> None:
+    """Detach the mount on `target`; its memory is freed once no process uses it any more."""
+    if _libc().umount2(os.fsencode(target), _MNT_DETACH) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"cannot unmount {target}: {os.strerror(errno)}")
+
+
+def mount_points_under(folder: Path) -> list[Path]:
+    """Mount points at or below `folder` in this process's mount namespace, deepest first."""
+    prefix = str(folder)
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mount_point = line.split()[4].replace("\\040", " ")
+        if mount_point == prefix or mount_point.startswith(prefix + "/"):
+            found.append(Path(mount_point))
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
