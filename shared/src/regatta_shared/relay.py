@@ -7,6 +7,7 @@ republishes the batch, and JetStream drops the copies because `Nats-Msg-Id` is t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from nats.aio.client import Client as NATS
@@ -15,6 +16,7 @@ from regatta_shared.bus import EVENTS_STREAM, ensure_streams, event_subject
 from regatta_shared.codec import encode_stored
 from regatta_shared.events import EVENT_TYPES
 from regatta_shared.eventstore import EventStore, StoredEvent
+from regatta_shared.nudge import NUDGE_SUBJECT
 
 log = logging.getLogger("regatta.relay")
 CHECKPOINT = "relay"
@@ -66,6 +68,12 @@ class Relay:
 
     async def run_forever(self, stop: asyncio.Event | None = None) -> None:
         await ensure_streams(self.js)
+        woken = asyncio.Event()
+
+        async def _on_nudge(_msg: object) -> None:
+            woken.set()
+
+        await self.nc.subscribe(NUDGE_SUBJECT, cb=_on_nudge)
         idle = 0.005
         while stop is None or not stop.is_set():
             try:
@@ -79,7 +87,9 @@ class Relay:
                 idle = 0.005
             # Back off while the log is quiet so an idle stack costs (almost) no CPU.
             if count < self.batch_size:
-                await asyncio.sleep(idle)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), idle)
+                woken.clear()
                 idle = min(idle * 2, self.max_idle_sleep)
 
 
