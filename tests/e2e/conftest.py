@@ -97,3 +97,42 @@ def make_stack(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Stac
 @pytest.fixture
 def api_for() -> Callable[[Stack], Api]:
     return Api
+
+
+# --- browser fixtures for the web UI tests (pytest-playwright driving Debian's chromium) ----------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    """Debian's chromium, never a downloaded one (`playwright install` is not used on this machine)."""
+    if not CHROMIUM.exists():
+        from tests.conftest import unavailable
+
+        unavailable(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    return {
+        **browser_type_launch_args,
+        "executable_path": str(CHROMIUM),
+        "headless": True,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def base_url() -> None:
+    """Each test's stack has its own port; pages are opened with absolute URLs."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}

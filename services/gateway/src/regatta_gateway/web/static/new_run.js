@@ -325,6 +325,7 @@
       chosen.count > 1 ? el("button", { type: "button", class: "btn btn-small", id: "one-task", title: "Select a single task to check agents and secrets cheaply" }, "Try one task first") : null,
     );
     renderSecretFlags(references);
+    flagTabs();
     preview.textContent = JSON.stringify(body(), null, 2);
   }
   summary.addEventListener("click", (event) => {
