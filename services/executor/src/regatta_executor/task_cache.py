@@ -45,8 +45,12 @@ def _unpack(data: bytes, folder: Path, target: Path) -> None:
             archive.extractall(staging, filter="data")
         # Rename is atomic: a concurrent reader sees either no task folder or a complete one.
         staging.rename(target)
-    except FileExistsError:
+    except OSError:
         shutil.rmtree(staging, ignore_errors=True)
+        # Another executor on this host unpacked the same digest first (ENOTEMPTY/EEXIST): theirs is
+        # identical content, so use it; anything else is a real failure.
+        if not target.is_dir():
+            raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
