@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from regatta_shared.sealing import load_master_key, sealing_key, unseal
+import pytest
+from regatta_shared.sealing import SealError, load_master_key, sealing_key, unseal
 from regatta_shared.settings import Settings
 from sqlalchemy import create_engine, text
 
@@ -212,8 +214,29 @@ def _assert_secret_only_sealed(stack: Stack, run_id: str, cli: Osmosis, download
     assert stored and all(SECRET_VALUE not in c and c.startswith("v1.") for c in stored)
     key = sealing_key(Settings(REGATTA_DATA_DIR=stack.data_dir, REGATTA_MASTER_KEY=None))
     assert load_master_key(None, stack.data_dir)
-    assert unseal(submitted["sealed_secrets"], key) == {"OPENAI_API_KEY": SECRET_VALUE}
+    # The run ended, so the scheduler shredded its secrets key: the blob opens with nothing now.
+    assert _run_key_purged(stack, run_id)
+    with pytest.raises(SealError):
+        unseal(submitted["sealed_secrets"], key)
     assert not [o for o in cli.outputs if SECRET_VALUE in o]
     assert not [p for p in downloads.rglob("*") if p.is_file() and SECRET_VALUE.encode() in p.read_bytes()]
     logs = "".join(p.read_text(errors="replace") for p in (stack.data_dir / "logs").glob("*.log"))
     assert SECRET_VALUE not in logs
+
+
+def _run_key_purged(stack: Stack, run_id: str, timeout: float = 30.0) -> bool:
+    """The purge consumer acts on the run's end event shortly after the API shows the run ended."""
+    engine = create_engine(stack.database_url or "")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                left = conn.execute(
+                    text("SELECT count(*) FROM run_keys WHERE run_id = :r"), {"r": run_id}
+                ).scalar_one()
+            if not left:
+                return True
+            time.sleep(0.2)
+        return False
+    finally:
+        engine.dispose()

@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_RUN_NAME = 200
+MAX_SECRET_VALUE = 64 * 1024  # as for stored secrets
 
 
 class ConfigError(Exception):
@@ -116,7 +119,38 @@ class ExecutionConfig(Strict):
 
 class SecretsBlock(Strict):
     required: list[str] = Field(default_factory=list, max_length=16)
-    provided: dict[str, str] = Field(default_factory=dict)
+    provided: dict[str, str] = Field(default_factory=dict, max_length=16)
+
+    @field_validator("required")
+    @classmethod
+    def _required_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            _secret(name)
+        return names
+
+    @field_validator("provided")
+    @classmethod
+    def _provided(cls, values: dict[str, str]) -> dict[str, str]:
+        # Messages name the secret, never echo its value.
+        for name, value in values.items():
+            if not SECRET_NAME.match(name):
+                raise ValueError(f"secret name {name[:80]!r} must match ^[A-Z][A-Z0-9_]*$")
+            if not value or len(value) > MAX_SECRET_VALUE:
+                raise ValueError(f"{name}: value must be 1..{MAX_SECRET_VALUE} characters")
+        return values
+
+
+def _run_name(value: str | None) -> str | None:
+    """Run names become URL segments and, in clients, file names: nothing that walks a path."""
+    if value is None:
+        return None
+    if not 1 <= len(value) <= MAX_RUN_NAME or value != value.strip():
+        raise ValueError(f"must be 1..{MAX_RUN_NAME} characters without surrounding spaces")
+    if CONTROL.search(value) or "\\" in value:
+        raise ValueError("must not contain control characters or backslashes")
+    if value.startswith("/") or any(part in (".", "..") for part in value.split("/")):
+        raise ValueError("must not start with '/' or contain '.' or '..' segments")
+    return value
 
 
 class RunRequest(Strict):
@@ -130,6 +164,7 @@ class RunRequest(Strict):
     secrets: SecretsBlock | None = None
     name: str | None = None
     _check_env = field_validator("env_config")(_env)
+    _check_name = field_validator("name")(_run_name)
 
     def referenced_secrets(self) -> list[str]:
         """Names to resolve from the store: agents' keys, judge key, verifier names, unprovided required."""

@@ -6,6 +6,14 @@ Every process of a deployment reads the same master key: `REGATTA_MASTER_KEY`, o
 
 A sealed token is `v1.` + base64url(nonce || AES-256-GCM ciphertext of the JSON values). It is safe in
 the event log and job messages: without the master key it is noise.
+
+A run's secrets are crypto-shredded when the run ends (invariant 6). The event log is append-only, so
+`RunSubmitted.sealed_secrets` is sealed with a random per-run data key (`run1.` tokens), never with a key
+derived from the master key. That data key lives only in the `run_keys` table (regatta_shared.run_keys),
+wrapped under the sealing subkey; the run-scheduler copies it into each job as an envelope (`env1.`:
+wrapped key + sealed values, bound to the run id) and deletes the row when the run ends. From then on the
+blob in the log opens with nothing, the master key included. Executors open a job's secrets with
+`open_job_secrets` (or `unseal` with the sealing key, which understands envelopes).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -24,11 +33,17 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from regatta_shared.settings import Settings
 
+if TYPE_CHECKING:
+    from regatta_shared.jobs import AttemptJob
+
 MASTER_KEY_FILE = "master.key"
 MIN_MASTER_KEY_LENGTH = 16
 SEALED_SECRETS = "regatta/sealed-secrets/v1"
 _PREFIX = "v1."
 _NONCE = 12
+RUN_SEALED_PREFIX = "run1."  # sealed with a run's own data key
+ENVELOPE_PREFIX = "env1."  # a job's copy: the wrapped run key and the run-sealed values
+RUN_KEY_BYTES = 32
 
 
 class SealError(ValueError):
@@ -100,7 +115,99 @@ def seal(values: dict[str, str], key: bytes) -> str:
 
 
 def unseal(token: str, key: bytes) -> dict[str, str]:
-    values = json.loads(decrypt(token, key))
+    """A `v1.` token sealed with `key`, or a job's `env1.` envelope whose run key `key` unwraps."""
+    if token.startswith(ENVELOPE_PREFIX):
+        return _open_envelope(token, key)[1]
+    if token.startswith(RUN_SEALED_PREFIX):
+        raise SealError("sealed with the run's own key, which only a job envelope carries")
+    return _values(decrypt(token, key))
+
+
+def _values(plaintext: bytes) -> dict[str, str]:
+    try:
+        values = json.loads(plaintext)
+    except ValueError as error:
+        raise SealError("sealed payload is not JSON") from error
     if not isinstance(values, dict):
         raise SealError("sealed payload is not an object")
     return {str(k): str(v) for k, v in values.items()}
+
+
+# --- per-run data keys (crypto-shredding) -------------------------------------------------------------
+
+
+def _run_binding(run_id: str) -> bytes:
+    # Associated data: a blob or a wrapped key copied onto another run does not open there.
+    return f"regatta-run\x1f{run_id}".encode()
+
+
+def _run_key_binding(run_id: str) -> bytes:
+    return f"regatta-run-key\x1f{run_id}".encode()
+
+
+def new_run_key() -> bytes:
+    return AESGCM.generate_key(bit_length=8 * RUN_KEY_BYTES)
+
+
+def seal_for_run(values: dict[str, str], run_key: bytes, run_id: str) -> str:
+    """The blob stored in `RunSubmitted.sealed_secrets`: opens only with the run's data key."""
+    token = encrypt(json.dumps(values, sort_keys=True).encode(), run_key, _run_binding(run_id))
+    return RUN_SEALED_PREFIX + token[len(_PREFIX) :]
+
+
+def open_for_run(sealed: str, run_key: bytes, run_id: str) -> dict[str, str]:
+    if not sealed.startswith(RUN_SEALED_PREFIX):
+        raise SealError("not sealed with a run key")
+    return _values(decrypt(_PREFIX + sealed[len(RUN_SEALED_PREFIX) :], run_key, _run_binding(run_id)))
+
+
+def wrap_run_key(run_key: bytes, key: bytes, run_id: str) -> str:
+    """The run's data key under the sealing subkey (what the `run_keys` row holds)."""
+    return encrypt(run_key, key, _run_key_binding(run_id))
+
+
+def unwrap_run_key(wrapped: str, key: bytes, run_id: str) -> bytes:
+    run_key = decrypt(wrapped, key, _run_key_binding(run_id))
+    if len(run_key) != RUN_KEY_BYTES:
+        raise SealError("wrapped run key has the wrong length")
+    return run_key
+
+
+def job_envelope(run_id: str, wrapped_key: str, sealed: str) -> str:
+    """What a job carries (the scheduler builds it; jobs are not stored events)."""
+    body = json.dumps({"run_id": run_id, "key": wrapped_key, "secrets": sealed}, sort_keys=True)
+    return ENVELOPE_PREFIX + base64.urlsafe_b64encode(body.encode()).decode()
+
+
+def _open_envelope(token: str, key: bytes) -> tuple[str, dict[str, str]]:
+    try:
+        body = json.loads(base64.urlsafe_b64decode(token[len(ENVELOPE_PREFIX) :].encode()))
+        run_id, wrapped, sealed = str(body["run_id"]), str(body["key"]), str(body["secrets"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise SealError("malformed job envelope") from error
+    return run_id, open_for_run(sealed, unwrap_run_key(wrapped, key, run_id), run_id)
+
+
+def open_job_secrets(job: AttemptJob, settings: Settings) -> dict[str, str]:
+    """The single entry point for executors: a job's secrets as name -> value ({} when it has none).
+
+    Raises SealError when they cannot be opened: another deployment's master key, a tampered or
+    foreign envelope, or a run whose key was purged before this job was built.
+    """
+    return open_job_secrets_with_key(job, sealing_key(settings))
+
+
+def open_job_secrets_with_key(job: AttemptJob, key: bytes) -> dict[str, str]:
+    """`open_job_secrets` for a caller that already holds the sealing subkey (`sealing_key(settings)`)."""
+    token = job.sealed_secrets
+    if not token:
+        return {}
+    if token.startswith(ENVELOPE_PREFIX):
+        run_id, values = _open_envelope(token, key)
+        if run_id != job.run_id:
+            raise SealError("the job carries another run's secrets")
+        return values
+    if token.startswith(RUN_SEALED_PREFIX):
+        raise SealError("the run's secrets key is gone (purged when the run ended)")
+    # Runs submitted before per-run keys existed: sealed directly with the sealing subkey.
+    return unseal(token, key)

@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.secret_store import resolve_secrets
+from regatta_shared import run_keys
 from regatta_shared.projections import ProjectionRunner
-from regatta_shared.sealing import SealError, decrypt, load_master_key, sealing_key, unseal
+from regatta_shared.sealing import (
+    SealError,
+    decrypt,
+    load_master_key,
+    open_for_run,
+    sealing_key,
+    unseal,
+    unwrap_run_key,
+)
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config
 from .test_cli_contract import flat_error
@@ -91,7 +100,12 @@ def test_secret_values_appear_only_as_ciphertext(gateway: Gateway) -> None:
     assert not [v for v in values if v in json.dumps(stored, default=str)]
 
     submitted = next(e for e in gw.store.read_stream(f"run-{created['id']}") if e.type == "RunSubmitted").data
-    assert unseal(submitted["sealed_secrets"], sealing_key(gw.settings)) == {
+    # Sealed with the run's own key (run_keys, shredded when the run ends), not a master-derived one.
+    wrapped = run_keys.wrapped_key(gw.store, created["id"]) or ""
+    run_key = unwrap_run_key(wrapped, sealing_key(gw.settings), created["id"])
+    with pytest.raises(SealError):
+        unseal(submitted["sealed_secrets"], sealing_key(gw.settings))
+    assert open_for_run(submitted["sealed_secrets"], run_key, created["id"]) == {
         "OPENAI_API_KEY": PERSONAL_VALUE,
         "VERIFIER_TOKEN": JUDGE_VALUE,
         "RUN_ONLY": PROVIDED_VALUE,
@@ -114,6 +128,7 @@ def test_secret_values_appear_only_as_ciphertext(gateway: Gateway) -> None:
         assert response.status_code == 200, response.text
         assert not [v for v in values if v in response.text], response.request.url
         assert "sealed_secrets" not in response.text and submitted["sealed_secrets"] not in response.text
+        assert wrapped not in response.text
     detail = gw.ok(gw.cli("GET", f"/benchmark-runs/{created['id']}"))
     assert detail["configuration"]["resolved_secret_scopes"] == submitted["secret_scopes"]
 

@@ -34,7 +34,7 @@ from regatta_shared.bus import (
     ensure_streams,
 )
 from regatta_shared.jobs import AttemptJob, AttemptReport
-from regatta_shared.sealing import SealError, unseal
+from regatta_shared.sealing import SealError, open_job_secrets_with_key
 
 from . import artifacts
 from .outcome import TrialOutcome, classify, redact
@@ -211,7 +211,7 @@ class Executor:
             return {}
         if self.sealing_key is None:
             raise SealError("this executor has no sealing key")
-        return unseal(job.sealed_secrets, self.sealing_key)
+        return open_job_secrets_with_key(job, self.sealing_key)
 
     async def _run_once(
         self, job: AttemptJob, try_number: int, secrets: dict[str, str]

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from . import cli_shapes, commands, downloads, queries, run_queries, secret_store
 from .api_v1 import settle
-from .auth import Scope
+from .auth import Scope, authenticate
 from .cli_scope import cli_scope, segment, verify
 from .errors import ApiError
 
@@ -215,5 +215,7 @@ async def delete_secret(request: Request, s: CliScope) -> Response:
 
 
 @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
-def unknown_route(rest: str) -> None:
+def unknown_route(request: Request, rest: str, authorization: Annotated[str | None, Header()] = None) -> None:
+    # Authenticated like every other route: a revoked token learns nothing, not even which routes exist.
+    authenticate(request.app.state.store, authorization)
     raise ApiError(404, f"No such route: /api/cli/{rest}", code="NOT_FOUND")

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from nats.js.errors import NotFoundError
 from starlette.concurrency import run_in_threadpool
 
-from .downloads import DOWNLOAD_PREFIX, signed_file, verify_url
+from .downloads import DOWNLOAD_PREFIX, safe_path, signed_file, verify_url
 from .errors import ApiError
 
 router = APIRouter(tags=["downloads"])
@@ -21,6 +21,7 @@ MEDIA_TYPES = {
 async def download(
     request: Request, run_id: str, path: str, v: str = "", exp: str = "", sig: str = ""
 ) -> Response:
+    safe_path(path, "path")
     version = verify_url(request.app.state.keys.url_signing, run_id, path, v, exp, sig)
     output = await run_in_threadpool(signed_file, request.app.state.store, run_id, path, version)
     content = output.content

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from regatta_shared.harnesses import HARNESSES
@@ -126,8 +126,27 @@ def show_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
 
 
 @router.get("/runs/{key}/attempts")
-def run_attempts(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
-    return {"attempts": run_queries.list_attempts(request.app.state.store, s, key)}
+def run_attempts(
+    request: Request,
+    s: ScopeDep,
+    key: str,
+    limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    offset: Offset = 0,
+    task: str | None = None,
+    agent_index: Annotated[int | None, Query(ge=0)] = None,
+    outcome: Literal["passed", "failed", "errored", "cancelled"] | None = None,
+) -> dict[str, Any]:
+    """Every attempt by default; `limit`/`offset` page (adding `next_offset`), the others filter."""
+    return run_queries.attempts_page(
+        request.app.state.store,
+        s,
+        key,
+        limit=limit,
+        offset=offset,
+        task=task,
+        agent_index=agent_index,
+        outcome=outcome,
+    )
 
 
 @router.get("/runs/{key}/logs")

@@ -24,6 +24,7 @@ from .api_v1_outputs import router as v1_outputs
 from .bootstrap import add_hosted_benchmarks, bootstrap
 from .cli_scope import RawCliPaths
 from .errors import ApiError, request_error
+from .guards import RequestGuard
 from .operations import open_operations
 from .readmodels import ReadModels
 from .resources import open_resources
@@ -74,8 +75,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(UnicodeDecodeError)
     async def _undecodable(_request: Request, _error: UnicodeDecodeError) -> JSONResponse:
-        return JSONResponse(ApiError(400, "The request body is not valid UTF-8", field="(body)").body(),
-                            status_code=400)
+        return JSONResponse(
+            ApiError(400, "The request body is not valid UTF-8", field="(body)").body(), status_code=400
+        )
 
     @app.get("/health", tags=["ops"])
     def health(request: Request) -> dict[str, str]:
@@ -91,6 +93,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(files)
     app.add_middleware(RawCliPaths)
     install_web_ui(app)
+    # Added last, so it is the outermost layer: hostile input is refused before anything else runs.
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     return app
 
 

@@ -1,7 +1,9 @@
 """The source of a benchmark to add, read from the request body and checked field by field.
 
 Git URLs, refs and paths end up as git command arguments in registry-sync, so their shapes are
-restricted here (no leading '-', no '..', known transports only): bad input changes nothing.
+restricted here (no leading '-', no '..', known transports only): bad input changes nothing. Paths on
+the registry-sync host (a folder, a registry.json, a local git repository) must be absolute and name
+exactly what they say: no '.'/'..' segments, no percent-encoded characters, no NUL or control characters.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
 HUB_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 HUB_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*$|^sha256:[0-9a-f]{64}$")
 REPO_PATH = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9._/-]*$")
+# %2e, %2f, %5c, %00...: nothing on disk is named like that on purpose, and a later decode would
+# turn it into a traversal.
+ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def parse_source(body: dict[str, Any]) -> BenchmarkSource:
@@ -32,10 +38,11 @@ def parse_source(body: dict[str, Any]) -> BenchmarkSource:
     if kind == "registry":
         return _registry(body, metadata)
     if kind == "folder":
-        path = _text(body, "path") or _text(body, "source_ref")
+        field = "path" if _text(body, "path") else "source_ref"
+        path = _text(body, field)
         if not path:
             raise ApiError(400, "path is required for a folder source", field="path")
-        return BenchmarkSource(type="folder", ref=path, metadata=metadata)
+        return BenchmarkSource(type="folder", ref=host_path(path, field), metadata=metadata)
     if kind == "git":
         return _git(body, metadata)
     return _hub(body, metadata)
@@ -55,7 +62,10 @@ def _infer(body: dict[str, Any]) -> str:
 
 
 def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:
-    registry = _text(body, "registry_url") or _text(body, "registry_path") or _text(body, "registry")
+    field = next(
+        (k for k in ("registry_url", "registry_path", "registry") if _text(body, k)), "registry_path"
+    )
+    registry = _text(body, field)
     dataset = _text(body, "dataset") or _text(body, "source_ref")
     if not registry:
         raise ApiError(400, "registry_path (a file) or registry_url is required", field="registry_path")
@@ -65,6 +75,8 @@ def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> Benchmar
     url = registry if registry.startswith(("http://", "https://")) else None
     if "://" in registry and url is None:
         raise ApiError(400, "registry_url must be an http(s) URL", field="registry_url")
+    if url is None:
+        registry = host_path(registry, field)
     return BenchmarkSource(
         type="registry",
         ref=dataset,
@@ -84,6 +96,8 @@ def _git(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSour
     ref = _text(body, "ref") or _text(body, "git_ref") or ref
     if not GIT_URL.match(url):
         raise ApiError(400, "repo must be a http(s)/ssh/git/file URL or an absolute path", field="repo")
+    if url.startswith("/"):
+        host_path(url, "repo")
     if ref is not None and (not GIT_REF.match(ref) or ".." in ref):
         raise ApiError(400, "ref must be a branch, tag or commit SHA", field="ref")
     subdir = _text(body, "path") or _text(body, "subdir")
@@ -118,6 +132,22 @@ def _hub(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSour
     if ref and not (ref.isdigit() or HUB_REF.match(ref)):
         raise ApiError(400, "the ref must be a tag, a revision number or sha256:<64 hex>", field="dataset")
     return BenchmarkSource(type="hub", ref=dataset, dataset=name, version=ref or None, metadata=metadata)
+
+
+def host_path(path: str, field: str) -> str:
+    """An absolute path on the registry-sync host that names exactly what it says, or 400 naming `field`."""
+    problem = None
+    if CONTROL.search(path):
+        problem = "must not contain NUL or control characters"
+    elif ENCODED.search(path) or "\\" in path:
+        problem = "must not contain percent-encoded characters or backslashes"
+    elif not path.startswith("/"):
+        problem = "must be an absolute path"
+    elif any(part in (".", "..") for part in path.split("/")):
+        problem = "must not contain '.' or '..' segments"
+    if problem:
+        raise ApiError(400, f"{field} {problem}", code="VALIDATION", field=field)
+    return path
 
 
 def _split_ref(location: str) -> tuple[str, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from regatta_shared import run_keys
 from regatta_shared.clock import isoformat
 from regatta_shared.events import (
     AgentSpec,
@@ -24,8 +25,9 @@ from regatta_shared.eventstore.records import new_event
 from regatta_shared.harnesses import HARNESSES
 from regatta_shared.ids import benchmark_stream, new_id, run_stream
 from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
-from regatta_shared.sealing import seal
+from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from .auth import Scope
 from .benchmark_sources import parse_source
@@ -141,6 +143,9 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: Secr
     provided = request.secrets.provided if request.secrets else {}
     sealed = {**values, **provided}
     run_id = new_id("run")
+    # A fresh data key per run (never derived from the master key), so deleting its row when the run
+    # ends makes the blob below unreadable forever, although the event log keeps it.
+    run_key = new_run_key() if sealed else None
     name = request.name or f"{_slug(benchmark['name'])}-{run_id[-6:]}"
     selection = TaskSelection(**(request.tasks_config.model_dump() if request.tasks_config else {}))
     submitted = RunSubmitted(
@@ -158,17 +163,17 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: Secr
         env=request.env_config,
         secret_names=list(dict.fromkeys([*names, *provided])),
         secret_scopes=scopes,
-        sealed_secrets=seal(sealed, vault.sealing_key) if sealed else None,
+        sealed_secrets=seal_for_run(sealed, run_key, run_id) if run_key else None,
         primary_reward_key=metadata.get("primary_reward_key"),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
+    recorded = [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)]
     try:
-        stored = store.append(
-            run_stream(run_id),
-            [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
-            0,
-        )
-    except WrongExpectedVersion:
+        with store.transaction() as conn:
+            if run_key:
+                run_keys.save(conn, run_id, wrap_run_key(run_key, vault.sealing_key, run_id))
+            stored = store.append_within(conn, run_stream(run_id), recorded, 0)
+    except (WrongExpectedVersion, IntegrityError):
         raise ApiError(409, "Run id collision; retry", code="CONFLICT") from None
     return {
         "id": run_id,

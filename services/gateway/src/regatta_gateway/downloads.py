@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,9 @@ DEFAULT_TYPES = ("summary", "results")
 URL_TTL_SECONDS = 900
 MAX_URL_ITEMS = 500
 DOWNLOAD_PREFIX = "/api/downloads/runs"
+MAX_PATH_LENGTH = 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
 @dataclass(frozen=True)
@@ -59,12 +63,37 @@ def parse_types(raw: str | None) -> list[str]:
 GENERATED = {"summary.csv": "summary", "results.csv": "results", "logs.txt": "logs"}
 
 
+def safe_path(path: str, field: str) -> str:
+    """A path as the manifest writes them (relative, '/'-separated, no '.'/'..'/empty segments), or 400.
+
+    Outputs are looked up by exact path among the run's files, never on a file system, so a hostile
+    path could only ever miss; it is refused anyway, naming the field, so the client learns why.
+    """
+    if (
+        not path
+        or len(path) > MAX_PATH_LENGTH
+        or CONTROL.search(path)
+        or "\\" in path
+        or ENCODED.search(path)
+        or any(part in ("", ".", "..") for part in path.split("/"))
+    ):
+        raise ApiError(
+            400,
+            f"{field} must be a relative output path: no leading '/', no '.', '..' or empty segments, "
+            "no backslashes, percent-encoding or control characters",
+            code="VALIDATION",
+            field=field,
+        )
+    return path
+
+
 def type_of(path: str) -> str:
     return GENERATED.get(path) or "artifacts"
 
 
 def _segment(text: str) -> str:
-    cleaned = text.replace("/", "_").replace("\\", "_").strip()
+    # '%' too: output paths never carry percent-encoding, so one that does is refused (safe_path).
+    cleaned = text.replace("/", "_").replace("\\", "_").replace("%", "_").strip()
     return cleaned if cleaned not in ("", ".", "..") else "_"
 
 
@@ -147,9 +176,10 @@ def signed_urls(
     expires = int(time.time()) + URL_TTL_SECONDS
     out = []
     known: dict[int, set[str]] = {}
-    for item in items:
+    for index, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("path"), str):
             raise ApiError(400, "each item needs a path", code="VALIDATION", field="items")
+        safe_path(item["path"], f"items.{index}.path")
         version = _version(item.get("token"), current)
         if version is None:
             continue

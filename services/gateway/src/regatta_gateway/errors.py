@@ -40,8 +40,18 @@ def request_error(error: Any) -> ApiError:
     """FastAPI's validation errors as our flat 400 body, naming each field (not FastAPI's 422 shape)."""
     issues = []
     for item in error.errors():
-        location = [str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path", "header")]
+        loc = tuple(item.get("loc", ()))
+        location = [str(part) for part in loc if part not in ("body", "query", "path", "header")]
+        # Malformed JSON is located by character offset, and a body of the wrong type by ("body",):
+        # either way the field at fault is the body itself.
+        if item.get("type") == "json_invalid" or loc == ("body",):
+            location = ["(body)"]
         issues.append({"key": ".".join(location) or "(request)", "message": str(item.get("msg", "invalid"))})
     first = issues[0] if issues else {"key": "(request)", "message": "invalid request"}
-    return ApiError(400, f"Invalid request: {first['key']}: {first['message']}", code="VALIDATION",
-                    field=first["key"], issues=issues)
+    return ApiError(
+        400,
+        f"Invalid request: {first['key']}: {first['message']}",
+        code="VALIDATION",
+        field=first["key"],
+        issues=issues,
+    )

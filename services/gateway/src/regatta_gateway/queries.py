@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
 from .auth import Scope
 from .errors import ApiError
 from .readmodels import tables as t
 
 TERMINAL = ("finished", "failed", "stopped")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def run_key_shape(key: str) -> bool:
+    """Whether `key` could name a run at all (run names are checked the same way at submission)."""
+    return bool(key) and not (
+        key.startswith("/")
+        or "\\" in key
+        or CONTROL.search(key)
+        or any(part in (".", "..") for part in key.split("/"))
+    )
 
 
 def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None = None) -> dict[str, Any]:
@@ -37,20 +50,27 @@ def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None 
     return dict(exact[0])
 
 
-def find_run(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
-    with store.read_engine.connect() as conn:
-        row = (
-            conn.execute(
-                select(t.runs)
-                .where(
-                    t.runs.c.workspace_id == scope.workspace_id,
-                    or_(t.runs.c.id == key, t.runs.c.name == key),
-                )
-                .order_by(t.runs.c.seq.desc())
-            )
-            .mappings()
-            .first()
+def find_run(
+    store: EventStore, scope: Scope, key: str, columns: Sequence[ColumnElement[Any]] | None = None
+) -> dict[str, Any]:
+    """The run named by `key` (id or name; the newest of a name). `columns` limits what is read: a big
+    run's row holds hundreds of KB of JSON that most reads do not need."""
+    if not run_key_shape(key):
+        raise ApiError(
+            400,
+            "A run key is a run id or name: no leading '/', '.' or '..' segments, backslashes or control "
+            "characters",
+            code="VALIDATION",
+            field="key",
         )
+    query = (
+        (select(*columns) if columns else select(t.runs))
+        .where(t.runs.c.workspace_id == scope.workspace_id, or_(t.runs.c.id == key, t.runs.c.name == key))
+        .order_by(t.runs.c.seq.desc())
+        .limit(1)
+    )
+    with store.read_engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
     if row is None:
         raise ApiError(404, f"Benchmark run {key!r} not found", code="NOT_FOUND")
     return dict(row)

@@ -8,6 +8,7 @@ import nats
 from fastapi import FastAPI
 from regatta_shared.bus import ARTIFACTS_BUCKET
 from regatta_shared.eventstore import EventStore
+from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.settings import Settings
 
 from .keys import load_keys
@@ -25,4 +26,5 @@ async def open_resources(
     app.state.keys = keys
     app.state.vault = vault
     app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
+    nudge_relay_on_commit(store, nc)
     return nc.close

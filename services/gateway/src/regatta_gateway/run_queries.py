@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
-from sqlalchemy import func, select
+from sqlalchemy import func, literal_column, select
 
 from .auth import Scope
 from .queries import find_run, page
@@ -60,8 +62,49 @@ def list_runs(
     return page("benchmark_runs", [run_summary(dict(r), base_url) for r in rows], total, limit, offset)
 
 
+# What the run page reads of a big run's row, cheaply. `scores` holds every agent's per-task (n, c)
+# counts, hundreds of KB on a run of thousands of tasks, which the page does not show: Postgres drops
+# them before sending the row (SQLite, the embedded single-user store, reads the column whole).
+# `submission` (the RunSubmitted payload, its task list included) is as big and never changes once the
+# run's row exists (only the RunSubmitted handler writes it; a rebuild writes the same), so each process
+# parses it once per run: it was the largest CPU cost of GET /runs/{id}.
+_SCORES_WITHOUT_TASK_COUNTS = literal_column(
+    "CASE WHEN jsonb_typeof(rm_runs.scores) = 'array' THEN (SELECT coalesce(jsonb_agg("
+    "CASE WHEN jsonb_typeof(a) = 'object' THEN a - 'task_counts' ELSE a END ORDER BY o), '[]'::jsonb)"
+    " FROM jsonb_array_elements(rm_runs.scores) WITH ORDINALITY AS x(a, o)) ELSE rm_runs.scores END",
+    t.runs.c.scores.type,
+).label("scores")
+_ID = (t.runs.c.id,)
+_SUBMISSIONS: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()  # LRU by (database, run id)
+_SUBMISSIONS_KEPT = 256
+_SUBMISSIONS_LOCK = threading.Lock()
+
+
+def _detail_columns(store: EventStore) -> list[Any]:
+    scores = t.runs.c.scores if store.is_sqlite else _SCORES_WITHOUT_TASK_COUNTS
+    return [*(c for c in t.runs.columns if c.name not in ("scores", "submission")), scores]
+
+
+def _submission(store: EventStore, run_id: str) -> dict[str, Any] | None:
+    key = (store.url, run_id)
+    with _SUBMISSIONS_LOCK:
+        cached = _SUBMISSIONS.get(key)
+        if cached is not None:
+            _SUBMISSIONS.move_to_end(key)
+            return cached
+    with store.read_engine.connect() as conn:
+        submission = conn.execute(select(t.runs.c.submission).where(t.runs.c.id == run_id)).scalar()
+    if submission is not None:
+        with _SUBMISSIONS_LOCK:
+            _SUBMISSIONS[key] = submission
+            while len(_SUBMISSIONS) > _SUBMISSIONS_KEPT:
+                _SUBMISSIONS.popitem(last=False)
+    return submission
+
+
 def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") -> dict[str, Any]:
-    row = find_run(store, scope, key)
+    row = find_run(store, scope, key, _detail_columns(store))
+    row["submission"] = _submission(store, row["id"])
     submission = row["submission"] or {}
     scores = {s["agent_index"]: s for s in (row["scores"] or [])}
     agents = []
@@ -140,15 +183,46 @@ def _agent_status(row: dict[str, Any], score: dict[str, Any] | None) -> str:
     return row["status"]
 
 
-def _totals(store: EventStore, row: dict[str, Any]) -> dict[str, Any]:
+# A run's attempt counts by outcome, by (database, run id, rm_runs.ingested). Counting is an index scan
+# of every attempt of the run (100k on a big run) per page view; but outcomes change only through
+# AttemptFinished, whose handler also bumps the run's `ingested`, and the projection is deterministic, so
+# the counts are a function of (run, ingested): a cached entry never goes stale. Each entry is computed
+# with its `ingested` in one statement (one snapshot), so the pair is consistent.
+_COUNTS: OrderedDict[tuple[str, str, int], dict[str, int]] = OrderedDict()  # LRU
+_COUNTS_KEPT = 1024
+_COUNTS_LOCK = threading.Lock()
+
+
+def _count_by_outcome(run_id: str) -> Any:
+    # The run's `ingested` as a scalar subquery: the same statement, so the same snapshot as the counts.
+    # Filtering rm_attempts by the literal run id keeps ix_rm_attempts_run_outcome an index-only scan.
+    ingested = select(t.runs.c.ingested).where(t.runs.c.id == run_id).scalar_subquery()
+    return (
+        select(ingested, t.attempts.c.outcome, func.count())
+        .where(t.attempts.c.run_id == run_id, t.attempts.c.outcome.is_not(None))
+        .group_by(t.attempts.c.outcome)
+    )
+
+
+def _outcome_counts(store: EventStore, run_id: str, ingested: int | None) -> dict[str, int]:
+    with _COUNTS_LOCK:
+        cached = _COUNTS.get((store.url, run_id, ingested or 0))
+        if cached is not None:
+            _COUNTS.move_to_end((store.url, run_id, ingested or 0))
+            return cached
     with store.read_engine.connect() as conn:
-        counts = dict(
-            conn.execute(
-                select(t.attempts.c.outcome, func.count())
-                .where(t.attempts.c.run_id == row["id"], t.attempts.c.outcome.is_not(None))
-                .group_by(t.attempts.c.outcome)
-            ).all()
-        )
+        rows = conn.execute(_count_by_outcome(run_id)).all()
+    counts = {outcome: count for _, outcome, count in rows}
+    if rows:
+        with _COUNTS_LOCK:
+            _COUNTS[(store.url, run_id, rows[0][0] or 0)] = counts
+            while len(_COUNTS) > _COUNTS_KEPT:
+                _COUNTS.popitem(last=False)
+    return counts
+
+
+def _totals(store: EventStore, row: dict[str, Any]) -> dict[str, Any]:
+    counts = _outcome_counts(store, row["id"], row["ingested"])
     return {
         "passed": counts.get("passed", 0),
         "failed": counts.get("failed", 0),
@@ -160,18 +234,35 @@ def _totals(store: EventStore, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def list_attempts(store: EventStore, scope: Scope, key: str) -> list[dict[str, Any]]:
-    run = find_run(store, scope, key)
+def list_attempts(
+    store: EventStore,
+    scope: Scope,
+    key: str,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    task: str | None = None,
+    agent_index: int | None = None,
+    outcome: str | None = None,
+) -> list[dict[str, Any]]:
+    """The run's attempts in (task, agent, attempt) order: all of them by default; `limit`/`offset`
+    page through them and the filters narrow them, so a run of 100k attempts need not be one response.
+    The order is ix_rm_attempts_run_order's, so a page is an index range scan."""
+    run = find_run(store, scope, key, _ID)
+    query = select(t.attempts).where(t.attempts.c.run_id == run["id"])
+    if task is not None:
+        query = query.where(t.attempts.c.task == task)
+    if agent_index is not None:
+        query = query.where(t.attempts.c.agent_index == agent_index)
+    if outcome is not None:
+        query = query.where(t.attempts.c.outcome == outcome)
+    query = query.order_by(t.attempts.c.task, t.attempts.c.agent_index, t.attempts.c.attempt_index)
+    if limit is not None:
+        query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
     with store.read_engine.connect() as conn:
-        rows = (
-            conn.execute(
-                select(t.attempts)
-                .where(t.attempts.c.run_id == run["id"])
-                .order_by(t.attempts.c.task, t.attempts.c.agent_index, t.attempts.c.attempt_index)
-            )
-            .mappings()
-            .all()
-        )
+        rows = conn.execute(query).mappings().all()
     return [
         {
             k: r[k]
@@ -193,9 +284,34 @@ def list_attempts(store: EventStore, scope: Scope, key: str) -> list[dict[str, A
     ]
 
 
+def attempts_page(
+    store: EventStore,
+    scope: Scope,
+    key: str,
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    task: str | None = None,
+    agent_index: int | None = None,
+    outcome: str | None = None,
+) -> dict[str, Any]:
+    """GET /runs/{key}/attempts: `{"attempts": [...]}` as always; asked for a page (`limit` or `offset`),
+    also `next_offset`, the offset of the next page or null after the last one."""
+    filters = {"task": task, "agent_index": agent_index, "outcome": outcome}
+    if limit is None and not offset:
+        return {"attempts": list_attempts(store, scope, key, **filters)}
+    # One row more than asked tells whether another page follows, without counting the run's attempts.
+    rows = list_attempts(
+        store, scope, key, limit=None if limit is None else limit + 1, offset=offset, **filters
+    )
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if limit is not None else rows
+    return {"attempts": rows, "next_offset": offset + len(rows) if more else None}
+
+
 def run_logs(store: EventStore, scope: Scope, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
     """Newest page first, oldest first within a page (contract §2.8); the cursor is a position."""
-    run = find_run(store, scope, key)
+    run = find_run(store, scope, key, _ID)
     query = select(t.run_logs).where(t.run_logs.c.run_id == run["id"])
     if cursor:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from regatta_shared import run_keys
 from regatta_shared.clock import isoformat, utcnow
 from regatta_shared.events import SecretDeleted, SecretSet
 from regatta_shared.eventstore import EventStore
@@ -62,10 +63,11 @@ secret_values = Table(
 class SecretVault:
     events: EventStore
     key: bytes  # secrets at rest
-    sealing_key: bytes  # runs' secrets for executors
+    sealing_key: bytes  # wraps each run's data key (regatta_shared.run_keys)
 
     def create_tables(self) -> None:
         self.events.create_tables(metadata)
+        run_keys.create_table(self.events)
 
 
 def _owner(scope: Scope, kind: str) -> str:

@@ -7,6 +7,7 @@ import asyncio
 
 import nats
 from nats.aio.msg import Msg
+from regatta_shared import run_keys
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
@@ -19,10 +20,11 @@ from regatta_shared.bus import (
 from regatta_shared.codec import decode_stored
 from regatta_shared.consumer import BatchConsumer
 from regatta_shared.jobs import AttemptReport
+from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
 from regatta_shared.settings import load_settings
 
-from .scheduler import RunScheduler
+from .scheduler import RUN_ENDED, RunScheduler
 
 settings = load_settings()
 broker = make_broker(settings)
@@ -63,6 +65,11 @@ async def dispatch_attempts(batch: list[Msg]) -> None:
     )
 
 
+async def purge_ended_runs(batch: list[Msg]) -> None:
+    events = [decode_stored(msg.data) for msg in batch]
+    await asyncio.to_thread(lambda: [scheduler().on_run_ended(event) for event in events])
+
+
 async def record_reports(batch: list[Msg]) -> None:
     reports = [AttemptReport.model_validate_json(msg.data) for msg in batch]
     await asyncio.to_thread(scheduler().on_reports, reports)
@@ -81,6 +88,9 @@ async def start_consumers() -> None:
     js = nc.jetstream()
     state["nc"] = nc
     state["scheduler"] = RunScheduler(make_store(settings))
+    nudge_relay_on_commit(scheduler().store, nc)
+    run_keys.create_table(scheduler().store)
+    await asyncio.to_thread(scheduler().purge_ended_runs)
     consumers = [
         BatchConsumer(
             js,
@@ -91,9 +101,24 @@ async def start_consumers() -> None:
             batch_size=20,
         ),
         BatchConsumer(
-            js, EVENTS_STREAM, "run-scheduler-dispatch", ["evt.run.AttemptScheduled"], dispatch_attempts
+            js,
+            EVENTS_STREAM,
+            "run-scheduler-dispatch",
+            ["evt.run.AttemptScheduled"],
+            dispatch_attempts,
+            max_wait=0.005,
         ),
-        BatchConsumer(js, REPORTS_STREAM, "run-scheduler-reports", [REPORT_SUBJECT], record_reports),
+        BatchConsumer(
+            js, REPORTS_STREAM, "run-scheduler-reports", [REPORT_SUBJECT], record_reports, max_wait=0.01
+        ),
+        BatchConsumer(
+            js,
+            EVENTS_STREAM,
+            "run-scheduler-purge",
+            [f"evt.run.{name}" for name in RUN_ENDED],
+            purge_ended_runs,
+            batch_size=50,
+        ),
     ]
     for consumer in consumers:
         await consumer.start()

@@ -9,15 +9,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from regatta_shared import run_keys
 from regatta_shared.events import AttemptScheduled, RunSubmitted
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.sealing import RUN_SEALED_PREFIX, job_envelope
 
 from . import run as aggregate
 
 log = logging.getLogger("regatta.run_scheduler")
 Decision = Callable[[aggregate.RunState], list[NewEvent]]
+# After these no attempt needs the run's secrets any more: its data key is deleted (crypto-shredding).
+RUN_ENDED = ("RunExecutionCompleted", "RunStopped", "RunFailed", "RunFinished")
 
 
 class RunScheduler:
@@ -78,12 +82,49 @@ class RunScheduler:
         state = self.load(scheduled.run_id)
         submitted = state.submitted
         attempt = state.attempts.get(scheduled.attempt_id)
-        if submitted is None or attempt is None or attempt.outcome is not None:
+        if submitted is None or attempt is None or attempt.outcome is not None or state.terminal:
             return None
-        return build_job(submitted, scheduled)
+        return build_job(submitted, scheduled, self._job_secrets(submitted))
+
+    def _job_secrets(self, submitted: RunSubmitted) -> str | None:
+        """The envelope an executor opens with the sealing subkey; the scheduler never sees a value."""
+        sealed = submitted.sealed_secrets
+        if not sealed or not sealed.startswith(RUN_SEALED_PREFIX):
+            return sealed  # none, or a run sealed before per-run keys existed
+        wrapped = run_keys.wrapped_key(self.store, submitted.run_id)
+        if wrapped is None:
+            # Only after the run ended; the executor reports the attempt errored with SealError.
+            log.error("run %s has no secrets key (purged?); its jobs cannot open them", submitted.run_id)
+            return sealed
+        return job_envelope(submitted.run_id, wrapped, sealed)
+
+    def on_run_ended(self, event: StoredEvent) -> bool:
+        """Shred the run's secrets: True if its key was still there. Redeliveries are no-ops."""
+        run_id = event.data.get("run_id")
+        if event.type not in RUN_ENDED or not run_id:
+            return False
+        purged = run_keys.purge(self.store, run_id)
+        if purged:
+            log.info("run %s ended (%s): its secrets key is deleted", run_id, event.type)
+        return purged
+
+    def purge_ended_runs(self) -> list[str]:
+        """At start-up: shred keys of runs that ended while no purge consumer saw it (e.g. events that
+        aged out of the EVENTS stream); the store, not the bus, says whether a run ended."""
+        purged = []
+        for run_id in run_keys.run_ids(self.store):
+            state = self.load(run_id)
+            if (state.terminal or state.execution_completed) and run_keys.purge(self.store, run_id):
+                purged.append(run_id)
+        if purged:
+            log.info("deleted the secrets keys of %d ended runs", len(purged))
+        return purged
 
 
-def build_job(submitted: RunSubmitted, scheduled: AttemptScheduled) -> AttemptJob:
+def build_job(
+    submitted: RunSubmitted, scheduled: AttemptScheduled, sealed_secrets: str | None = None
+) -> AttemptJob:
+    """`sealed_secrets`: the job's envelope (RunScheduler._job_secrets); the stored blob if not given."""
     agent = submitted.agents[scheduled.agent_index]
     task = next(t for t in submitted.tasks if t.name == scheduled.task)
     execution = submitted.execution
@@ -101,5 +142,5 @@ def build_job(submitted: RunSubmitted, scheduled: AttemptScheduled) -> AttemptJo
         env={**submitted.env, **agent.env},
         verifier_env_names=list(execution.verifier_secrets),
         judge_model=execution.judge_model,
-        sealed_secrets=submitted.sealed_secrets,
+        sealed_secrets=sealed_secrets if sealed_secrets is not None else submitted.sealed_secrets,
     )

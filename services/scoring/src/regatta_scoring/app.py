@@ -10,6 +10,7 @@ from nats.aio.msg import Msg
 from regatta_shared.bus import EVENTS_STREAM
 from regatta_shared.codec import decode_stored
 from regatta_shared.consumer import BatchConsumer
+from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
 from regatta_shared.settings import load_settings
 
@@ -36,6 +37,7 @@ async def start_consumer() -> None:
     nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     state["nc"] = nc
     state["scorer"] = Scorer(make_store(settings))
+    nudge_relay_on_commit(state["scorer"].store, nc)  # type: ignore[attr-defined]
     consumer = BatchConsumer(nc.jetstream(), EVENTS_STREAM, "scoring", SUBJECTS, score_events, max_wait=0.2)
     await consumer.start()
     state["consumer"] = consumer

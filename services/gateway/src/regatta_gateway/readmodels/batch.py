@@ -2,22 +2,23 @@
 
 A run's log is almost all AttemptScheduled/Started/Retried/Finished, and one event at a time they cost
 2–4 statements each (attempt row, run counters, log line). Here a run of such events (a segment) is
-folded in memory over the rows it touches, read once up front, and written back with one executemany
-per table. Every other event ends the segment: what was folded is written first, then the event goes
-through the projection's own `apply`, so it sees exactly the tables it would have seen one event at a
-time. The result is the same rows as `apply` on each event in order (invariant 7); the rebuild test
-and bench/eventstore.py compare the two.
+folded in memory over the rows it touches, read once up front, and written back with one statement
+per table and column set. Every other event ends the segment: what was folded is written first, then
+the event goes through the projection's own `apply`, so it sees exactly the tables it would have seen
+one event at a time. The result is the same rows as `apply` on each event in order (invariant 7);
+tests/integration/test_projection_batching.py and bench/eventstore.py compare the two.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from regatta_shared.clock import isoformat
 from regatta_shared.eventstore import StoredEvent
-from sqlalchemy import JSON, Connection, bindparam, insert, select, update
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import JSON, Column, Connection, String, Table, bindparam, select, update
+from sqlalchemy.dialects import postgresql
 
 from . import tables as t
 from .logs import log_entry
@@ -25,15 +26,6 @@ from .logs import log_entry
 BATCHED = frozenset({"AttemptScheduled", "AttemptStarted", "AttemptRetried", "AttemptFinished"})
 _IN_CHUNK = 500  # ids per IN (...) list: well inside SQLite's and Postgres's parameter limits
 
-# A column left unset by the per-event INSERT is SQL NULL; with the column's own JSON type a None in a
-# bulk row would be stored as JSON 'null' instead, so the bulk INSERT binds `result` with this type.
-_JSON_OR_NULL = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-_INSERT_ATTEMPT = insert(t.attempts).values(
-    {
-        c.name: bindparam(f"p_{c.name}", type_=_JSON_OR_NULL if c.name == "result" else c.type)
-        for c in t.attempts.columns
-    }
-)
 _RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd")
 _UPDATE_RUN = (
     update(t.runs)
@@ -117,15 +109,12 @@ class _Segment:
                     self.logs.append(entry)
         conn = self.conn
         if self.inserts:
-            conn.execute(_INSERT_ATTEMPT, [{f"p_{k}": v for k, v in row.items()} for row in self.inserts])
+            _insert_rows(conn, t.attempts, self.inserts)
         by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for aid, change in self.changes.items():
-            columns = tuple(sorted(change))
-            by_columns.setdefault(columns, []).append(
-                {"p_id": aid, **{f"p_{k}": v for k, v in change.items()}}
-            )
-        for columns, rows in by_columns.items():
-            conn.execute(_update_attempts(columns), rows)
+            by_columns.setdefault(tuple(sorted(change)), []).append({"attempt_id": aid, **change})
+        for rows in by_columns.values():
+            _update_rows(conn, t.attempts, "attempt_id", rows)
         if self.touched_runs:
             conn.execute(
                 _UPDATE_RUN,
@@ -135,7 +124,7 @@ class _Segment:
                 ],
             )
         if self.logs:
-            conn.execute(insert(t.run_logs), self.logs)
+            _insert_rows(conn, t.run_logs, self.logs)
 
     # --- the folds: each does to the in-memory rows what its handler in projection.py does in SQL ------
 
@@ -209,12 +198,59 @@ _FOLDS: dict[str, Callable[[_Segment, StoredEvent, dict[str, Any]], None]] = {
 }
 
 
-def _update_attempts(columns: tuple[str, ...]) -> Any:
-    return (
-        update(t.attempts)
-        .where(t.attempts.c.attempt_id == bindparam("p_id"))
-        .values({name: bindparam(f"p_{name}", type_=t.attempts.c[name].type) for name in columns})
-    )
+# --- bulk statements ------------------------------------------------------------------------------
+# Postgres: one statement per table whatever the row count, the rows sent as ONE JSON document that the
+# server unpacks (json_to_recordset): Python's C JSON encoder is far cheaper than psycopg's per-value
+# array or pipeline adaptation, and the statement stays short and cached. JSON null unpacks as SQL NULL.
+# SQLite: the driver's executemany, a C loop over one prepared statement, JSON values serialised here.
+# Either way None is SQL NULL, as for a column the per-event INSERT leaves unset.
+
+
+def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    columns = list(rows[0])
+    names = ", ".join(f'"{c}"' for c in columns)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {_pg_recordset(table, columns)}',
+            {"rows": json.dumps(rows)},
+        )
+        return
+    marks = ", ".join("?" for _ in columns)
+    params = [tuple(_sqlite_value(table.c[c], row[c]) for c in columns) for row in rows]
+    conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})', params)
+
+
+def _update_rows(conn: Connection, table: Table, key: str, rows: list[dict[str, Any]]) -> None:
+    """UPDATE table SET <the rows' other columns> WHERE key = row[key], for rows sharing one column set."""
+    columns = [c for c in rows[0] if c != key]
+    if conn.dialect.name == "postgresql":
+        sets = ", ".join(f'"{c}" = u."{c}"' for c in columns)
+        conn.exec_driver_sql(
+            f'UPDATE "{table.name}" AS t SET {sets} FROM {_pg_recordset(table, [key, *columns])} '
+            f'WHERE t."{key}" = u."{key}"',
+            {"rows": json.dumps(rows)},
+        )
+        return
+    sets = ", ".join(f'"{c}" = ?' for c in columns)
+    params = [(*(_sqlite_value(table.c[c], row[c]) for c in columns), row[key]) for row in rows]
+    conn.exec_driver_sql(f'UPDATE "{table.name}" SET {sets} WHERE "{key}" = ?', params)
+
+
+def _pg_recordset(table: Table, columns: list[str]) -> str:
+    # Strings unpack as text so that the INSERT/UPDATE itself checks VARCHAR lengths, as it does alone.
+    dialect = postgresql.dialect()
+    types = [
+        "text" if isinstance(table.c[c].type, String) else table.c[c].type.compile(dialect=dialect)
+        for c in columns
+    ]
+    fields = ", ".join(f'"{c}" {type_}' for c, type_ in zip(columns, types, strict=True))
+    return f"json_to_recordset(%(rows)s::json) AS u({fields})"
+
+
+def _sqlite_value(column: Column[Any], value: Any) -> Any:
+    if isinstance(column.type, JSON):
+        return None if value is None else json.dumps(value)
+    return value
 
 
 def _chunks(values: Iterable[str]) -> Iterable[list[str]]:

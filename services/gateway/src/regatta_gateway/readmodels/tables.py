@@ -116,7 +116,17 @@ attempts = Table(
     Column("finished_at", String(40)),
     Column("result", Json),
 )
-Index("ix_rm_attempts_run", attempts.c.run_id, attempts.c.agent_index, attempts.c.task)
+# The run page's order (run_queries.list_attempts): a page of a 100k-attempt run is an index range scan,
+# not a sort of the whole run. Also serves every other per-run attempt query by its run_id prefix.
+Index(
+    "ix_rm_attempts_run_order",
+    attempts.c.run_id,
+    attempts.c.task,
+    attempts.c.agent_index,
+    attempts.c.attempt_index,
+)
+# A run's totals count its attempts by outcome (run_queries._totals): an index-only scan.
+Index("ix_rm_attempts_run_outcome", attempts.c.run_id, attempts.c.outcome)
 run_logs = Table(
     "rm_run_logs",
     metadata,

