@@ -8,6 +8,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from regatta_gateway.notifications.notices import SIGNATURE_HEADER, verify
+
 from tests.e2e.test_spine import DEMO
 from tests.support.tasks import run_toml
 
@@ -20,7 +21,7 @@ class Receiver:
         received, answer = self.received, status
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 received.append((dict(self.headers), body, time.monotonic()))
                 self.send_response(answer)

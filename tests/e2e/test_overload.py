@@ -72,7 +72,8 @@ def test_twenty_runs_from_five_workspaces_all_finish_within_their_limits(
     with engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT position, stream_id, type, data FROM events WHERE stream_id LIKE 'run-%' ORDER BY position"
+                "SELECT position, stream_id, type, data FROM events"
+                " WHERE stream_id LIKE 'run-%' ORDER BY position"
             )
         ).all()
     engine.dispose()

@@ -8,8 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from regatta_gateway.readmodels.tables import metadata as read_model_tables
 import httpx
+from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,15 +11,15 @@ from pathlib import Path
 import httpx
 import pytest
 import schemathesis
-from schemathesis import GenerationMode
 import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from regatta_gateway.app import create_app
+from regatta_shared.settings import Settings
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
 from regatta import nats_server
-from regatta_gateway.app import create_app
-from regatta_shared.settings import Settings
 
 TOKEN = "fuzz-token"
 
@@ -63,7 +63,7 @@ def test_no_operation_errors_or_breaks_its_schema(gateway_url: str) -> None:
 
             @given(case=operation.as_strategy(generation_mode=mode, headers=headers))
             @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-            def call(case) -> None:  # noqa: ANN001
+            def call(case) -> None:
                 case.call_and_validate(
                     base_url=gateway_url, checks=[not_a_server_error, response_schema_conformance]
                 )

@@ -6,9 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from regatta_scoring.scorer import Scorer
-from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.events import (
     AgentSpec,
     AttemptFinished,
@@ -19,6 +17,7 @@ from regatta_shared.events import (
     RunTask,
     TaskSelection,
 )
+from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import attempt_id, leaderboard_stream, run_stream
 
 TASKS = [

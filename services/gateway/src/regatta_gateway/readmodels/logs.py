@@ -32,7 +32,8 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
             return (
                 "info",
                 "attempt",
-                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']}): sandbox created",
+                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']}): "
+                "sandbox created",
             )
         case "AttemptRetried":
             return (
