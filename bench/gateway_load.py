@@ -35,6 +35,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from _common import (
@@ -190,7 +191,9 @@ def kept_database() -> str:
     return ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
 
 
-def start_gateway(url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], str]:
+def start_gateway(
+    url: str, workdir: Path, workers: int = 1
+) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], str]:
     nats_port, port = nats_server.free_port(), nats_server.free_port()
     nats = nats_server.start(workdir / "nats", nats_port, workdir / "nats.log")
     env = {
@@ -205,6 +208,7 @@ def start_gateway(url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], sub
     env.pop("REGATTA_HOSTED_BENCHMARKS", None)
     command = [sys.executable, "-m", "uvicorn", "regatta_gateway.app:create_app", "--factory"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    command += ["--workers", str(workers)] if workers > 1 else []
     log = (workdir / "gateway.log").open("ab")
     gateway = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -282,43 +286,113 @@ def schedule(
     return sorted(plan, key=lambda r: r.at)
 
 
+class Connections:
+    """A minimal HTTP/1.1 keep-alive client for the load. httpx's pool costs more CPU per request than
+    the gateway spends serving it once hundreds of requests are in flight (its pool bookkeeping grows
+    with them), and on two cores that starves the server it measures. Each request here takes an idle
+    connection or opens one (open loop: never waits for a free one) and reads the reply by its
+    Content-Length (or chunks)."""
+
+    def __init__(self, base: str) -> None:
+        address = base.removeprefix("http://")
+        self.host, port = address.split(":")
+        self.port = int(port)
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.head = f"Host: {address}\r\nAuthorization: Bearer {TOKEN}\r\n"
+
+    async def request(self, request: Request) -> int:
+        target = request.path + (f"?{urlencode(request.params)}" if request.params else "")
+        body = request.body or b""
+        extra = "Content-Type: application/toml\r\n" if body else ""
+        head = f"{request.method} {target} HTTP/1.1\r\n{self.head}{extra}Content-Length: {len(body)}\r\n\r\n"
+        while self.idle:
+            # An idle connection the server has closed meanwhile (keep-alive timeout) answers with EOF
+            # before any byte: drop it and try the next, then a new one.
+            status = await self._exchange(*self.idle.pop(), head.encode() + body)
+            if status is not None:
+                return status
+        opened = await asyncio.open_connection(self.host, self.port)
+        return await self._exchange(*opened, head.encode() + body) or 0
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+    ) -> int | None:
+        try:
+            writer.write(data)
+            line = await reader.readline()
+            if not line:
+                writer.close()
+                return None
+            status = int(line.split()[1])
+            length, chunked, close = 0, False, False
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                name = name.strip().lower()
+                if name == b"content-length":
+                    length = int(value)
+                elif name == b"transfer-encoding":
+                    chunked = b"chunked" in value.lower()
+                elif name == b"connection":
+                    close = b"close" in value.lower()
+            if chunked:
+                while size := int((await reader.readline()).strip(), 16):
+                    await reader.readexactly(size + 2)
+                await reader.readline()
+            else:
+                await reader.readexactly(length)
+        except (OSError, ValueError, IndexError, asyncio.IncompleteReadError):
+            writer.close()
+            return 0
+        if close:
+            writer.close()
+        else:
+            self.idle.append((reader, writer))
+        return status
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+
+
 async def drive(base: str, plan: list[Request]) -> list[Result]:
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    limits = httpx.Limits(max_connections=500, max_keepalive_connections=500)
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30.0, limits=limits) as client:
-        loop = asyncio.get_running_loop()
-        start = loop.time() + 0.5
+    connections = Connections(base)
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.5
 
-        async def one(request: Request) -> Result:
-            scheduled = start + request.at
-            sent = loop.time()
-            try:
-                response = await client.request(
-                    request.method,
-                    request.path,
-                    params=request.params,
-                    content=request.body,
-                    headers={"Content-Type": "application/toml"} if request.body else None,
-                )
-                ok = response.status_code == (201 if request.method == "POST" else 200)
-            except httpx.HTTPError:
-                ok = False
-            done = loop.time()
-            return Result(request.kind, (done - scheduled) * 1000, (sent - scheduled) * 1000, ok)
+    async def one(request: Request) -> Result:
+        scheduled = start + request.at
+        sent = loop.time()
+        try:
+            status = await asyncio.wait_for(connections.request(request), timeout=120)
+        except TimeoutError:
+            status = 0
+        ok = status == (201 if request.method == "POST" else 200)
+        return Result(request.kind, (loop.time() - scheduled) * 1000, (sent - scheduled) * 1000, ok)
 
-        pending = []
-        for request in plan:
-            delay = start + request.at - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            pending.append(asyncio.create_task(one(request)))
-        return list(await asyncio.gather(*pending))
+    pending = []
+    for request in plan:
+        delay = start + request.at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        pending.append(asyncio.create_task(one(request)))
+    results = list(await asyncio.gather(*pending))
+    connections.close()
+    return results
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to show where the load went."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process and its descendants (uvicorn workers), from /proc."""
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return total
 
 
 def warm_up(base: str, runs: list[str]) -> None:
@@ -376,6 +450,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=100.0, help="reads per second (default 100)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load (default 30)")
     parser.add_argument("--submit-rate", type=float, default=2.0, help="POST /runs per second (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="uvicorn worker processes (default 1, as `regatta_gateway` runs)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated database (prints its URL)")
     parser.add_argument("--database", help="reuse a database made with --keep (same --quick) instead")
     args = parser.parse_args()
@@ -400,7 +480,7 @@ def main() -> None:
             )
             if args.keep:
                 print(f"kept: --database {url}")
-        gateway, nats, base = start_gateway(url, Path(tmp))
+        gateway, nats, base = start_gateway(url, Path(tmp), args.workers)
         try:
             warm_up(base, runs)
             plan = schedule(runs, tasks, sizes, args.rate, args.duration, args.submit_rate)

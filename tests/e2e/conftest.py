@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from regatta import nats_server
 from regatta.stack import Stack
@@ -99,40 +100,39 @@ def api_for() -> Callable[[Stack], Api]:
     return Api
 
 
-# --- browser fixtures for the web UI tests (pytest-playwright driving Debian's chromium) ----------------
+# --- browser fixtures for the web UI tests (Playwright driving Debian's chromium) -------------------------
+# Playwright's sync API keeps its event loop marked as running on the main thread for as long as it is
+# started, which breaks every pytest-asyncio test that follows. So the browser lives for one module only
+# (test_web_ui.py) and is stopped at its end, never for the whole session.
 
 CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
     """Debian's chromium, never a downloaded one (`playwright install` is not used on this machine)."""
     if not CHROMIUM.exists():
         from tests.conftest import unavailable
 
         unavailable(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    return {
-        **browser_type_launch_args,
-        "executable_path": str(CHROMIUM),
-        "headless": True,
-        "args": [
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ],
-    }
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
-@pytest.fixture(scope="session")
-def base_url() -> None:
-    """Each test's stack has its own port; pages are opened with absolute URLs."""
-    return None
-
-
-@pytest.fixture(scope="session")
-def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
-    return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh context (cookies, storage) per test at 1280 px; each test's stack has its own port."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield context.new_page()
+    context.close()

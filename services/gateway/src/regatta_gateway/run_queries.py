@@ -52,14 +52,12 @@ def list_runs(
         where.append(t.runs.c.benchmark_id == benchmark)
     with store.read_engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(t.runs).where(*where)).scalar_one()
-        rows = (
-            conn.execute(
-                select(t.runs).where(*where).order_by(t.runs.c.seq.desc()).limit(limit).offset(offset)
-            )
-            .mappings()
-            .all()
-        )
-    return page("benchmark_runs", [run_summary(dict(r), base_url) for r in rows], total, limit, offset)
+        query = select(*_detail_columns(store)).where(*where).order_by(t.runs.c.seq.desc())
+        rows = [dict(r) for r in conn.execute(query.limit(limit).offset(offset)).mappings()]
+    submissions = _submissions(store, [r["id"] for r in rows])
+    for row in rows:
+        row["submission"] = submissions.get(row["id"])
+    return page("benchmark_runs", [run_summary(r, base_url) for r in rows], total, limit, offset)
 
 
 # What the run page reads of a big run's row, cheaply. `scores` holds every agent's per-task (n, c)
@@ -76,7 +74,7 @@ _SCORES_WITHOUT_TASK_COUNTS = literal_column(
 ).label("scores")
 _ID = (t.runs.c.id,)
 _SUBMISSIONS: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()  # LRU by (database, run id)
-_SUBMISSIONS_KEPT = 256
+_SUBMISSIONS_KEPT = 64  # a 2,000-task submission is ~0.8 MB parsed
 _SUBMISSIONS_LOCK = threading.Lock()
 
 
@@ -85,26 +83,34 @@ def _detail_columns(store: EventStore) -> list[Any]:
     return [*(c for c in t.runs.columns if c.name not in ("scores", "submission")), scores]
 
 
-def _submission(store: EventStore, run_id: str) -> dict[str, Any] | None:
-    key = (store.url, run_id)
+def _submissions(store: EventStore, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The runs' submissions by id: from the cache, the others in one query."""
+    found: dict[str, dict[str, Any]] = {}
     with _SUBMISSIONS_LOCK:
-        cached = _SUBMISSIONS.get(key)
-        if cached is not None:
-            _SUBMISSIONS.move_to_end(key)
-            return cached
-    with store.read_engine.connect() as conn:
-        submission = conn.execute(select(t.runs.c.submission).where(t.runs.c.id == run_id)).scalar()
-    if submission is not None:
+        for run_id in run_ids:
+            cached = _SUBMISSIONS.get((store.url, run_id))
+            if cached is not None:
+                _SUBMISSIONS.move_to_end((store.url, run_id))
+                found[run_id] = cached
+    missing = [run_id for run_id in run_ids if run_id not in found]
+    if missing:
+        with store.read_engine.connect() as conn:
+            query = select(t.runs.c.id, t.runs.c.submission).where(t.runs.c.id.in_(missing))
+            loaded = {
+                run_id: submission for run_id, submission in conn.execute(query) if submission is not None
+            }
         with _SUBMISSIONS_LOCK:
-            _SUBMISSIONS[key] = submission
+            for run_id, submission in loaded.items():
+                _SUBMISSIONS[(store.url, run_id)] = submission
             while len(_SUBMISSIONS) > _SUBMISSIONS_KEPT:
                 _SUBMISSIONS.popitem(last=False)
-    return submission
+        found.update(loaded)
+    return found
 
 
 def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") -> dict[str, Any]:
     row = find_run(store, scope, key, _detail_columns(store))
-    row["submission"] = _submission(store, row["id"])
+    row["submission"] = _submissions(store, [row["id"]]).get(row["id"])
     submission = row["submission"] or {}
     scores = {s["agent_index"]: s for s in (row["scores"] or [])}
     agents = []
