@@ -76,6 +76,8 @@ class Relay:
         await self.nc.subscribe(NUDGE_SUBJECT, cb=_on_nudge)
         idle = 0.005
         while stop is None or not stop.is_set():
+            # Cleared before reading, not after waiting: a commit nudged during the read is not lost.
+            woken.clear()
             try:
                 count = await self.run_once()
             except Exception:
@@ -89,7 +91,6 @@ class Relay:
             if count < self.batch_size:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), idle)
-                woken.clear()
                 idle = min(idle * 2, self.max_idle_sleep)
 
 

@@ -56,6 +56,10 @@ class RunState:
     execution_completed: bool = False
     cost_usd: float = 0.0
     stop_reason: str | None = None
+    # Derived, cached: the plan with its attempt ids (hashing them all per decision was O(N) in a
+    # 20,000-attempt run) and how much of it is known to be scheduled already.
+    planned: list[tuple[str, int, str, int]] | None = field(default=None, repr=False)
+    plan_cursor: int = field(default=0, repr=False)
 
     @property
     def in_flight(self) -> list[AttemptState]:
@@ -143,12 +147,14 @@ def decide_dispatch(state: RunState) -> list[NewEvent]:
     if state.stop_requested:
         return _decide_stop(state)
     decided: list[NewEvent] = []
+    planned = _planned(state, submitted)
     free = submitted.execution.max_concurrent_attempts - len(state.in_flight)
     if free > 0:
-        for agent_index, task, index in plan(submitted):
+        while state.plan_cursor < len(planned) and planned[state.plan_cursor][0] in state.attempts:
+            state.plan_cursor += 1
+        for aid, agent_index, task, index in planned[state.plan_cursor :]:
             if free <= 0:
                 break
-            aid = attempt_id(state.run_id, agent_index, task, index)
             if aid in state.attempts:
                 continue
             scheduled = AttemptScheduled(
@@ -156,10 +162,19 @@ def decide_dispatch(state: RunState) -> list[NewEvent]:
             )
             decided.append(_ev(scheduled, aid, "scheduled"))
             free -= 1
-    all_done = len(state.attempts) + len(decided) == len(plan(submitted)) and not state.in_flight
+    all_done = len(state.attempts) + len(decided) == len(planned) and not state.in_flight
     if all_done and not decided and not state.execution_completed:
         decided.append(_ev(RunExecutionCompleted(run_id=state.run_id), state.run_id, "execution-completed"))
     return decided
+
+
+def _planned(state: RunState, submitted: RunSubmitted) -> list[tuple[str, int, str, int]]:
+    if state.planned is None:
+        state.planned = [
+            (attempt_id(state.run_id, agent_index, task, index), agent_index, task, index)
+            for agent_index, task, index in plan(submitted)
+        ]
+    return state.planned
 
 
 def _decide_stop(state: RunState) -> list[NewEvent]:

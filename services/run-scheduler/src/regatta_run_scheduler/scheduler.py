@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 
 from regatta_shared import run_keys
-from regatta_shared.events import AttemptScheduled, RunSubmitted
+from regatta_shared.events import AttemptScheduled, RunSubmitted, parse_event
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptJob, AttemptReport
@@ -42,21 +42,39 @@ class RunScheduler:
         return state
 
     def decide(self, run_id: str, decision: Decision) -> aggregate.RunState:
-        """Apply one decision, then keep dispatching until the run needs nothing more for now."""
-        for step in (decision, aggregate.decide_dispatch):
+        """Apply one decision and the dispatching it allows, appended together in one transaction."""
+        for _ in range(50):
+            state = self.load(run_id)
+            expected = state.version
+            # The cached state is folded forward before the append; on a conflict it is dropped and the
+            # run reloaded, so the cache never holds events the store refused.
+            new_events = self._fold_forward(state, decision(state))
             for _ in range(50):
-                state = self.load(run_id)
-                new_events = step(state)
-                if not new_events:
+                dispatched = self._fold_forward(state, aggregate.decide_dispatch(state))
+                if not dispatched:
                     break
-                try:
-                    self.store.append(run_stream(run_id), new_events, expected_version=state.version)
-                except WrongExpectedVersion:
-                    continue
-                if step is aggregate.decide_dispatch:
-                    continue
-                break
-        return self.load(run_id)
+                new_events += dispatched
+            if not new_events:
+                return state
+            try:
+                stored = self.store.append(run_stream(run_id), new_events, expected_version=expected)
+            except WrongExpectedVersion:
+                self._states.pop(run_id, None)
+                continue
+            if not stored or stored[-1].version != expected + len(new_events):
+                self._states.pop(run_id, None)  # already stored by another instance: reload
+                return self.load(run_id)
+            state.version = stored[-1].version
+            if state.terminal:
+                self._states.pop(run_id, None)
+            return state
+        raise RuntimeError(f"run {run_id}: 50 conflicting appends in a row")
+
+    @staticmethod
+    def _fold_forward(state: aggregate.RunState, new_events: list[NewEvent]) -> list[NewEvent]:
+        for new in new_events:
+            aggregate._apply(state, parse_event(new.type, new.data))
+        return new_events
 
     def on_event(self, event: StoredEvent) -> aggregate.RunState | None:
         run_id = event.data.get("run_id")
