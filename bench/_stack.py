@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -81,4 +82,4 @@ class StackClient:
             detail = self.http.get(f"/api/v1/runs/{created['id']}").json()
             if detail["benchmark_run"]["status"] in ("finished", "failed", "stopped"):
                 return time.perf_counter() - started, detail
-            time.sleep(0.05)
+            time.sleep(float(os.environ.get("BENCH_POLL", "0.05")))

@@ -29,6 +29,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from contextlib import ExitStack
@@ -380,6 +381,44 @@ async def drive(base: str, plan: list[Request]) -> list[Result]:
     return results
 
 
+def family(pid: int) -> list[int]:
+    """A process and its descendants (uvicorn workers), from /proc."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    total = 0
+    for member in family(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total / 1024
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.values: list[float] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.values.append(rss_mb(self.pid))
+            self.done.wait(0.5)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process and its descendants (uvicorn workers), from /proc."""
     total, pending = 0.0, [pid]
@@ -486,9 +525,14 @@ def main() -> None:
             plan = schedule(runs, tasks, sizes, args.rate, args.duration, args.submit_rate)
             say(f"driving {len(plan):,} requests over {args.duration:.0f} s (open loop)")
             print(f"load during the run: {machine_state()}")
+            rss_idle = rss_mb(gateway.pid)
+            sampler = RssSampler(gateway.pid)
+            sampler.start()
             gateway_cpu, driver_cpu = cpu_seconds(gateway.pid), time.process_time()
             results = asyncio.run(drive(base, plan))
             gateway_cpu = cpu_seconds(gateway.pid) - gateway_cpu
+            sampler.done.set()
+            sampler.join()
             driver_cpu = time.process_time() - driver_cpu
         finally:
             gateway.terminate()
@@ -509,6 +553,11 @@ def main() -> None:
     print(
         f"CPU: gateway {gateway_cpu:.1f} s ({gateway_cpu / len(results) * 1000:.1f} ms per request), "
         f"load generator {driver_cpu:.1f} s, over {args.duration:.0f} s on {os.cpu_count()} CPUs"
+    )
+    mean_rss = sum(sampler.values) / max(1, len(sampler.values))
+    print(
+        f"gateway RSS (with its uvicorn workers): idle {rss_idle:.0f} MB, under the load "
+        f"mean {mean_rss:.0f} MB, max {max(sampler.values, default=0):.0f} MB"
     )
     print(f"machine after: {machine_state()}")
 

@@ -70,8 +70,10 @@ class BatchConsumer:
 
     async def _fetch(self) -> list[Msg]:
         try:
-            # Block until something arrives, then top the batch up briefly so bursts settle together.
-            first = await self._sub.fetch(self.batch_size, timeout=5.0)
+            # Block until one message arrives, then top the batch up briefly so bursts settle together.
+            # Not fetch(batch_size) here: nats-py then keeps waiting for the rest of the batch for as
+            # long as the pull request lives, which held single messages for seconds.
+            first = await self._sub.fetch(1, timeout=5.0)
         except (nats.errors.TimeoutError, TimeoutError):
             return []
         if len(first) < self.batch_size and self.max_wait > 0:

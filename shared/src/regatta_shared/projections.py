@@ -8,6 +8,7 @@ events (invariant 7): `rebuild` drops the read models and replays the whole log 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Protocol
@@ -17,6 +18,7 @@ from sqlalchemy import Connection, MetaData, text
 from regatta_shared.eventstore import EventStore, StoredEvent
 
 log = logging.getLogger("regatta.projections")
+_WAKE_WINDOW = 0.02
 
 
 class Projection(Protocol):
@@ -82,9 +84,18 @@ class ProjectionRunner:
             self.store.save_checkpoint(conn, self.checkpoint_name, 0)
         return self.catch_up()
 
-    async def run_forever(self, stop: asyncio.Event | None = None, max_idle_sleep: float = 0.1) -> None:
+    async def run_forever(
+        self,
+        stop: asyncio.Event | None = None,
+        max_idle_sleep: float = 0.1,
+        wake: asyncio.Event | None = None,
+    ) -> None:
+        """`wake`: set when events were committed (nudge.wake_on_commit). With it the quiet-time poll
+        is only a backstop for lost nudges, so it may be slow."""
         idle = 0.005
         while stop is None or not stop.is_set():
+            if wake is not None:
+                wake.clear()  # before reading: a nudge during the read is not lost
             try:
                 count = await asyncio.to_thread(self.run_once)
             except Exception:
@@ -93,7 +104,16 @@ class ProjectionRunner:
                 continue
             if count:
                 idle = 0.005
+            if count >= self.batch_size:
+                continue
             # Back off while the log is quiet so an idle gateway costs (almost) no CPU.
-            if count < self.batch_size:
+            if wake is None:
                 await asyncio.sleep(idle)
-                idle = min(idle * 2, max_idle_sleep)
+            else:
+                # Woken by commits, the poll is only the backstop for a lost nudge.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), max_idle_sleep)
+                # A busy run commits many times a second; folding what a short window brings in one
+                # transaction spares the single SQLite writer lock the writers of events need.
+                await asyncio.sleep(_WAKE_WINDOW)
+            idle = min(idle * 2, max_idle_sleep)

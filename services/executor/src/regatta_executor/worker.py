@@ -164,12 +164,16 @@ class Executor:
             )
             return
         while True:
-            await self._report(job, "started", try_number)
+            # The trial need not wait for the publish's ack; the report is awaited before any later
+            # one, so REPORTS still holds "started" first.
+            started = asyncio.create_task(self._report(job, "started", try_number))
             try:
                 outcome, refs, sandbox_seconds = await self._run_once(job, try_number, secrets)
             except asyncio.CancelledError:
+                await started
                 await self._report_cancelled(job, try_number, "run stopped during the attempt")
                 return
+            await started
             if outcome.retryable and try_number <= job.max_retries:
                 delay = min(self.retry_base_delay * 2 ** (try_number - 1), 60.0)
                 await self._report(

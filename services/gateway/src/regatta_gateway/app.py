@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.service import configure_logging, make_store, prepare_streams
 from regatta_shared.settings import Settings, load_settings
@@ -52,8 +53,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await asyncio.to_thread(runner.catch_up)
         if admin is not None:
             add_hosted_benchmarks(store, settings, admin)
-        stop = asyncio.Event()
-        task = asyncio.create_task(runner.run_forever(stop))
+        stop, wake = asyncio.Event(), asyncio.Event()
+        await wake_on_commit(app.state.nc, wake)
+        task = asyncio.create_task(runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))
         try:
             yield
         finally:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import nats
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
+from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.sealing import master_key
 from regatta_shared.settings import Settings
@@ -25,9 +26,10 @@ async def open_operations(
     await asyncio.to_thread(runner.catch_up)
     app.state.ops_projections = runner
     app.state.master_key = master_key(settings)
-    stop = asyncio.Event()
-    projection = asyncio.create_task(runner.run_forever(stop))
     nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    stop, wake = asyncio.Event(), asyncio.Event()
+    await wake_on_commit(nc, wake)
+    projection = asyncio.create_task(runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))
     delivery = WebhookDelivery(
         store,
         nc.jetstream(),

@@ -24,6 +24,7 @@ async def open_resources(
     vault.create_tables()
     nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     app.state.keys = keys
+    app.state.nc = nc
     app.state.vault = vault
     app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
     nudge_relay_on_commit(store, nc)

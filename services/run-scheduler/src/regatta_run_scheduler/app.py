@@ -19,6 +19,7 @@ from regatta_shared.bus import (
 )
 from regatta_shared.codec import decode_stored
 from regatta_shared.consumer import BatchConsumer
+from regatta_shared.eventstore import StoredEvent
 from regatta_shared.jobs import AttemptReport
 from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
@@ -43,10 +44,23 @@ async def on_run_commands(batch: list[Msg]) -> None:
         if event.type == "RunStopRequested":
             await announce_cancel(event.data["run_id"])
         await asyncio.to_thread(scheduler().on_event, event)
+    await dispatch_scheduled()
 
 
 async def dispatch_attempts(batch: list[Msg]) -> None:
-    events = [decode_stored(msg.data) for msg in batch]
+    await dispatch([decode_stored(msg.data) for msg in batch])
+
+
+async def dispatch_scheduled() -> None:
+    """Queue the jobs of attempts this process just scheduled, without waiting for the relay to bring
+    their events back. The consumer of AttemptScheduled still dispatches every one (a crash right after
+    the append loses nothing); JOBS keeps one copy."""
+    scheduled = scheduler().take_scheduled()
+    if scheduled:
+        await dispatch(scheduled)
+
+
+async def dispatch(events: list[StoredEvent]) -> None:
     jobs = await asyncio.to_thread(lambda: [(e, scheduler().job_for(e)) for e in events])
     js = state["nc"].jetstream()  # type: ignore[attr-defined]
     # Msg-Id = the scheduled event's id: a redelivered AttemptScheduled never queues the job twice.
@@ -73,6 +87,7 @@ async def purge_ended_runs(batch: list[Msg]) -> None:
 async def record_reports(batch: list[Msg]) -> None:
     reports = [AttemptReport.model_validate_json(msg.data) for msg in batch]
     await asyncio.to_thread(scheduler().on_reports, reports)
+    await dispatch_scheduled()
 
 
 async def announce_cancel(run_id: str) -> None:
@@ -99,6 +114,7 @@ async def start_consumers() -> None:
             ["evt.run.RunSubmitted", "evt.run.RunStopRequested"],
             on_run_commands,
             batch_size=20,
+            max_wait=0.005,
         ),
         BatchConsumer(
             js,

@@ -7,6 +7,7 @@ second scheduler instance or a redelivered message only costs an optimistic-conc
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from regatta_shared import run_keys
@@ -28,8 +29,22 @@ class RunScheduler:
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self._states: dict[str, aggregate.RunState] = {}
+        # The consumers call in from worker threads; the cached states are folded in place, so one
+        # decision at a time (each takes milliseconds).
+        self._lock = threading.RLock()
+        self._scheduled: list[StoredEvent] = []
+
+    def take_scheduled(self) -> list[StoredEvent]:
+        """The AttemptScheduled events this instance appended since the last call, for dispatch."""
+        with self._lock:
+            scheduled, self._scheduled = self._scheduled, []
+        return scheduled
 
     def load(self, run_id: str) -> aggregate.RunState:
+        with self._lock:
+            return self._load(run_id)
+
+    def _load(self, run_id: str) -> aggregate.RunState:
         state = self._states.get(run_id) or aggregate.RunState(run_id=run_id)
         newer = self.store.read_stream(run_stream(run_id), after_version=state.version)
         if newer:
@@ -43,8 +58,12 @@ class RunScheduler:
 
     def decide(self, run_id: str, decision: Decision) -> aggregate.RunState:
         """Apply one decision and the dispatching it allows, appended together in one transaction."""
+        with self._lock:
+            return self._decide(run_id, decision)
+
+    def _decide(self, run_id: str, decision: Decision) -> aggregate.RunState:
         for _ in range(50):
-            state = self.load(run_id)
+            state = self._load(run_id)
             expected = state.version
             # The cached state is folded forward before the append; on a conflict it is dropped and the
             # run reloaded, so the cache never holds events the store refused.
@@ -63,7 +82,8 @@ class RunScheduler:
                 continue
             if not stored or stored[-1].version != expected + len(new_events):
                 self._states.pop(run_id, None)  # already stored by another instance: reload
-                return self.load(run_id)
+                return self._load(run_id)
+            self._scheduled += [e for e in stored if e.type == "AttemptScheduled"]
             state.version = stored[-1].version
             if state.terminal:
                 self._states.pop(run_id, None)
@@ -97,11 +117,16 @@ class RunScheduler:
         """The JOBS message for a scheduled attempt, built from the run's locked submission."""
         scheduled = event.payload()
         assert isinstance(scheduled, AttemptScheduled)
-        state = self.load(scheduled.run_id)
-        submitted = state.submitted
-        attempt = state.attempts.get(scheduled.attempt_id)
-        if submitted is None or attempt is None or attempt.outcome is not None or state.terminal:
-            return None
+        with self._lock:
+            state = self._load(scheduled.run_id)
+            submitted = state.submitted
+            attempt = state.attempts.get(scheduled.attempt_id)
+            # Dispatched twice (right after the append, and by the consumer of AttemptScheduled); JOBS
+            # drops the second copy by message id, and an attempt already started needs none.
+            if submitted is None or attempt is None or attempt.outcome is not None or attempt.started:
+                return None
+            if state.terminal:
+                return None
         return build_job(submitted, scheduled, self._job_secrets(submitted))
 
     def _job_secrets(self, submitted: RunSubmitted) -> str | None:

@@ -38,7 +38,8 @@ async def start_consumer() -> None:
     state["nc"] = nc
     state["scorer"] = Scorer(make_store(settings))
     nudge_relay_on_commit(state["scorer"].store, nc)  # type: ignore[attr-defined]
-    consumer = BatchConsumer(nc.jetstream(), EVENTS_STREAM, "scoring", SUBJECTS, score_events, max_wait=0.2)
+    # Provisional scores are throttled per run anyway; a short top-up keeps `finished` prompt.
+    consumer = BatchConsumer(nc.jetstream(), EVENTS_STREAM, "scoring", SUBJECTS, score_events, max_wait=0.02)
     await consumer.start()
     state["consumer"] = consumer
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from regatta_shared.events import LeaderboardComputed, RunFinished, RunScored
-from regatta_shared.eventstore import EventStore, StoredEvent
+from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent
 from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.ids import leaderboard_stream, run_stream
 
@@ -41,17 +41,17 @@ class Scorer:
                 self._last_provisional[run_id] = now
                 self.score(run_id, final=False, through=event.position)
         elif event.type == "RunExecutionCompleted" and run_id:
-            self.score(run_id, final=True, through=event.position)
             finished = new_event(
                 RunFinished(run_id=run_id), event_id=deterministic_id(run_id, "finished"), actor="scoring"
             )
-            self.store.append(run_stream(run_id), [finished])
+            self.score(run_id, final=True, through=event.position, then=[finished])
         elif event.type == "RunStopped" and run_id:
             self.score(run_id, final=True, through=event.position)
         elif event.type == "RunFinished" and run_id:
             self.update_leaderboard(event.data.get("benchmark_id") or self._benchmark_of(run_id))
 
-    def score(self, run_id: str, *, final: bool, through: int) -> None:
+    def score(self, run_id: str, *, final: bool, through: int, then: list[NewEvent] | None = None) -> None:
+        """`then`: events recorded in the same transaction as the scores (`finished` with the final ones)."""
         history = self.store.read_stream(run_stream(run_id))
         run = tally(history)
         if run is None:
@@ -61,9 +61,12 @@ class Scorer:
         agents = rank_run_agents(score_run(run))
         scored = RunScored(run_id=run_id, final=final, agents=agents, through_position=through)
         key = "final" if final else f"provisional-{through}"
-        self.store.append(
-            run_stream(run_id), [new_event(scored, event_id=deterministic_id(run_id, key), actor="scoring")]
-        )
+        scored_event = new_event(scored, event_id=deterministic_id(run_id, key), actor="scoring")
+        # An append of events of which one is already stored is skipped whole (idempotency), so events
+        # recorded earlier (final scores, by a scorer that crashed before `finished`) are left out.
+        recorded = {e.event_id for e in history}
+        new_events = [e for e in (scored_event, *(then or [])) if e.event_id not in recorded]
+        self.store.append(run_stream(run_id), new_events)
 
     def _benchmark_of(self, run_id: str) -> str:
         first = self.store.read_stream(run_stream(run_id))[0]

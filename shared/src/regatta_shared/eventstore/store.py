@@ -37,6 +37,7 @@ from .schema import checkpoints, events, metadata
 
 ANY = -1
 _DDL_LOCK = 0x52454744
+APPENDED = "regatta.appended"
 _APPEND_LOCK = 0x52454741  # one advisory lock key for every append: serialises position assignment
 
 
@@ -144,6 +145,8 @@ class EventStore:
     def _append(
         self, conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int
     ) -> list[StoredEvent]:
+        # Read at commit by listeners that care only about transactions that stored events (nudge.py).
+        conn.info[APPENDED] = True
         if self.is_sqlite:
             return _append_sqlite(conn, stream_id, new_events, expected_version)
         # Its own statement, before the INSERT: READ COMMITTED takes a snapshot per statement, so the

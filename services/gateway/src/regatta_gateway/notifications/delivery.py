@@ -70,7 +70,9 @@ class WebhookDelivery:
     async def _consume(self) -> None:
         while True:
             try:
-                messages = await self._sub.fetch(20, timeout=5.0)
+                # One at a time: nats-py's fetch(n > 1) waits for the whole batch while its pull request
+                # lives, which delayed notices by seconds; deliveries still run concurrently.
+                messages = await self._sub.fetch(1, timeout=5.0)
             except (nats.errors.TimeoutError, TimeoutError):
                 continue
             except Exception:
