@@ -63,12 +63,7 @@ from regatta_shared.projections import ProjectionRunner
 from sqlalchemy import Connection, MetaData, func, insert, select, text
 
 APPEND_BUDGET = 0.5  # batched append / raw executemany
-REBUILD_BUDGET = 20_000.0  # events/s on an unloaded machine of this class
-# The raw executemany ceilings of this machine class, unloaded (docs/infra: Postgres 500 rows per
-# transaction, SQLite WAL 500 per transaction). The machine is shared and often loaded several times
-# over, so the rebuild budget is judged as a ratio to executemany measured alongside it in the same run:
-# 20k/s on an idle machine is 20k / ceiling of whatever executemany reaches right now.
-RAW_CEILING = {"postgres": 75_000.0, "sqlite": 380_000.0}
+REBUILD_BUDGET = 20_000.0  # events/s, judged as measured; the ratio to raw inserts is context
 COLUMNS = "event_id, stream_id, version, type, data, metadata, recorded_at"
 
 
@@ -443,7 +438,7 @@ def rebuild_bench(
             raise SystemExit(f"{backend}: the batched projection did NOT reproduce the per-event read models")
     say(f"{backend}: per-event and batched rebuilds of the prefix produced identical read models")
     # Context: `regatta projections rebuild` also rebuilds the gateway's ops projection (audit log,
-    # budgets, webhooks; opsmodels.py), which has no batched path.
+    # budgets, webhooks; opsmodels.py), batched too.
     ops = ProjectionRunner(store, OpsReadModels())
     ops.create_tables()
     say(f"{backend}: first {prefix:,} events, ops projection")
@@ -458,13 +453,11 @@ def rebuild_bench(
             rates["raw"].append(raw_rate())
     if profile:
         profiled(f"{backend} rebuild", batched.rebuild)
-    ceiling = RAW_CEILING[backend]
     normalised = median([w / raw for w, raw in zip(rates["whole"], rates["raw"], strict=True)])
-    budget = REBUILD_BUDGET / ceiling
     speedup = median([b / p for b, p in zip(rates["batched"], rates["per event"], strict=True)])
-    verdict = "MET" if normalised >= budget else "NOT MET"
+    verdict = "MET" if median(rates["whole"]) >= REBUILD_BUDGET else "NOT MET"
     return [
-        [backend, f"first {prefix:,}", "ops projection (opsmodels.py, per event)", ops_rate, "", "context"],
+        [backend, f"first {prefix:,}", "ops projection (opsmodels.py, batched)", ops_rate, "", "context"],
         [backend, f"first {prefix:,}", "per event (apply)", median(rates["per event"]), "", ""],
         [
             backend,
@@ -481,7 +474,7 @@ def rebuild_bench(
             "batched (apply_batch)",
             median(rates["whole"]),
             f"{normalised:.3f}",
-            f"{verdict}: >= {budget:.3f} (= {REBUILD_BUDGET:,.0f} / {ceiling:,.0f})",
+            f"{verdict} (>= {REBUILD_BUDGET:,.0f} events/s)",
         ],
     ]
 

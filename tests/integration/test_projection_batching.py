@@ -7,6 +7,8 @@ import random
 from collections.abc import Iterator
 
 import pytest
+from regatta_gateway.opsmodels import OpsReadModels
+from regatta_gateway.opsmodels import metadata as ops_tables
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from regatta_shared.events import (
@@ -20,6 +22,11 @@ from regatta_shared.events import (
     RunStopRequested,
     RunSubmitted,
     UserRegistered,
+    WebhookDeliveryRecorded,
+    WebhookRegistered,
+    WebhookRemoved,
+    WorkspaceBudgetSet,
+    WorkspaceCreated,
 )
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.eventstore.records import StoredEvent
@@ -135,3 +142,73 @@ def test_batched_projection_writes_the_rows_of_one_apply_per_event(store: EventS
         batched = ProjectionRunner(store, ReadModels(), batch_size=batch_size)
         batched.rebuild()
         assert _dump(store) == expected, f"batch size {batch_size}"
+
+
+class OpsOneByOne:
+    """The ops projection (audit log, owners, budgets, webhooks) with its batched path hidden."""
+
+    def __init__(self) -> None:
+        self.inner = OpsReadModels()
+        self.name = self.inner.name
+        self.metadata: MetaData = self.inner.metadata
+
+    def apply(self, conn: Connection, event: StoredEvent) -> None:
+        self.inner.apply(conn, event)
+
+
+def _ops_log(rng: random.Random) -> list[tuple[str, Event, str | None]]:
+    """(stream, event, workspace in metadata): owning events, run events that name no workspace (their
+    stream's owner decides), a run whose submission comes after its first events, budgets, webhooks."""
+    log: list[tuple[str, Event, str | None]] = [
+        ("workspace-ws", WorkspaceCreated(workspace_id="ws", name="one"), None),
+        ("workspace-ws2", WorkspaceCreated(workspace_id="ws2", name="two"), None),
+    ]
+    submitted: set[str] = set()
+    for n in range(120):
+        run_id = rng.choice(["r1", "r2", "r3"])
+        pick = rng.random()
+        if pick < 0.15 and run_id not in submitted:
+            submitted.add(run_id)
+            payload = _submitted(run_id).model_dump() | {"workspace_id": rng.choice(["ws", "ws2"])}
+            log.append((f"run-{run_id}", RunSubmitted.model_validate(payload), None))
+        elif pick < 0.6:
+            aid = f"{run_id}-a{rng.randrange(4)}"
+            started = AttemptStarted(run_id=run_id, attempt_id=aid, try_number=1, executor_id="e")
+            log.append((f"run-{run_id}", started, None))
+        elif pick < 0.7:
+            budget = WorkspaceBudgetSet(workspace_id="ws", budget_usd=rng.choice([None, 5.0, 10.0]))
+            log.append(("workspace-ws", budget, "ws"))
+        elif pick < 0.8:
+            hook = WebhookRegistered(webhook_id=f"h{n}", workspace_id="ws2", url="http://x", kinds=["run"])
+            log.append(("workspace-ws2", hook, "ws2"))
+        elif pick < 0.85:
+            log.append(("workspace-ws2", WebhookRemoved(webhook_id="h1", workspace_id="ws2"), "ws2"))
+        else:
+            delivery = WebhookDeliveryRecorded(
+                webhook_id="h1", workspace_id="ws2", notification_id=f"n{n}", kind="run", attempt=1,
+                delivered=rng.random() < 0.5, status_code=200,
+            )  # fmt: skip
+            log.append(("webhook-h1", delivery, None))
+    return log
+
+
+def _dump_ops(store: EventStore) -> dict[str, list[str]]:
+    with store.read_engine.connect() as conn:
+        return {
+            table.name: sorted(repr(sorted(dict(r).items())) for r in conn.execute(table.select()).mappings())
+            for table in ops_tables.sorted_tables
+        }
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batched_ops_projection_writes_the_rows_of_one_apply_per_event(store: EventStore, seed: int) -> None:
+    rng = random.Random(seed)
+    for stream, event, workspace in _ops_log(rng):
+        store.append(stream, [new_event(event, actor="u1", workspace_id=workspace)])
+    ProjectionRunner(store, OpsOneByOne()).rebuild()
+    expected = _dump_ops(store)
+    owned = [row for row in expected["rm_audit"] if "AttemptStarted" in row and "'ws" in row]
+    assert owned, "run events that name no workspace must get their stream owner's"
+    for batch_size in (1, 5, 1000):
+        ProjectionRunner(store, OpsReadModels(), batch_size=batch_size).rebuild()
+        assert _dump_ops(store) == expected, f"batch size {batch_size}"
