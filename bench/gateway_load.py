@@ -52,6 +52,7 @@ from _common import (
     say,
     table,
 )
+from _procs import family_cpu_seconds, family_rss_mb
 from regatta_gateway.bootstrap import bootstrap
 from regatta_gateway.opsmodels import OpsReadModels
 from regatta_gateway.readmodels import ReadModels
@@ -381,31 +382,6 @@ async def drive(base: str, plan: list[Request]) -> list[Result]:
     return results
 
 
-def family(pid: int) -> list[int]:
-    """A process and its descendants (uvicorn workers), from /proc."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        try:
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
-def rss_mb(pid: int) -> float:
-    total = 0
-    for member in family(pid):
-        try:
-            status = Path(f"/proc/{member}/status").read_text()
-        except OSError:
-            continue
-        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-    return total / 1024
-
-
 class RssSampler(threading.Thread):
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
@@ -415,23 +391,8 @@ class RssSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            self.values.append(rss_mb(self.pid))
+            self.values.append(family_rss_mb(self.pid))
             self.done.wait(0.5)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its descendants (uvicorn workers), from /proc."""
-    total, pending = 0.0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return total
 
 
 def warm_up(base: str, runs: list[str]) -> None:
@@ -525,12 +486,12 @@ def main() -> None:
             plan = schedule(runs, tasks, sizes, args.rate, args.duration, args.submit_rate)
             say(f"driving {len(plan):,} requests over {args.duration:.0f} s (open loop)")
             print(f"load during the run: {machine_state()}")
-            rss_idle = rss_mb(gateway.pid)
+            rss_idle = family_rss_mb(gateway.pid)
             sampler = RssSampler(gateway.pid)
             sampler.start()
-            gateway_cpu, driver_cpu = cpu_seconds(gateway.pid), time.process_time()
+            gateway_cpu, driver_cpu = family_cpu_seconds(gateway.pid), time.process_time()
             results = asyncio.run(drive(base, plan))
-            gateway_cpu = cpu_seconds(gateway.pid) - gateway_cpu
+            gateway_cpu = family_cpu_seconds(gateway.pid) - gateway_cpu
             sampler.done.set()
             sampler.join()
             driver_cpu = time.process_time() - driver_cpu

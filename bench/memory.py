@@ -26,37 +26,12 @@ from pathlib import Path
 
 import httpx
 from _common import ROOT, machine_state, postgres_database, say, table
+from _procs import descendants, rss_kb
 
 from regatta import nats_server
 from regatta.stack import Stack
 
 TERMINAL = ("finished", "failed", "stopped")
-
-
-def rss_kb(pid: int) -> tuple[int, int]:
-    """(VmRSS, VmHWM) in kB of one process; (0, 0) once it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0, 0
-    values = dict(re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M))
-    return int(values.get("VmRSS", 0)), int(values.get("VmHWM", 0))
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, grandchildren, ...), from /proc/<pid>/task/*/children."""
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        parent = stack.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            stack += children
-    return found
 
 
 @dataclass

@@ -145,7 +145,7 @@ def test_batched_projection_writes_the_rows_of_one_apply_per_event(store: EventS
 
 
 class OpsOneByOne:
-    """The ops projection (audit log, owners, budgets, webhooks) with its batched path hidden."""
+    """The ops projection (audit log, owners, budgets, webhooks), one event per call to `apply`."""
 
     def __init__(self) -> None:
         self.inner = OpsReadModels()

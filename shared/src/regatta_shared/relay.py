@@ -16,7 +16,7 @@ from regatta_shared.bus import EVENTS_STREAM, ensure_streams, event_subject
 from regatta_shared.codec import encode_stored
 from regatta_shared.events import EVENT_TYPES
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.nudge import NUDGE_SUBJECT
+from regatta_shared.nudge import wake_on_commit
 
 log = logging.getLogger("regatta.relay")
 CHECKPOINT = "relay"
@@ -69,11 +69,7 @@ class Relay:
     async def run_forever(self, stop: asyncio.Event | None = None) -> None:
         await ensure_streams(self.js)
         woken = asyncio.Event()
-
-        async def _on_nudge(_msg: object) -> None:
-            woken.set()
-
-        await self.nc.subscribe(NUDGE_SUBJECT, cb=_on_nudge)
+        await wake_on_commit(self.nc, woken)
         idle = 0.005
         while stop is None or not stop.is_set():
             # Cleared before reading, not after waiting: a commit nudged during the read is not lost.

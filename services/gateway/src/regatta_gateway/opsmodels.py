@@ -82,17 +82,6 @@ deliveries = Table(
 OWNING_EVENTS = {"RunSubmitted", "BenchmarkAdded", "WorkspaceCreated"}
 
 
-def _workspace_of(conn: Connection, event: StoredEvent) -> str | None:
-    found = _declared_workspace(event)
-    if found:
-        return found
-    row = conn.execute(
-        select(stream_owners.c.workspace_id).where(stream_owners.c.stream_id == event.stream_id)
-    )
-    owner = row.first()
-    return owner[0] if owner else None
-
-
 def _summary(event: StoredEvent) -> str:
     keys = ("run_id", "benchmark_id", "attempt_id", "name", "reason", "outcome", "task", "url", "budget_usd")
     parts = [f"{k}={event.data[k]}" for k in keys if event.data.get(k) is not None]
@@ -104,17 +93,12 @@ class OpsReadModels:
     metadata = metadata
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
-        workspace_id = _workspace_of(conn, event)
-        if event.type in OWNING_EVENTS and workspace_id:
-            _own(conn, event.stream_id, workspace_id)
-        conn.execute(insert(audit).values(_audit_row(event, workspace_id)))
-        handler = _HANDLERS.get(event.type)
-        if handler is not None:
-            handler(conn, event, event.data)
+        self.apply_batch(conn, [event])
 
     def apply_batch(self, conn: Connection, events: list[StoredEvent]) -> None:
-        """The rows of `apply` per event, with one owner lookup and one audit insert per batch: every
-        event gets an audit row, so a rebuild went at a few thousand events a second one by one."""
+        """One owner lookup and one audit insert per batch: every event gets an audit row, so a rebuild
+        went at a few thousand events a second one by one. An event that names no workspace belongs
+        to its stream's owner, as set by the stream's owning event (possibly earlier in this batch)."""
         unknown = {e.stream_id for e in events if not _declared_workspace(e)}
         owners: dict[str, str] = {}
         if unknown:
