@@ -80,6 +80,11 @@ class RunScheduler:
             except WrongExpectedVersion:
                 self._states.pop(run_id, None)
                 continue
+            except BaseException:
+                # The store is down (or the append failed otherwise): the folded-forward state holds
+                # events that were never stored, and the redelivered report must decide them again.
+                self._states.pop(run_id, None)
+                raise
             if not stored or stored[-1].version != expected + len(new_events):
                 self._states.pop(run_id, None)  # already stored by another instance: reload
                 return self._load(run_id)
