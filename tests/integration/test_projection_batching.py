@@ -12,6 +12,7 @@ from regatta_gateway.opsmodels import metadata as ops_tables
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from regatta_shared.events import (
+    AgentScores,
     AttemptFinished,
     AttemptRetried,
     AttemptScheduled,
@@ -19,6 +20,7 @@ from regatta_shared.events import (
     Event,
     ExecutorNoted,
     RunQueued,
+    RunScored,
     RunStopRequested,
     RunSubmitted,
     UserRegistered,
@@ -87,7 +89,8 @@ def _finished(run_id: str, aid: str, outcome: str, try_number: int, cost: float 
 
 def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
     """(stream, event, actor): two runs with retries, finishes before starts, unknown attempts and runs,
-    a stop request and a user registered mid-run (its name must show in later log lines)."""
+    provisional and final scores, a stop request and a user registered mid-run (its name must show in
+    later log lines)."""
     log: list[tuple[str, Event, str]] = []
     for run_id in ("r1", "r2"):
         log.append((f"run-{run_id}", _submitted(run_id), "u1"))
@@ -101,6 +104,9 @@ def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
         if n == 40:
             event: Event = UserRegistered(user_id="u1", email="u1@x", name="user one")
             stream = "workspace-ws"
+        elif n in (60, 61):  # r1's final scores, then a late provisional one that must not replace them
+            event = RunScored(run_id="r1", final=n == 60, agents=[AgentScores(agent_index=0, k=2, passed=n)])
+            stream = "run-r1"
         elif pick < 0.25 and f"{run_id}-{aid}" not in scheduled:
             scheduled.add(f"{run_id}-{aid}")
             event = AttemptScheduled(
@@ -113,8 +119,12 @@ def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
         elif pick < 0.85:
             outcome = rng.choice(["passed", "failed", "errored"])
             event = _finished(run_id, f"{run_id}-{aid}", outcome, 2, rng.choice([None, 0.25, 0.1]))
-        elif pick < 0.9:
+        elif pick < 0.87:
             event = ExecutorNoted(run_id=run_id, attempt_id=f"{run_id}-{aid}", note="sandbox created")
+        elif pick < 0.94:
+            # Provisional and final scores in any order: a provisional one after the final is ignored.
+            final = rng.random() < 0.3
+            event = RunScored(run_id=run_id, final=final, agents=[AgentScores(agent_index=0, k=2, passed=n)])
         else:
             event = RunStopRequested(run_id=run_id)
         log.append((stream, event, rng.choice(["u1", "run-scheduler"])))
@@ -138,9 +148,12 @@ def test_batched_projection_writes_the_rows_of_one_apply_per_event(store: EventS
     one_by_one.rebuild()
     expected = _dump(store)
     assert expected["rm_attempts"] and expected["rm_run_logs"]
+    assert any("('scores_final', True)" in row for row in expected["rm_runs"]), (
+        "the log must score a run finally"
+    )
     for batch_size in (1, 3, 7, 1000):
-        batched = ProjectionRunner(store, ReadModels(), batch_size=batch_size)
-        batched.rebuild()
+        batched = ProjectionRunner(store, ReadModels())
+        batched.rebuild(batch_size=batch_size)
         assert _dump(store) == expected, f"batch size {batch_size}"
 
 
@@ -210,5 +223,5 @@ def test_batched_ops_projection_writes_the_rows_of_one_apply_per_event(store: Ev
     owned = [row for row in expected["rm_audit"] if "AttemptStarted" in row and "'ws" in row]
     assert owned, "run events that name no workspace must get their stream owner's"
     for batch_size in (1, 5, 1000):
-        ProjectionRunner(store, OpsReadModels(), batch_size=batch_size).rebuild()
+        ProjectionRunner(store, OpsReadModels()).rebuild(batch_size=batch_size)
         assert _dump_ops(store) == expected, f"batch size {batch_size}"

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from sqlalchemy import Connection, MetaData, text
@@ -19,6 +20,9 @@ from regatta_shared.eventstore import EventStore, StoredEvent
 
 log = logging.getLogger("regatta.projections")
 _WAKE_WINDOW = 0.02
+# Larger than a live batch: a rebuild has the whole log to read, and an attempt's scheduled, started
+# and finished events then mostly fall in one batch, written as one row instead of an insert and updates.
+_REBUILD_BATCH = 5000
 
 
 class Projection(Protocol):
@@ -46,12 +50,17 @@ class ProjectionRunner:
         batch = self.store.read_all(position, self.batch_size)
         if not batch:
             return 0
+        return len(batch) if self._apply(position, batch) else 0
+
+    def _apply(self, position: int, batch: list[StoredEvent]) -> bool:
+        """Apply `batch` (the events after `position`) and move the checkpoint, in one transaction;
+        False, changing nothing, when the checkpoint is no longer at `position`."""
         with self.store.transaction() as conn:
             if not self.store.is_sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:n))"), {"n": self.checkpoint_name})
             # Re-read the checkpoint under the lock: two runners of one projection never double-apply.
             if self.store.checkpoint(self.checkpoint_name, conn) != position:
-                return 0
+                return False
             apply_batch = getattr(self.projection, "apply_batch", None)
             if apply_batch is not None:
                 apply_batch(conn, batch)
@@ -59,7 +68,7 @@ class ProjectionRunner:
                 for event in batch:
                     self.projection.apply(conn, event)
             self.store.save_checkpoint(conn, self.checkpoint_name, batch[-1].position)
-        return len(batch)
+        return True
 
     def catch_up(self) -> int:
         """Apply every event stored when called (read-your-writes for the gateway's commands).
@@ -77,12 +86,37 @@ class ProjectionRunner:
                     return total
                 time.sleep(0.005)
 
-    def rebuild(self) -> int:
+    def rebuild(self, batch_size: int = _REBUILD_BATCH) -> int:
+        """Drop the read models and replay the whole log into them.
+
+        The log's next batch is read (and its JSON decoded) on a second thread while this one applies
+        the current batch: the database's read and write halves then overlap, nearly halving a
+        rebuild. Each batch still commits with its checkpoint, so an interrupted rebuild resumes."""
+        # Secondary indexes are built once over the loaded rows, several times cheaper than keeping
+        # them up row by row; after an interrupted rebuild, create_tables restores them at the next start.
+        tables = self.projection.metadata.sorted_tables
+        deferred = [index for table in tables for index in table.indexes if not index.unique]
         with self.store.transaction() as conn:
             self.projection.metadata.drop_all(conn)
             self.projection.metadata.create_all(conn)
+            for index in deferred:
+                index.drop(conn)
             self.store.save_checkpoint(conn, self.checkpoint_name, 0)
-        return self.catch_up()
+        total = 0
+        with ThreadPoolExecutor(1, thread_name_prefix=f"rebuild-{self.projection.name}") as reader:
+            position = 0
+            pending = reader.submit(self.store.read_all, position, batch_size)
+            while batch := pending.result():
+                pending = reader.submit(self.store.read_all, batch[-1].position, batch_size)
+                if not self._apply(position, batch):
+                    break  # another runner is applying this projection: let catch_up follow it
+                position = batch[-1].position
+                total += len(batch)
+        total += self.catch_up()
+        with self.store.transaction() as conn:
+            for index in deferred:
+                index.create(conn)
+        return total
 
     async def run_forever(
         self,

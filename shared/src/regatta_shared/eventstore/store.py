@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     Connection,
     Engine,
@@ -61,7 +62,12 @@ class WrongExpectedVersion(Exception):
 
 
 def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
-    engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, pool_size=10)
+    engine = create_engine(
+        url,
+        connect_args={"timeout": 60, "check_same_thread": False},
+        pool_size=10,
+        json_deserializer=orjson.loads,
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -81,7 +87,9 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
 
 
 def _postgres_engine(url: str) -> Engine:
-    engine = create_engine(url, pool_size=10, max_overflow=20)
+    # orjson decodes event payloads and JSON columns several times faster than the json module: the
+    # decode was a fifth of a projection rebuild and of every event a consumer reads.
+    engine = create_engine(url, pool_size=10, max_overflow=20, json_deserializer=orjson.loads)
 
     # Pessimistic disconnect handling, but only for connections that sat idle: a ping on every
     # checkout (pool_pre_ping) was a third of the gateway's database time under load, while a
@@ -211,7 +219,7 @@ class EventStore:
         already hands back dicts and aware datetimes; SQLite gives the JSON text and SQLAlchemy's
         datetime text, decoded here."""
         if self.is_sqlite:
-            loads, parse = json.loads, datetime.fromisoformat
+            loads, parse = orjson.loads, datetime.fromisoformat
             return [
                 StoredEvent(p, i, s, v, t, loads(d), loads(m), parse(r).replace(tzinfo=UTC))
                 for p, i, s, v, t, d, m, r in rows

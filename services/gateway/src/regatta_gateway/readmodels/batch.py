@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
+import orjson
 from regatta_shared.clock import isoformat
 from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import JSON, Column, Connection, String, Table, bindparam, select, update
@@ -23,7 +24,11 @@ from sqlalchemy.dialects import postgresql
 from . import tables as t
 from .logs import log_entry
 
-BATCHED = frozenset({"AttemptScheduled", "AttemptStarted", "AttemptRetried", "AttemptFinished"})
+ATTEMPT_EVENTS = frozenset({"AttemptScheduled", "AttemptStarted", "AttemptRetried", "AttemptFinished"})
+# RunScored only sets a run's scores, which no attempt event reads: folding it keeps a busy run's
+# segments whole (scoring publishes provisional scores every few seconds) and writes each run's last
+# scores once per batch instead of every large provisional document.
+BATCHED = ATTEMPT_EVENTS | {"RunScored"}
 _IN_CHUNK = 500  # ids per IN (...) list: well inside SQLite's and Postgres's parameter limits
 
 _RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd")
@@ -69,13 +74,20 @@ class _Segment:
         self.outcomes: dict[str, str | None] = {}  # stored attempts: current outcome (Started's guard)
         self.runs: dict[str, dict[str, Any]] = {}  # run id -> counters, as stored then folded
         self.touched_runs: set[str] = set()
+        self.finals: dict[str, bool] = {}  # scored runs that exist -> scores_final as stored then folded
+        self.scores: dict[str, dict[str, Any]] = {}  # run id -> the scores to write
         self.names: dict[str, str | None] = {}
         self.logs: list[dict[str, Any]] = []
         self._read()
 
     def _read(self) -> None:
         """Everything the segment's events read, in three queries rather than a few per event."""
-        attempt_ids = {e.data["attempt_id"] for e in self.events if e.type in BATCHED - {"AttemptScheduled"}}
+        # An attempt scheduled in this segment has no stored row to read (a stored one would make the
+        # INSERT fail anyway), and in a rebuild's large batches that is most of them.
+        new = {e.data["attempt_id"] for e in self.events if e.type == "AttemptScheduled"}
+        attempt_ids = {
+            e.data["attempt_id"] for e in self.events if e.type in ATTEMPT_EVENTS - {"AttemptScheduled"}
+        } - new
         for chunk in _chunks(attempt_ids):
             query = select(t.attempts.c.attempt_id, t.attempts.c.outcome).where(
                 t.attempts.c.attempt_id.in_(chunk)
@@ -87,6 +99,10 @@ class _Segment:
                 t.runs.c.id.in_(chunk)
             )
             self.runs.update({row["id"]: dict(row) for row in self.conn.execute(query).mappings()})
+        scored = {e.data["run_id"] for e in self.events if e.type == "RunScored"}
+        for chunk in _chunks(scored):
+            query = select(t.runs.c.id, t.runs.c.scores_final).where(t.runs.c.id.in_(chunk))
+            self.finals.update({run_id: bool(final) for run_id, final in self.conn.execute(query)})
         actors = {e.actor for e in self.events if e.actor and e.stream_id.startswith("run-")}
         for chunk in _chunks(actors):
             query = select(t.users.c.id, t.users.c.name).where(t.users.c.id.in_(chunk))
@@ -100,11 +116,12 @@ class _Segment:
 
     def write(self) -> None:
         for event in self.events:
+            at = _at(event)
             fold = _FOLDS.get(event.type)
             if fold is not None:
-                fold(self, event, event.data)
+                fold(self, at, event.data)
             if event.stream_id.startswith("run-"):
-                entry = log_entry(event, self._user_name(event.actor))
+                entry = log_entry(event, self._user_name(event.actor), at)
                 if entry is not None:
                     self.logs.append(entry)
         conn = self.conn
@@ -123,6 +140,9 @@ class _Segment:
                     for run_id in sorted(self.touched_runs)
                 ],
             )
+        if self.scores:
+            rows = [{"id": run_id, **values} for run_id, values in sorted(self.scores.items())]
+            _update_rows(conn, t.runs, "id", rows)
         if self.logs:
             _insert_rows(conn, t.run_logs, self.logs)
 
@@ -139,7 +159,7 @@ class _Segment:
             if "outcome" in values:
                 self.outcomes[aid] = values["outcome"]
 
-    def scheduled(self, e: StoredEvent, d: dict[str, Any]) -> None:
+    def scheduled(self, at: str, d: dict[str, Any]) -> None:
         row = {
             "attempt_id": d["attempt_id"],
             "run_id": d["run_id"],
@@ -149,7 +169,7 @@ class _Segment:
             "status": "scheduled",
             "outcome": None,
             "try_number": d.get("try_number", 1),
-            "scheduled_at": _at(e),
+            "scheduled_at": at,
             "started_at": None,
             "finished_at": None,
             "result": None,
@@ -158,19 +178,19 @@ class _Segment:
         self.inserts.append(row)
         self.inserted[d["attempt_id"]] = row
 
-    def started(self, e: StoredEvent, d: dict[str, Any]) -> None:
-        self._set(d["attempt_id"], True, status="running", started_at=_at(e), try_number=d["try_number"])
+    def started(self, at: str, d: dict[str, Any]) -> None:
+        self._set(d["attempt_id"], True, status="running", started_at=at, try_number=d["try_number"])
 
-    def retried(self, _e: StoredEvent, d: dict[str, Any]) -> None:
+    def retried(self, _at: str, d: dict[str, Any]) -> None:
         self._set(d["attempt_id"], False, status="retrying", try_number=d["try_number"])
 
-    def finished(self, e: StoredEvent, d: dict[str, Any]) -> None:
+    def finished(self, at: str, d: dict[str, Any]) -> None:
         self._set(
             d["attempt_id"],
             False,
             status="finished",
             outcome=d["outcome"],
-            finished_at=_at(e),
+            finished_at=at,
             result=d,
             try_number=d["try_number"],
         )
@@ -189,8 +209,17 @@ class _Segment:
         )
         self.touched_runs.add(d["run_id"])
 
+    def scored(self, _at: str, d: dict[str, Any]) -> None:
+        # As projection._run_scored: final scores are never replaced by provisional ones.
+        run_id = d["run_id"]
+        if run_id not in self.finals or (self.finals[run_id] and not d["final"]):
+            return
+        self.finals[run_id] = d["final"]
+        self.scores[run_id] = {"scores": d["agents"], "scores_final": d["final"]}
 
-_FOLDS: dict[str, Callable[[_Segment, StoredEvent, dict[str, Any]], None]] = {
+
+_FOLDS: dict[str, Callable[[_Segment, str, dict[str, Any]], None]] = {
+    "RunScored": _Segment.scored,
     "AttemptScheduled": _Segment.scheduled,
     "AttemptStarted": _Segment.started,
     "AttemptRetried": _Segment.retried,
@@ -199,9 +228,10 @@ _FOLDS: dict[str, Callable[[_Segment, StoredEvent, dict[str, Any]], None]] = {
 
 
 # --- bulk statements ------------------------------------------------------------------------------
-# Postgres: one statement per table whatever the row count, the rows sent as ONE JSON document that the
-# server unpacks (json_to_recordset): Python's C JSON encoder is far cheaper than psycopg's per-value
-# array or pipeline adaptation, and the statement stays short and cached. JSON null unpacks as SQL NULL.
+# Postgres inserts: COPY, the server's bulk-load path (about twice json_to_recordset's rate here), each
+# JSON value serialised here by orjson; the server still checks types and VARCHAR lengths as for INSERT.
+# Postgres updates: one statement per column set, the rows sent as ONE JSON document the server unpacks
+# (json_to_recordset), far cheaper than psycopg's per-value adaptation; JSON null unpacks as SQL NULL.
 # SQLite: the driver's executemany, a C loop over one prepared statement, JSON values serialised here.
 # Either way None is SQL NULL, as for a column the per-event INSERT leaves unset.
 
@@ -210,14 +240,20 @@ def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> 
     columns = list(rows[0])
     names = ", ".join(f'"{c}"' for c in columns)
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(
-            f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {_pg_recordset(table, columns)}',
-            {"rows": json.dumps(rows)},
-        )
+        _copy_rows(conn, table, columns, rows)
         return
     marks = ", ".join("?" for _ in columns)
     params = [tuple(_sqlite_value(table.c[c], row[c]) for c in columns) for row in rows]
     conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})', params)
+
+
+def _copy_rows(conn: Connection, table: Table, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    is_json = {c: isinstance(table.c[c].type, JSON) for c in columns}
+    names = ", ".join(f'"{c}"' for c in columns)
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    with cursor, cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+        for row in rows:
+            copy.write_row([_json(row[c]) if is_json[c] and row[c] is not None else row[c] for c in columns])
 
 
 def _update_rows(conn: Connection, table: Table, key: str, rows: list[dict[str, Any]]) -> None:
@@ -228,12 +264,18 @@ def _update_rows(conn: Connection, table: Table, key: str, rows: list[dict[str, 
         conn.exec_driver_sql(
             f'UPDATE "{table.name}" AS t SET {sets} FROM {_pg_recordset(table, [key, *columns])} '
             f'WHERE t."{key}" = u."{key}"',
-            {"rows": json.dumps(rows)},
+            {"rows": _json(rows)},
         )
         return
     sets = ", ".join(f'"{c}" = ?' for c in columns)
     params = [(*(_sqlite_value(table.c[c], row[c]) for c in columns), row[key]) for row in rows]
     conn.exec_driver_sql(f'UPDATE "{table.name}" SET {sets} WHERE "{key}" = ?', params)
+
+
+def _json(value: Any) -> str:
+    # orjson: several times the json module's speed on these rows (event payloads, already JSON-shaped,
+    # so its stricter types never bite).
+    return orjson.dumps(value).decode()
 
 
 def _pg_recordset(table: Table, columns: list[str]) -> str:

@@ -68,7 +68,8 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
     return None
 
 
-def log_entry(event: StoredEvent, actor: str | None) -> dict[str, Any] | None:
+def log_entry(event: StoredEvent, actor: str | None, timestamp: str | None = None) -> dict[str, Any] | None:
+    """`timestamp`: the event's recorded_at as isoformat, when the caller has it already."""
     found = _message(event, actor)
     if found is None:
         return None
@@ -79,7 +80,7 @@ def log_entry(event: StoredEvent, actor: str | None) -> dict[str, Any] | None:
     return {
         "run_id": event.data["run_id"],
         "position": event.position,
-        "timestamp": isoformat(event.recorded_at),
+        "timestamp": timestamp if timestamp is not None else isoformat(event.recorded_at),
         "level": level,
         "step": step,
         "message": message,
