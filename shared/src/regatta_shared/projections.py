@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from sqlalchemy import Connection, MetaData, text
+from sqlalchemy import Connection, Dialect, MetaData, text
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from regatta_shared.eventstore import EventStore, StoredEvent
 
@@ -35,6 +37,17 @@ class Projection(Protocol):
     def apply(self, conn: Connection, event: StoredEvent) -> None: ...
 
 
+def schema_fingerprint(metadata: MetaData, dialect: Dialect) -> int:
+    """A number that changes with the DDL of `metadata`'s tables and indexes (positive, fits BIGINT)."""
+    ddl = [str(CreateTable(table).compile(dialect=dialect)) for table in metadata.sorted_tables]
+    ddl += [
+        str(CreateIndex(index).compile(dialect=dialect))
+        for table in metadata.sorted_tables
+        for index in sorted(table.indexes, key=lambda i: i.name or "")
+    ]
+    return int.from_bytes(hashlib.sha256("\n".join(ddl).encode()).digest()[:7], "big")
+
+
 class ProjectionRunner:
     def __init__(self, store: EventStore, projection: Projection, batch_size: int = 1000) -> None:
         self.store = store
@@ -42,7 +55,27 @@ class ProjectionRunner:
         self.batch_size = batch_size
         self.checkpoint_name = f"projection:{projection.name}"
 
+    @property
+    def _schema_name(self) -> str:
+        return f"schema:{self.projection.name}"
+
+    def _fingerprint(self) -> int:
+        return schema_fingerprint(self.projection.metadata, self.store.engine.dialect)
+
     def create_tables(self) -> None:
+        """Create the read models; if their schema changed since they were built (a new column, a new
+        table), drop them and start from position 0, so the runner rebuilds them from the log."""
+        fingerprint = self._fingerprint()
+        with self.store.transaction() as conn:
+            if not self.store.is_sqlite:
+                # The same lock as the runner's batches: no batch is applied to half-dropped tables.
+                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:n))"), {"n": self.checkpoint_name})
+            if self.store.checkpoint(self._schema_name, conn) != fingerprint:
+                log.info("read models of %s: new schema, rebuilding them from the log", self.projection.name)
+                self.projection.metadata.drop_all(conn)
+                self.projection.metadata.create_all(conn)
+                self.store.save_checkpoint(conn, self.checkpoint_name, 0)
+                self.store.save_checkpoint(conn, self._schema_name, fingerprint)
         self.store.create_tables(self.projection.metadata)
 
     def run_once(self) -> int:
@@ -102,6 +135,7 @@ class ProjectionRunner:
             for index in deferred:
                 index.drop(conn)
             self.store.save_checkpoint(conn, self.checkpoint_name, 0)
+            self.store.save_checkpoint(conn, self._schema_name, self._fingerprint())
         total = 0
         with ThreadPoolExecutor(1, thread_name_prefix=f"rebuild-{self.projection.name}") as reader:
             position = 0

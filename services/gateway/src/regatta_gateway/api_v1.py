@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from . import commands, queries, run_queries
 from .auth import Scope, authenticate, resolve_scope
+from .cached_reads import JSONBytes
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 
@@ -69,15 +70,11 @@ def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/benchmarks/{key}/leaderboard")
-def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> dict[str, Any]:
+@router.get("/benchmarks/{key}/leaderboard", response_class=JSONBytes)
+def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> JSONBytes:
     store = request.app.state.store
     benchmark = queries.find_benchmark(store, s, key)
-    return {
-        "benchmark_id": benchmark["id"],
-        "sort": sort,
-        "leaderboard": queries.leaderboard_rows(store, benchmark["id"], sort),
-    }
+    return JSONBytes(queries.leaderboard_body(store, benchmark["id"], sort))
 
 
 @router.get("/harnesses")

@@ -10,6 +10,7 @@ from regatta_shared.eventstore import EventStore
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
 from .auth import Scope
+from .cached_reads import VersionedBodies
 from .errors import ApiError
 from .readmodels import tables as t
 
@@ -223,6 +224,28 @@ def leaderboard_rows(store: EventStore, benchmark_id: str, sort: str = "pass_at_
         ).first()
     rows = list(row[0]) if row else []
     return sort_leaderboard(rows, sort)
+
+
+_LEADERBOARDS = VersionedBodies(size=256)
+
+
+def leaderboard_body(store: EventStore, benchmark_id: str, sort: str) -> bytes:
+    """GET /benchmarks/{key}/leaderboard as JSON, re-made only when a new LeaderboardComputed landed."""
+    if sort not in SORTS:
+        raise ApiError(400, f"sort must be one of {', '.join(SORTS)}", field="sort")
+    with store.read_engine.connect() as conn:
+        version = conn.execute(
+            select(t.leaderboards.c.position).where(t.leaderboards.c.benchmark_id == benchmark_id)
+        ).scalar_one_or_none()
+    return _LEADERBOARDS.body(
+        (store.url, benchmark_id, sort),
+        version,
+        lambda: {
+            "benchmark_id": benchmark_id,
+            "sort": sort,
+            "leaderboard": leaderboard_rows(store, benchmark_id, sort),
+        },
+    )
 
 
 SORTS = ("pass_at_1", "pass_at_k", "cost_per_task", "time_per_task", "tokens_per_task")

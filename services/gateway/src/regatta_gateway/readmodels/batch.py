@@ -11,14 +11,14 @@ tests/integration/test_projection_batching.py and bench/eventstore.py compare th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import orjson
 from regatta_shared.clock import isoformat
 from regatta_shared.eventstore import StoredEvent
-from sqlalchemy import JSON, Column, Connection, String, Table, bindparam, select, update
+from sqlalchemy import JSON, Connection, String, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql
 
 from . import tables as t
@@ -239,21 +239,15 @@ _FOLDS: dict[str, Callable[[_Segment, str, dict[str, Any]], None]] = {
 def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     columns = list(rows[0])
     names = ", ".join(f'"{c}"' for c in columns)
+    values = _values(table, columns, rows)
     if conn.dialect.name == "postgresql":
-        _copy_rows(conn, table, columns, rows)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        with cursor, cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+            for row in values:
+                copy.write_row(row)
         return
     marks = ", ".join("?" for _ in columns)
-    params = [tuple(_sqlite_value(table.c[c], row[c]) for c in columns) for row in rows]
-    conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})', params)
-
-
-def _copy_rows(conn: Connection, table: Table, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    is_json = {c: isinstance(table.c[c].type, JSON) for c in columns}
-    names = ", ".join(f'"{c}"' for c in columns)
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    with cursor, cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
-        for row in rows:
-            copy.write_row([_json(row[c]) if is_json[c] and row[c] is not None else row[c] for c in columns])
+    conn.exec_driver_sql(f'INSERT INTO "{table.name}" ({names}) VALUES ({marks})', values)
 
 
 def _update_rows(conn: Connection, table: Table, key: str, rows: list[dict[str, Any]]) -> None:
@@ -268,8 +262,32 @@ def _update_rows(conn: Connection, table: Table, key: str, rows: list[dict[str, 
         )
         return
     sets = ", ".join(f'"{c}" = ?' for c in columns)
-    params = [(*(_sqlite_value(table.c[c], row[c]) for c in columns), row[key]) for row in rows]
-    conn.exec_driver_sql(f'UPDATE "{table.name}" SET {sets} WHERE "{key}" = ?', params)
+    conn.exec_driver_sql(
+        f'UPDATE "{table.name}" SET {sets} WHERE "{key}" = ?', _values(table, [*columns, key], rows)
+    )
+
+
+def _values(table: Table, columns: list[str], rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The rows as value tuples in `columns` order, JSON columns serialised (None stays NULL)."""
+    if len(columns) == 1:
+        values = [(row[columns[0]],) for row in rows]
+    else:
+        pick = itemgetter(*columns)
+        values = [pick(row) for row in rows]
+    json_at = [i for i, c in enumerate(columns) if isinstance(table.c[c].type, JSON)]
+    if not json_at:
+        return values
+    serialised = []
+    for value in values:
+        changed = list(value)
+        for i in json_at:
+            changed[i] = _json_or_none(changed[i])
+        serialised.append(tuple(changed))
+    return serialised
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else _json(value)
 
 
 def _json(value: Any) -> str:
@@ -287,12 +305,6 @@ def _pg_recordset(table: Table, columns: list[str]) -> str:
     ]
     fields = ", ".join(f'"{c}" {type_}' for c, type_ in zip(columns, types, strict=True))
     return f"json_to_recordset(%(rows)s::json) AS u({fields})"
-
-
-def _sqlite_value(column: Column[Any], value: Any) -> Any:
-    if isinstance(column.type, JSON):
-        return None if value is None else json.dumps(value)
-    return value
 
 
 def _chunks(values: Iterable[str]) -> Iterable[list[str]]:

@@ -237,9 +237,11 @@ def _benchmark_removed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> 
 
 
 @handles("LeaderboardComputed")
-def _leaderboard(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+def _leaderboard(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(delete(t.leaderboards).where(t.leaderboards.c.benchmark_id == d["benchmark_id"]))
-    conn.execute(insert(t.leaderboards).values(benchmark_id=d["benchmark_id"], rows=d["rows"]))
+    conn.execute(
+        insert(t.leaderboards).values(benchmark_id=d["benchmark_id"], rows=d["rows"], position=e.position)
+    )
 
 
 # --- runs -----------------------------------------------------------------------------------------

@@ -143,6 +143,7 @@ leaderboards = Table(
     metadata,
     Column("benchmark_id", String(64), primary_key=True),
     Column("rows", Json),
+    Column("position", BigInteger),  # of the LeaderboardComputed: the rows' version (cached_reads.py)
 )
 secrets = Table(
     "rm_secrets",
