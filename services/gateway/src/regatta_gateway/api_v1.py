@@ -9,7 +9,7 @@ from regatta_shared.harnesses import HARNESSES
 from starlette.concurrency import run_in_threadpool
 
 from . import commands, queries, run_queries
-from .auth import Scope, authenticate, resolve_scope
+from .auth import Scope, authorize
 from .cached_reads import JSONBytes
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
@@ -20,9 +20,7 @@ def scope(
     authorization: Annotated[str | None, Header()] = None,
     x_regatta_workspace: Annotated[str | None, Header()] = None,
 ) -> Scope:
-    store = request.app.state.store
-    principal = authenticate(store, authorization)
-    return resolve_scope(store, principal, x_regatta_workspace)
+    return authorize(request.app.state.store, authorization, x_regatta_workspace)
 
 
 def settle(request: Request) -> None:
