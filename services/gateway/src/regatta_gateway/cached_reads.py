@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 
 def to_json(body: Any) -> bytes:
-    return orjson.dumps(body)
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
 
 
 class JSONBytes(Response):
