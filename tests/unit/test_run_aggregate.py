@@ -145,9 +145,12 @@ def test_a_batch_of_reports_decides_each_event_once() -> None:
     batch = [
         AttemptReport(kind="started", run_id="r", attempt_id=i, try_number=1, executor_id="x") for i in ids
     ]
-    decided = aggregate.decide_on_reports(run.state(), batch + batch)
+    state = run.state()
+    before = repr(state)
+    decided = aggregate.decide_on_reports(state, batch + batch)
     assert types(decided) == ["RunStarted", "AttemptStarted", "AttemptStarted"]
     assert len({e.event_id for e in decided}) == len(decided)
+    assert repr(state) == before, "deciding must not change the state it was given"
 
 
 def test_stop_cancels_unstarted_attempts_and_waits_for_running_ones() -> None:
