@@ -119,8 +119,9 @@ def trial_config(
 async def run_trial(config: dict[str, Any]) -> dict[str, Any]:
     """Run a trial; returns its TrialResult as JSON. Harbor records trial errors in the result."""
     from harbor.models.trial.config import TrialConfig
-    from harbor.trial.trial import Trial
 
-    trial = await Trial.create(TrialConfig.model_validate(config))
+    from .task_loading import ContentAddressedTrial
+
+    trial = await ContentAddressedTrial.create(TrialConfig.model_validate(config))
     result = await trial.run()
     return json.loads(result.model_dump_json())

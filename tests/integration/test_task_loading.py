@@ -1,0 +1,64 @@
+"""Trials of one content-addressed task folder share one loaded Task (task_loading.py) and still
+produce what Harbor's own loading does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from harbor.models.task.task import Task
+from regatta_executor.task_loading import ContentAddressedTask, ContentAddressedTrial
+from regatta_executor.trials import LOCAL_ENVIRONMENT, run_trial
+
+from tests.conftest import unavailable
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0 or not shutil.which("bwrap"):
+        unavailable("the local environment needs root and bubblewrap")
+    monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+
+
+def _task(parent: Path, name: str, reward: int) -> Path:
+    task = parent / name
+    for sub in ("environment", "tests", "solution"):
+        (task / sub).mkdir(parents=True)
+    (task / "task.toml").write_text('[environment]\nnetwork_mode = "no-network"\n')
+    (task / "instruction.md").write_text(f"Task {name}.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (task / "solution" / "solve.sh").write_text(f"#!/bin/bash\necho {reward} > /app/answer\n")
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\ncp /app/answer /logs/verifier/reward.txt\n")
+    return task
+
+
+def _config(task: Path, work: Path, name: str) -> dict[str, object]:
+    return {
+        "task": {"path": str(task)},
+        "trial_name": name,
+        "trials_dir": str(work / "trials"),
+        "agent": {"name": "oracle"},
+        "environment": {"import_path": LOCAL_ENVIRONMENT, "delete": True},
+    }
+
+
+async def test_trials_of_a_task_folder_share_its_loading(tmp_path: Path) -> None:
+    ContentAddressedTrial._loaded.clear()
+    one, zero = _task(tmp_path, "one", 1), _task(tmp_path, "zero", 0)
+    results = [await run_trial(_config(task, tmp_path, f"t{i}")) for i, task in enumerate([one, one, zero])]
+
+    assert [r["verifier_result"]["rewards"]["reward"] for r in results] == [1.0, 1.0, 0.0]
+    assert [r["task_name"] for r in results] == ["one", "one", "zero"]
+    # One load per folder, and the checksum a trial records is Harbor's hash of that folder.
+    assert sorted(key[0] for key in ContentAddressedTrial._loaded) == sorted([str(one), str(zero)])
+    assert results[0]["task_checksum"] == results[1]["task_checksum"] != results[2]["task_checksum"]
+    loaded, _ = ContentAddressedTrial._loaded[
+        next(k for k in ContentAddressedTrial._loaded if k[0] == str(one))
+    ]
+    assert isinstance(loaded, ContentAddressedTask)
+
+    assert results[0]["task_checksum"] == Task(one).checksum
