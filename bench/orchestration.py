@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _stack import StackClient, write_trivial_tasks
 
@@ -37,8 +38,22 @@ async def harbor_job(tasks: Path, attempts: int, concurrency: int, jobs_dir: Pat
     )
     job = await Job.create(config)
     started = time.perf_counter()
-    await job.run()
-    return time.perf_counter() - started
+    result = await job.run()
+    elapsed = time.perf_counter() - started
+    rewards = [
+        (t.verifier_result.rewards or {}).get("reward") if t.verifier_result else None
+        for t in result.trial_results
+    ]
+    # A broken sandbox (no bwrap, say) fails every trial fast: such a round measures nothing.
+    if len(rewards) != attempts * len(list(tasks.iterdir())) or any(r != 1 for r in rewards):
+        raise SystemExit(f"Harbor's trials did not all pass: rewards {rewards}")
+    return elapsed
+
+
+def check_all_passed(detail: dict[str, Any], total: int) -> None:
+    run, passed = detail["benchmark_run"], detail["totals"]["passed"]
+    if run["status"] != "finished" or passed != total:
+        raise SystemExit(f"Regatta's run did not pass every attempt ({passed} of {total}): {run}")
 
 
 def main() -> None:
@@ -70,7 +85,7 @@ def main() -> None:
                         harbor = asyncio.run(harbor_job(tasks, args.attempts, args.concurrency, jobs))
                     else:
                         regatta, detail = client.run("bench", args.attempts, args.concurrency)
-                        assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"]
+                        check_all_passed(detail, total)
                 rounds.append((harbor, regatta))
                 ratio = harbor / regatta
                 print(f"round {r + 1}: Harbor {harbor:.2f} s, Regatta {regatta:.2f} s, ratio {ratio:.2f}x")
