@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -48,3 +49,25 @@ def family_cpu_seconds(pid: int) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine spent busy since boot (all CPUs, /proc/stat minus idle and iowait):
+    what a workload costs including processes that exit before they could be sampled (sandboxes)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_command(pid: int, names: Sequence[str]) -> dict[str, float]:
+    """CPU seconds (with reaped children) of `pid`'s descendants, summed by the first of `names` found
+    in each one's command line ("other" for the rest)."""
+    found: dict[str, float] = {}
+    for member in descendants(pid):
+        try:
+            command = Path(f"/proc/{member}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = next((n for n in names if n in command), "other")
+        found[name] = found.get(name, 0.0) + sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return found

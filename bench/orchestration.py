@@ -14,12 +14,16 @@ import os
 import statistics
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from _procs import cpu_by_command, machine_busy_seconds
 from _stack import StackClient, write_trivial_tasks
 
 LOCAL = "regatta_executor.local_environment:LocalEnvironment"
+# How the stack's processes are told apart by their command line (executors: one line for all).
+SERVICES = ("gateway", "executor", "run_scheduler", "relay", "scoring", "registry_sync", "nats-server")
 
 
 async def harbor_job(tasks: Path, attempts: int, concurrency: int, jobs_dir: Path) -> float:
@@ -68,6 +72,8 @@ def main() -> None:
     total = args.tasks * args.attempts
     slots = max(1, args.concurrency // args.executors)
     rounds: list[tuple[float, float]] = []
+    cpu: dict[str, list[float]] = {"Harbor": [], "Regatta": []}  # machine CPU seconds per trial
+    per_service: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         tasks = write_trivial_tasks(root / "tasks", args.tasks)
@@ -80,12 +86,18 @@ def main() -> None:
             for r in range(args.rounds):
                 harbor = regatta = 0.0
                 for contender in ("harbor", "regatta") if r % 2 == 0 else ("regatta", "harbor"):
+                    busy = machine_busy_seconds()
                     if contender == "harbor":
                         jobs = root / f"jobs-{r}"
                         harbor = asyncio.run(harbor_job(tasks, args.attempts, args.concurrency, jobs))
+                        cpu["Harbor"].append((machine_busy_seconds() - busy) / total)
                     else:
+                        stack = cpu_by_command(os.getpid(), SERVICES)
                         regatta, detail = client.run("bench", args.attempts, args.concurrency)
+                        cpu["Regatta"].append((machine_busy_seconds() - busy) / total)
                         check_all_passed(detail, total)
+                        for name, seconds in cpu_by_command(os.getpid(), SERVICES).items():
+                            per_service[name].append((seconds - stack.get(name, 0.0)) / total)
                 rounds.append((harbor, regatta))
                 ratio = harbor / regatta
                 print(f"round {r + 1}: Harbor {harbor:.2f} s, Regatta {regatta:.2f} s, ratio {ratio:.2f}x")
@@ -100,6 +112,11 @@ def main() -> None:
     print(f"{'median of ' + str(len(rounds)) + ' rounds':28}{'seconds':>10}{'attempts/s':>12}")
     print(f"{'Harbor Job (in-process)':28}{harbor_seconds:>10.2f}{total / harbor_seconds:>12.1f}")
     print(f"{'Regatta (REST → finished)':28}{regatta_seconds:>10.2f}{total / regatta_seconds:>12.1f}")
+    # The machine's CPU per trial (sandboxes included) tells where a CPU-bound round's time went.
+    for name, values in cpu.items():
+        print(f"machine CPU per trial, {name}: {statistics.median(values) * 1000:.0f} ms (median)")
+    split = sorted(((statistics.median(v) * 1000, n) for n, v in per_service.items()), reverse=True)
+    print("  of which Regatta's processes: " + ", ".join(f"{n} {ms:.1f} ms" for ms, n in split))
     verdict = "meets" if ratio >= 1.0 else "MISSES"
     print(f"ratio Regatta / Harbor (attempts/s, median of rounds) = {ratio:.2f}x ({verdict} ≥ 1.0x)")
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
 from collections.abc import Iterator
 
+import orjson
 import pytest
 from regatta_shared.events import RunStarted
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion, new_event
@@ -126,3 +128,23 @@ def test_checkpoint_moves_with_its_transaction(store: EventStore) -> None:
         store.save_checkpoint(conn, "x", 9)
         raise RuntimeError("crash before commit")
     assert store.checkpoint("x") == 5
+
+
+def test_payloads_round_trip_and_older_json_still_reads(store: EventStore) -> None:
+    """Payloads are encoded and decoded by orjson; rows the json module wrote before (NaN as a bare
+    token, which orjson refuses) still read on SQLite, where such rows could be stored."""
+    data = {"run_id": "r1", "nested": {"ünïcode": "✓", "list": [1, 2.5, None, True]}, "big": 2**62}
+    stored = store.append("run-r1", [started(event_id="e-json")])
+    store.append("run-r2", [new_event(RunStarted(run_id="r2"))])
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "UPDATE events SET data = ? WHERE event_id = 'e-json'"
+            if store.is_sqlite
+            else "UPDATE events SET data = %(d)s::jsonb WHERE event_id = 'e-json'",
+            ('{"run_id": "r1", "reward": NaN}',) if store.is_sqlite else {"d": orjson.dumps(data).decode()},
+        )
+    read = store.read_all(stored[0].position - 1, 1)[0]
+    if store.is_sqlite:
+        assert read.data["run_id"] == "r1" and math.isnan(read.data["reward"])
+    else:
+        assert read.data == data

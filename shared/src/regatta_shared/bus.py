@@ -6,6 +6,11 @@ durables are explicit and shared, and a failing handler NACKs so the message com
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import nats.errors
 from nats.js import JetStreamContext
 from nats.js.api import (
     ConsumerConfig,
@@ -15,7 +20,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.errors import BucketNotFoundError, NotFoundError, ServiceUnavailableError
 
 EVENTS_STREAM = "EVENTS"
 JOBS_STREAM = "JOBS"
@@ -63,8 +68,39 @@ STREAMS = [
 ]
 
 
+log = logging.getLogger("regatta.bus")
+# What a nats-server that is down or still starting answers; anything else (a bad config) is raised.
+_UNAVAILABLE = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    ServiceUnavailableError,
+    TimeoutError,
+)
+
+
+async def until_nats_answers[T](what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, retried with backoff while nats-server is unavailable. A service started while
+    nats-server restarts too would otherwise exit at start, and nobody might restart it (the crash
+    test caught scoring so)."""
+    delay = 0.5
+    while True:
+        try:
+            return await call()
+        except _UNAVAILABLE as error:
+            log.warning("%s: nats-server not answering (%r); retrying in %.1f s", what, error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 async def ensure_streams(js: JetStreamContext) -> None:
     """Create or reconcile the streams and buckets; safe to call from every process at start."""
+    await until_nats_answers("streams", lambda: _ensure_streams(js))
+
+
+async def _ensure_streams(js: JetStreamContext) -> None:
     for config in STREAMS:
         try:
             await js.stream_info(config.name)

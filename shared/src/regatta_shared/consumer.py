@@ -18,7 +18,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from .bus import until_nats_answers
+
 log = logging.getLogger("regatta.consumer")
+
 BatchHandler = Callable[[list[Msg]], Awaitable[None]]
 
 
@@ -57,9 +60,12 @@ class BatchConsumer:
 
     async def start(self) -> None:
         # Creating (or updating) the durable first reconciles ack_wait/max_deliver with this code.
+        await until_nats_answers(f"consumer {self.durable}", self._create)
+        self._task = asyncio.create_task(self._loop(), name=f"consumer:{self.durable}")
+
+    async def _create(self) -> None:
         await self.js.add_consumer(self.stream, self.config)
         self._sub = await self.js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
-        self._task = asyncio.create_task(self._loop(), name=f"consumer:{self.durable}")
 
     async def stop(self) -> None:
         self._stopping.set()

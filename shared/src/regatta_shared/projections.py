@@ -62,9 +62,10 @@ class ProjectionRunner:
     def _fingerprint(self) -> int:
         return schema_fingerprint(self.projection.metadata, self.store.engine.dialect)
 
-    def create_tables(self) -> None:
+    def create_tables(self) -> bool:
         """Create the read models; if their schema changed since they were built (a new column, a new
-        table), drop them and start from position 0, so the runner rebuilds them from the log."""
+        table), drop them and start from position 0, so the runner rebuilds them from the log. True
+        when they were dropped: `rebuild` then refills them fastest."""
         fingerprint = self._fingerprint()
         with self.store.transaction() as conn:
             if not self.store.is_sqlite:
@@ -76,7 +77,11 @@ class ProjectionRunner:
                 self.projection.metadata.create_all(conn)
                 self.store.save_checkpoint(conn, self.checkpoint_name, 0)
                 self.store.save_checkpoint(conn, self._schema_name, fingerprint)
+                changed = True
+            else:
+                changed = False
         self.store.create_tables(self.projection.metadata)
+        return changed
 
     def run_once(self) -> int:
         position = self.store.checkpoint(self.checkpoint_name)

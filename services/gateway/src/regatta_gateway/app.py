@@ -41,7 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = make_store(settings)
         runner = ProjectionRunner(store, ReadModels())
-        runner.create_tables()
+        if runner.create_tables():
+            await asyncio.to_thread(runner.rebuild)  # a new read-model schema (an upgrade)
         await asyncio.to_thread(runner.catch_up)
         app.state.store = store
         app.state.settings = settings

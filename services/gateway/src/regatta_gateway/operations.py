@@ -22,7 +22,8 @@ async def open_operations(
     app: FastAPI, settings: Settings, store: EventStore
 ) -> Callable[[], Awaitable[None]]:
     runner = ProjectionRunner(store, OpsReadModels())
-    runner.create_tables()
+    if runner.create_tables():
+        await asyncio.to_thread(runner.rebuild)  # a new read-model schema (an upgrade)
     await asyncio.to_thread(runner.catch_up)
     app.state.ops_projections = runner
     app.state.master_key = master_key(settings)
