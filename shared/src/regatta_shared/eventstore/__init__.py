@@ -1,4 +1,5 @@
+from .appends import WrongExpectedVersion
 from .records import NewEvent, StoredEvent, new_event
-from .store import EventStore, WrongExpectedVersion
+from .store import EventStore
 
 __all__ = ["EventStore", "NewEvent", "StoredEvent", "WrongExpectedVersion", "new_event"]

@@ -10,14 +10,12 @@ Guarantees (architecture.md, invariants 1 and 2):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import (
     Connection,
     Engine,
@@ -33,12 +31,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from regatta_shared.clock import utcnow
-
+from .appends import ANY, WrongExpectedVersion, append_postgres, append_sqlite, loads
 from .records import NewEvent, StoredEvent
 from .schema import checkpoints, events, metadata
 
-ANY = -1
 _DDL_LOCK = 0x52454744
 APPENDED = "regatta.appended"
 _TRUSTED_IDLE_SEC = 2.0
@@ -61,20 +57,12 @@ _READ_ALL_OF_TYPES = text(
 ).bindparams(bindparam("types", expanding=True))
 
 
-class WrongExpectedVersion(Exception):
-    def __init__(self, stream_id: str, expected: int, actual: int) -> None:
-        super().__init__(f"stream {stream_id}: expected version {expected}, found {actual}")
-        self.stream_id = stream_id
-        self.expected = expected
-        self.actual = actual
-
-
 def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
     engine = create_engine(
         url,
         connect_args={"timeout": 60, "check_same_thread": False},
         pool_size=10,
-        json_deserializer=_loads,
+        json_deserializer=loads,
     )
 
     @event.listens_for(engine, "connect")
@@ -97,7 +85,7 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
 def _postgres_engine(url: str) -> Engine:
     # orjson decodes event payloads and JSON columns several times faster than the json module: the
     # decode was a fifth of a projection rebuild and of every event a consumer reads.
-    engine = create_engine(url, pool_size=10, max_overflow=20, json_deserializer=_loads)
+    engine = create_engine(url, pool_size=10, max_overflow=20, json_deserializer=loads)
 
     # Pessimistic disconnect handling, but only for connections that sat idle: a ping on every
     # checkout (pool_pre_ping) was a third of the gateway's database time under load, while a
@@ -192,11 +180,11 @@ class EventStore:
         # Read at commit by listeners that care only about transactions that stored events (nudge.py).
         conn.info[APPENDED] = True
         if self.is_sqlite:
-            return _append_sqlite(conn, stream_id, new_events, expected_version)
+            return append_sqlite(conn, stream_id, new_events, expected_version)
         # Its own statement, before the INSERT: READ COMMITTED takes a snapshot per statement, so the
         # INSERT's checks then see every append that committed before this one got the lock.
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _APPEND_LOCK})
-        return _append_postgres(conn, stream_id, new_events, expected_version)
+        return append_postgres(conn, stream_id, new_events, expected_version)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -227,7 +215,7 @@ class EventStore:
         already hands back dicts and aware datetimes; SQLite gives the JSON text and SQLAlchemy's
         datetime text, decoded here."""
         if self.is_sqlite:
-            loads, parse = _loads, datetime.fromisoformat
+            parse = datetime.fromisoformat
             return [
                 StoredEvent(p, i, s, v, t, loads(d), loads(m), parse(r).replace(tzinfo=UTC))
                 for p, i, s, v, t, d, m, r in rows
@@ -254,117 +242,3 @@ class EventStore:
         updated = conn.execute(_SAVE_CHECKPOINT, {"p_name": name, "p_position": position}).rowcount
         if not updated:
             conn.execute(insert(checkpoints).values(name=name, position=position))
-
-
-# --- the append statements ------------------------------------------------------------------------
-# One INSERT does the whole append: the idempotency check (any id already stored -> insert nothing),
-# the optimistic version check and the rows, each row's version counted on from the stream's current
-# one. The rows travel as ONE JSON document (ids also as an array, for the index lookup), so the
-# statement has 6 parameters whatever the batch size and psycopg caches it instead of parsing a VALUES
-# list of 7 x N placeholders again for every batch (that parse dominated a 500-event append); a text[]
-# of payloads cost psycopg a Python-level escape of every character (a sixth of a 2,000-task
-# submission's CPU). One round trip. It starts with "INSERT INTO events", which the contract
-# suite's stall hook relies on. Rows come back in ordinality order; positions are mapped by event id.
-_PG_APPEND = """INSERT INTO events (event_id, stream_id, version, type, data, metadata, recorded_at)
-SELECT e.event_id, %(stream)s::text, s.current + e.n, e.type, e.data, e.metadata, %(at)s
-FROM (SELECT coalesce(max(version), 0) AS current FROM events WHERE stream_id = %(stream)s::text) AS s,
-     ROWS FROM (jsonb_to_recordset(%(rows)s::jsonb) AS (event_id text, type text, data jsonb, metadata jsonb))
-         WITH ORDINALITY AS e(event_id, type, data, metadata, n)
-WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY(%(ids)s::text[]))
-  AND (%(expected)s::int = -1 OR s.current = %(expected)s::int)
-ORDER BY e.n
-RETURNING position, event_id, version"""
-
-_PG_STATE = """SELECT EXISTS (SELECT 1 FROM events WHERE event_id = ANY(%(ids)s::text[])),
-       (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = %(stream)s::text)"""
-
-# SQLite: the ids travel as one JSON array (no limit on host parameters); the last position comes along
-# because this connection holds the only write lock (BEGIN IMMEDIATE), so new positions continue it.
-_SQLITE_STATE = """SELECT EXISTS (SELECT 1 FROM events WHERE event_id IN (SELECT value FROM json_each(?))),
-       (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?),
-       (SELECT coalesce(max(position), 0) FROM events)"""
-
-_SQLITE_APPEND = (
-    "INSERT INTO events (position, event_id, stream_id, version, type, data, metadata, recorded_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"  # how SQLAlchemy's DateTime stores (and parses) on SQLite
-
-
-def _append_postgres(
-    conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int
-) -> list[StoredEvent]:
-    recorded_at = utcnow()
-    ids = [e.event_id for e in new_events]
-    rows_json = _json(
-        [{"event_id": e.event_id, "type": e.type, "data": e.data, "metadata": e.metadata} for e in new_events]
-    )
-    params = {
-        "stream": stream_id,
-        "at": recorded_at,
-        "ids": ids,
-        "rows": rows_json,
-        "expected": expected_version,
-    }
-    rows = conn.exec_driver_sql(_PG_APPEND, params).all()
-    if not rows:
-        # Nothing inserted: a retried append (a no-op) or a version conflict. The lock is still held,
-        # so this second look sees what the INSERT saw.
-        already, current = conn.exec_driver_sql(_PG_STATE, {"ids": ids, "stream": stream_id}).one()
-        if already:
-            return []
-        raise WrongExpectedVersion(stream_id, expected_version, current)
-    stored = {event_id: (position, version) for position, event_id, version in rows}
-    return [_stored(e, stream_id, *stored[e.event_id], recorded_at) for e in new_events]
-
-
-def _append_sqlite(
-    conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int
-) -> list[StoredEvent]:
-    ids = json.dumps([e.event_id for e in new_events])
-    already, current, last = conn.exec_driver_sql(_SQLITE_STATE, (ids, stream_id)).one()
-    if already:
-        return []
-    if expected_version != ANY and expected_version != current:
-        raise WrongExpectedVersion(stream_id, expected_version, current)
-    recorded_at = utcnow()
-    at = recorded_at.strftime(_SQLITE_DATETIME)
-    rows = [
-        (last + i, e.event_id, stream_id, current + i, e.type, _json(e.data), _json(e.metadata), at)
-        for i, e in enumerate(new_events, start=1)
-    ]
-    conn.exec_driver_sql(_SQLITE_APPEND, rows)
-    return [
-        _stored(e, stream_id, last + i, current + i, recorded_at) for i, e in enumerate(new_events, start=1)
-    ]
-
-
-def _loads(text: str | bytes) -> Any:
-    """orjson, several times faster than json; json for what orjson refuses but older rows may hold
-    (the json module wrote NaN as a bare token)."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
-def _json(value: Any) -> str:
-    """orjson, several times faster than json on event payloads; json for what orjson refuses (an
-    integer beyond 64 bits), so nothing the json module stored before is refused now."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except orjson.JSONEncodeError:
-        return json.dumps(value)
-
-
-def _stored(e: NewEvent, stream_id: str, position: int, version: int, recorded_at: datetime) -> StoredEvent:
-    return StoredEvent(
-        position=position,
-        event_id=e.event_id,
-        stream_id=stream_id,
-        version=version,
-        type=e.type,
-        data=e.data,
-        metadata=e.metadata,
-        recorded_at=recorded_at,
-    )
