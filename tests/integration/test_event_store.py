@@ -6,21 +6,12 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterator
 
 import orjson
 import pytest
 from regatta_shared.events import RunStarted
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion, new_event
 from sqlalchemy import event
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[EventStore]:
-    store = EventStore(database_url)
-    store.create_schema()
-    yield store
-    store.dispose()
 
 
 def started(run_id: str = "r1", event_id: str | None = None):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,14 +23,6 @@ TASKS = [
     RunTask(name=f"t{i:02d}", digest=f"sha256:{i:064x}", category="math" if i < 4 else "text")
     for i in range(12)
 ]
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[EventStore]:
-    store = EventStore(database_url)
-    store.create_schema()
-    yield store
-    store.dispose()
 
 
 def finish_run(

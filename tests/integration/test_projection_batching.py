@@ -4,7 +4,6 @@ on SQLite and Postgres, whatever the batch boundaries — including odd orders t
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 from regatta_gateway.opsmodels import OpsReadModels
@@ -46,14 +45,6 @@ class OneByOne:
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
         self.inner.apply(conn, event)
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[EventStore]:
-    store = EventStore(database_url)
-    store.create_schema()
-    yield store
-    store.dispose()
 
 
 def _submitted(run_id: str) -> RunSubmitted:

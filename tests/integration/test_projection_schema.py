@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from regatta_shared.events import UserRegistered
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.eventstore.records import StoredEvent
@@ -32,14 +29,6 @@ class Users:
         if self.version == 2:
             row["name_length"] = len(event.data["name"])
         conn.execute(insert(self.table).values(**row))
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[EventStore]:
-    store = EventStore(database_url)
-    store.create_schema()
-    yield store
-    store.dispose()
 
 
 def _rows(store: EventStore, projection: Users) -> list[tuple[object, ...]]:

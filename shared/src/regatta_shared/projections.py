@@ -66,22 +66,26 @@ class ProjectionRunner:
         """Create the read models; if their schema changed since they were built (a new column, a new
         table), drop them and start from position 0, so the runner rebuilds them from the log. True
         when they were dropped: `rebuild` then refills them fastest."""
-        fingerprint = self._fingerprint()
         with self.store.transaction() as conn:
-            if not self.store.is_sqlite:
-                # The same lock as the runner's batches: no batch is applied to half-dropped tables.
-                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:n))"), {"n": self.checkpoint_name})
-            if self.store.checkpoint(self._schema_name, conn) != fingerprint:
+            self._lock(conn)  # no batch is applied to half-dropped tables
+            changed = self.store.checkpoint(self._schema_name, conn) != self._fingerprint()
+            if changed:
                 log.info("read models of %s: new schema, rebuilding them from the log", self.projection.name)
-                self.projection.metadata.drop_all(conn)
-                self.projection.metadata.create_all(conn)
-                self.store.save_checkpoint(conn, self.checkpoint_name, 0)
-                self.store.save_checkpoint(conn, self._schema_name, fingerprint)
-                changed = True
-            else:
-                changed = False
+                self._reset(conn)
         self.store.create_tables(self.projection.metadata)
         return changed
+
+    def _lock(self, conn: Connection) -> None:
+        """The projection's own lock, held until `conn`'s transaction ends (SQLite has one writer)."""
+        if not self.store.is_sqlite:
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:n))"), {"n": self.checkpoint_name})
+
+    def _reset(self, conn: Connection) -> None:
+        """Empty read models of the current schema, to be filled from position 0."""
+        self.projection.metadata.drop_all(conn)
+        self.projection.metadata.create_all(conn)
+        self.store.save_checkpoint(conn, self.checkpoint_name, 0)
+        self.store.save_checkpoint(conn, self._schema_name, self._fingerprint())
 
     def run_once(self) -> int:
         position = self.store.checkpoint(self.checkpoint_name)
@@ -94,8 +98,7 @@ class ProjectionRunner:
         """Apply `batch` (the events after `position`) and move the checkpoint, in one transaction;
         False, changing nothing, when the checkpoint is no longer at `position`."""
         with self.store.transaction() as conn:
-            if not self.store.is_sqlite:
-                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:n))"), {"n": self.checkpoint_name})
+            self._lock(conn)
             # Re-read the checkpoint under the lock: two runners of one projection never double-apply.
             if self.store.checkpoint(self.checkpoint_name, conn) != position:
                 return False
@@ -135,12 +138,9 @@ class ProjectionRunner:
         tables = self.projection.metadata.sorted_tables
         deferred = [index for table in tables for index in table.indexes if not index.unique]
         with self.store.transaction() as conn:
-            self.projection.metadata.drop_all(conn)
-            self.projection.metadata.create_all(conn)
+            self._reset(conn)
             for index in deferred:
                 index.drop(conn)
-            self.store.save_checkpoint(conn, self.checkpoint_name, 0)
-            self.store.save_checkpoint(conn, self._schema_name, self._fingerprint())
         total = 0
         with ThreadPoolExecutor(1, thread_name_prefix=f"rebuild-{self.projection.name}") as reader:
             position = 0

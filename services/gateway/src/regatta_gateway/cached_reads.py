@@ -1,4 +1,5 @@
-"""Serialised responses of hot reads, kept per process with the read-model version they were made from.
+"""Per-process caches of the gateway's reads: data that never changes once stored (a submission, a
+synced task list), and serialised responses kept with the read-model version they were made from.
 
 A read model row changes only when the projection applies an event to it, and some rows record the
 position of that event. A read of such a row then costs one indexed lookup of the position: the same
@@ -27,27 +28,42 @@ class JSONBytes(Response):
     media_type = "application/json"
 
 
-class VersionedBodies:
-    """An LRU of (key -> version, JSON body). Thread-safe: sync routes run on the threadpool."""
+class LRU[K: Hashable, V]:
+    """A bounded least-recently-used map. Thread-safe: sync routes run on the threadpool."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._bodies: OrderedDict[Hashable, tuple[int, bytes]] = OrderedDict()
+        self._items: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+class VersionedBodies:
+    """JSON bodies by key, each kept with the read-model version it was made from."""
+
+    def __init__(self, size: int) -> None:
+        self._bodies: LRU[Hashable, tuple[int, bytes]] = LRU(size)
 
     def body(self, key: Hashable, version: int | None, make: Callable[[], Any]) -> bytes:
         """The JSON of `make()`, from the cache when it holds `key` at `version` (None: never cached)."""
         if version is not None:
-            with self._lock:
-                found = self._bodies.get(key)
-                if found is not None and found[0] == version:
-                    self._bodies.move_to_end(key)
-                    return found[1]
+            found = self._bodies.get(key)
+            if found is not None and found[0] == version:
+                return found[1]
         body = to_json(make())
         if version is not None:
-            with self._lock:
-                self._bodies[key] = (version, body)
-                self._bodies.move_to_end(key)
-                while len(self._bodies) > self.size:
-                    self._bodies.popitem(last=False)
+            self._bodies.put(key, (version, body))
         return body

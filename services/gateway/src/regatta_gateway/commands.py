@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any
 
 from regatta_shared import run_keys
@@ -32,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 
 from .auth import Scope
 from .benchmark_sources import parse_source
+from .cached_reads import LRU
 from .errors import ApiError
 from .notifications.registry import check_budget
 from .queries import find_benchmark, find_run
@@ -226,17 +226,14 @@ def _select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequ
     return tasks
 
 
-_SYNCED_TASKS: dict[tuple[str, str, str], tuple[RunTask, ...]] = {}
-_SYNCED_TASKS_KEPT = 64
-_SYNCED_TASKS_LOCK = threading.Lock()
+_SYNCED_TASKS: LRU[tuple[str, str, str], tuple[RunTask, ...]] = LRU(64)
 
 
 def _synced_tasks(store: EventStore, benchmark_id: str, sync_id: str) -> tuple[RunTask, ...]:
     """A ready sync's task list. A sync's tasks never change once it is ready (a re-sync has a new id),
     so each process reads it once: 2,000 rows were a third of a submission's CPU."""
     key = (store.url, benchmark_id, sync_id)
-    with _SYNCED_TASKS_LOCK:
-        found = _SYNCED_TASKS.get(key)
+    found = _SYNCED_TASKS.get(key)
     if found is not None:
         return found
     with store.read_engine.connect() as conn:
@@ -246,10 +243,7 @@ def _synced_tasks(store: EventStore, benchmark_id: str, sync_id: str) -> tuple[R
             .order_by(t.benchmark_tasks.c.ordinal)
         )
         tasks = tuple(RunTask(name=name, digest=digest, category=category) for name, digest, category in rows)
-    with _SYNCED_TASKS_LOCK:
-        if len(_SYNCED_TASKS) >= _SYNCED_TASKS_KEPT:
-            _SYNCED_TASKS.pop(next(iter(_SYNCED_TASKS)))  # the oldest
-        _SYNCED_TASKS[key] = tasks
+    _SYNCED_TASKS.put(key, tasks)
     return tasks
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import func, literal_column, select
 
 from .auth import Scope
+from .cached_reads import LRU
 from .queries import find_run, page
 from .readmodels import tables as t
 
@@ -73,9 +72,8 @@ _SCORES_WITHOUT_TASK_COUNTS = literal_column(
     t.runs.c.scores.type,
 ).label("scores")
 _ID = (t.runs.c.id,)
-_SUBMISSIONS: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()  # LRU by (database, run id)
-_SUBMISSIONS_KEPT = 64  # a 2,000-task submission is ~0.8 MB parsed
-_SUBMISSIONS_LOCK = threading.Lock()
+# By (database, run id); 64 kept: a 2,000-task submission is ~0.8 MB parsed.
+_SUBMISSIONS: LRU[tuple[str, str], dict[str, Any]] = LRU(64)
 
 
 def _detail_columns(store: EventStore) -> list[Any]:
@@ -86,12 +84,10 @@ def _detail_columns(store: EventStore) -> list[Any]:
 def _submissions(store: EventStore, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """The runs' submissions by id: from the cache, the others in one query."""
     found: dict[str, dict[str, Any]] = {}
-    with _SUBMISSIONS_LOCK:
-        for run_id in run_ids:
-            cached = _SUBMISSIONS.get((store.url, run_id))
-            if cached is not None:
-                _SUBMISSIONS.move_to_end((store.url, run_id))
-                found[run_id] = cached
+    for run_id in run_ids:
+        cached = _SUBMISSIONS.get((store.url, run_id))
+        if cached is not None:
+            found[run_id] = cached
     missing = [run_id for run_id in run_ids if run_id not in found]
     if missing:
         with store.read_engine.connect() as conn:
@@ -99,11 +95,8 @@ def _submissions(store: EventStore, run_ids: list[str]) -> dict[str, dict[str, A
             loaded = {
                 run_id: submission for run_id, submission in conn.execute(query) if submission is not None
             }
-        with _SUBMISSIONS_LOCK:
-            for run_id, submission in loaded.items():
-                _SUBMISSIONS[(store.url, run_id)] = submission
-            while len(_SUBMISSIONS) > _SUBMISSIONS_KEPT:
-                _SUBMISSIONS.popitem(last=False)
+        for run_id, submission in loaded.items():
+            _SUBMISSIONS.put((store.url, run_id), submission)
         found.update(loaded)
     return found
 
@@ -194,9 +187,7 @@ def _agent_status(row: dict[str, Any], score: dict[str, Any] | None) -> str:
 # AttemptFinished, whose handler also bumps the run's `ingested`, and the projection is deterministic, so
 # the counts are a function of (run, ingested): a cached entry never goes stale. Each entry is computed
 # with its `ingested` in one statement (one snapshot), so the pair is consistent.
-_COUNTS: OrderedDict[tuple[str, str, int], dict[str, int]] = OrderedDict()  # LRU
-_COUNTS_KEPT = 1024
-_COUNTS_LOCK = threading.Lock()
+_COUNTS: LRU[tuple[str, str, int], dict[str, int]] = LRU(1024)
 
 
 def _count_by_outcome(run_id: str) -> Any:
@@ -211,19 +202,14 @@ def _count_by_outcome(run_id: str) -> Any:
 
 
 def _outcome_counts(store: EventStore, run_id: str, ingested: int | None) -> dict[str, int]:
-    with _COUNTS_LOCK:
-        cached = _COUNTS.get((store.url, run_id, ingested or 0))
-        if cached is not None:
-            _COUNTS.move_to_end((store.url, run_id, ingested or 0))
-            return cached
+    cached = _COUNTS.get((store.url, run_id, ingested or 0))
+    if cached is not None:
+        return cached
     with store.read_engine.connect() as conn:
         rows = conn.execute(_count_by_outcome(run_id)).all()
     counts = {outcome: count for _, outcome, count in rows}
     if rows:
-        with _COUNTS_LOCK:
-            _COUNTS[(store.url, run_id, rows[0][0] or 0)] = counts
-            while len(_COUNTS) > _COUNTS_KEPT:
-                _COUNTS.popitem(last=False)
+        _COUNTS.put((store.url, run_id, rows[0][0] or 0), counts)
     return counts
 
 
