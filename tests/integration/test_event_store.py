@@ -69,6 +69,27 @@ def test_retried_append_with_same_event_id_is_a_no_op(store: EventStore) -> None
     assert len(store.read_stream("run-a")) == 1
 
 
+def test_a_batch_mixing_stored_and_new_events_stores_the_new_ones(store: EventStore) -> None:
+    """Insert-or-ignore per event: a redelivered message's event batched with new ones loses none of
+    them (the whole batch used to be skipped, and the run-scheduler acked reports it never recorded)."""
+    known = started(event_id="22222222-2222-2222-2222-222222222222")
+    store.append("run-a", [known], expected_version=0)
+    new = [started(), started()]
+    stored = store.append("run-a", [known, *new], expected_version=1)
+    assert [e.event_id for e in stored] == [e.event_id for e in new]
+    assert [e.version for e in stored] == [2, 3]
+    assert [e.event_id for e in store.read_stream("run-a")] == [known.event_id] + [e.event_id for e in new]
+    assert store.append("run-a", [known, *new], expected_version=1) == [], "all known: a no-op"
+
+
+def test_a_mixed_batch_at_a_stale_version_is_rejected_and_changes_nothing(store: EventStore) -> None:
+    known = started(event_id="33333333-3333-3333-3333-333333333333")
+    store.append("run-a", [known, started()], expected_version=0)
+    with pytest.raises(WrongExpectedVersion):
+        store.append("run-a", [known, started()], expected_version=1)
+    assert store.stream_version("run-a") == 2
+
+
 def test_readers_by_position_never_miss_a_slower_transaction(store: EventStore) -> None:
     """Writers stall at random inside their transactions; a tailing reader must still see every event."""
     rng = random.Random(7)

@@ -153,6 +153,26 @@ def test_a_batch_of_reports_decides_each_event_once() -> None:
     assert repr(state) == before, "deciding must not change the state it was given"
 
 
+def test_a_redelivered_started_report_in_a_batch_decides_only_the_new_events() -> None:
+    run = Run(tasks=1, agents=1, attempts=2, concurrency=2)
+    run.decide(aggregate.decide_on_submitted)
+    first, second = [a.attempt_id for a in run.state().in_flight]
+    run.report("started", first)
+    run.report("started", second)
+
+    def report(kind: str, attempt_id: str, executor_id: str = "x", **fields: object) -> AttemptReport:
+        return AttemptReport(
+            kind=kind, run_id="r", attempt_id=attempt_id, try_number=1, executor_id=executor_id, **fields
+        )  # type: ignore[arg-type]
+
+    batch = [report("started", first), report("finished", first, outcome="passed")]
+    batch += [report("finished", second, outcome="failed")]
+    decided = aggregate.decide_on_reports(run.state(), batch)
+    assert types(decided) == ["AttemptFinished", "AttemptFinished"]
+    elsewhere = aggregate.decide_on_reports(run.state(), [report("started", first, executor_id="y")])
+    assert types(elsewhere) == ["AttemptStarted"], "a start on another executor (a redelivered job) is news"
+
+
 def test_stop_cancels_unstarted_attempts_and_waits_for_running_ones() -> None:
     run = Run(tasks=3, agents=1, attempts=1, concurrency=3)
     run.decide(aggregate.decide_on_submitted)

@@ -42,6 +42,8 @@ class AttemptState:
     try_number: int = 1
     started: bool = False
     outcome: str | None = None
+    # (try number, executor id) of each recorded start: a redelivered "started" report decides nothing.
+    starts: frozenset[tuple[int, str]] = frozenset()
 
 
 @dataclass
@@ -105,7 +107,10 @@ def _apply(state: RunState, event: Event) -> None:
             attempt = state.attempts.get(event.attempt_id)
             if attempt:
                 state.attempts[event.attempt_id] = replace(
-                    attempt, started=True, try_number=max(attempt.try_number, event.try_number)
+                    attempt,
+                    started=True,
+                    try_number=max(attempt.try_number, event.try_number),
+                    starts=attempt.starts | {(event.try_number, event.executor_id)},
                 )
         case AttemptRetried():
             attempt = state.attempts.get(event.attempt_id)
@@ -218,6 +223,8 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
     aid = report.attempt_id
     decided: list[NewEvent] = []
     if report.kind == "started":
+        if (report.try_number, report.executor_id) in attempt.starts:
+            return []
         if state.status == "queued":
             decided.append(_ev(RunStarted(run_id=state.run_id), state.run_id, "started"))
         started = AttemptStarted(

@@ -85,10 +85,12 @@ class RunScheduler:
                 # events that were never stored, and the redelivered report must decide them again.
                 self._states.pop(run_id, None)
                 raise
-            if not stored or stored[-1].version != expected + len(new_events):
-                self._states.pop(run_id, None)  # already stored by another instance: reload
-                return self._load(run_id)
             self._scheduled += [e for e in stored if e.type == "AttemptScheduled"]
+            if len(stored) != len(new_events):
+                # Some were stored already (by another instance, or by this one for a redelivered
+                # report): the store skipped those and kept the rest; the cache folded them again.
+                self._states.pop(run_id, None)
+                return self._load(run_id)
             state.version = stored[-1].version
             if state.terminal:
                 self._states.pop(run_id, None)

@@ -62,11 +62,9 @@ class Scorer:
         scored = RunScored(run_id=run_id, final=final, agents=agents, through_position=through)
         key = "final" if final else f"provisional-{through}"
         scored_event = new_event(scored, event_id=deterministic_id(run_id, key), actor="scoring")
-        # An append of events of which one is already stored is skipped whole (idempotency), so events
-        # recorded earlier (final scores, by a scorer that crashed before `finished`) are left out.
-        recorded = {e.event_id for e in history}
-        new_events = [e for e in (scored_event, *(then or [])) if e.event_id not in recorded]
-        self.store.append(run_stream(run_id), new_events)
+        # Insert-or-ignore by event id: events recorded earlier (final scores, by a scorer that crashed
+        # before `finished`) are skipped, the rest stored.
+        self.store.append(run_stream(run_id), [scored_event, *(then or [])])
 
     def _benchmark_of(self, run_id: str) -> str:
         first = self.store.read_stream(run_stream(run_id))[0]

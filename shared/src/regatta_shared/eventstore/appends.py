@@ -26,31 +26,35 @@ class WrongExpectedVersion(Exception):
 
 
 # --- the append statements ------------------------------------------------------------------------
-# One INSERT does the whole append: the idempotency check (any id already stored -> insert nothing),
-# the optimistic version check and the rows, each row's version counted on from the stream's current
-# one. The rows travel as ONE JSON document (ids also as an array, for the index lookup), so the
-# statement has 6 parameters whatever the batch size and psycopg caches it instead of parsing a VALUES
-# list of 7 x N placeholders again for every batch (that parse dominated a 500-event append); a text[]
-# of payloads cost psycopg a Python-level escape of every character (a sixth of a 2,000-task
-# submission's CPU). One round trip. It starts with "INSERT INTO events", which the contract
-# suite's stall hook relies on. Rows come back in ordinality order; positions are mapped by event id.
+# One INSERT does the whole append: insert-or-ignore by event id (events already stored are skipped,
+# the others stored, their versions counted on from the stream's current one without gaps), and the
+# optimistic version check. Skipping per event, not per batch: a batch that mixes a redelivered
+# report's already-stored event with new ones (the run-scheduler decides a whole batch of reports at
+# once) must still store the new ones; skipping the whole batch lost them while their reports were
+# acknowledged. The rows travel as ONE JSON document (ids also as an array, for the index lookup), so
+# the statement has 6 parameters whatever the batch size and psycopg caches it instead of parsing a
+# VALUES list of 7 x N placeholders again for every batch (that parse dominated a 500-event append); a
+# text[] of payloads cost psycopg a Python-level escape of every character (a sixth of a 2,000-task
+# submission's CPU). One round trip. It starts with "INSERT INTO events", which the contract suite's
+# stall hook relies on. Window functions run after WHERE, so row_number() numbers only the new rows.
 _PG_APPEND = """INSERT INTO events (event_id, stream_id, version, type, data, metadata, recorded_at)
-SELECT e.event_id, %(stream)s::text, s.current + e.n, e.type, e.data, e.metadata, %(at)s
+SELECT e.event_id, %(stream)s::text, s.current + row_number() OVER (ORDER BY e.n), e.type, e.data,
+       e.metadata, %(at)s
 FROM (SELECT coalesce(max(version), 0) AS current FROM events WHERE stream_id = %(stream)s::text) AS s,
      ROWS FROM (jsonb_to_recordset(%(rows)s::jsonb) AS (event_id text, type text, data jsonb, metadata jsonb))
          WITH ORDINALITY AS e(event_id, type, data, metadata, n)
-WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY(%(ids)s::text[]))
+WHERE NOT EXISTS (SELECT 1 FROM events AS known WHERE known.event_id = e.event_id)
   AND (%(expected)s::int = -1 OR s.current = %(expected)s::int)
 ORDER BY e.n
 RETURNING position, event_id, version"""
 
-_PG_STATE = """SELECT EXISTS (SELECT 1 FROM events WHERE event_id = ANY(%(ids)s::text[])),
+_PG_STATE = """SELECT (SELECT count(*) FROM events WHERE event_id = ANY(%(ids)s::text[])),
        (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = %(stream)s::text)"""
 
 # SQLite: the ids travel as one JSON array (no limit on host parameters); the last position comes along
 # because this connection holds the only write lock (BEGIN IMMEDIATE), so new positions continue it.
-_SQLITE_STATE = """SELECT EXISTS (SELECT 1 FROM events WHERE event_id IN (SELECT value FROM json_each(?))),
-       (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?),
+_SQLITE_KNOWN = "SELECT event_id FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
+_SQLITE_STATE = """SELECT (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?),
        (SELECT coalesce(max(position), 0) FROM events)"""
 
 _SQLITE_APPEND = (
@@ -77,23 +81,27 @@ def append_postgres(
     }
     rows = conn.exec_driver_sql(_PG_APPEND, params).all()
     if not rows:
-        # Nothing inserted: a retried append (a no-op) or a version conflict. The lock is still held,
-        # so this second look sees what the INSERT saw.
-        already, current = conn.exec_driver_sql(_PG_STATE, {"ids": ids, "stream": stream_id}).one()
-        if already:
+        # Nothing inserted: a retried append (every event known: a no-op) or a version conflict. The
+        # lock is still held, so this second look sees what the INSERT saw.
+        known, current = conn.exec_driver_sql(_PG_STATE, {"ids": ids, "stream": stream_id}).one()
+        if known == len(set(ids)):
             return []
         raise WrongExpectedVersion(stream_id, expected_version, current)
     stored = {event_id: (position, version) for position, event_id, version in rows}
-    return [_stored(e, stream_id, *stored[e.event_id], recorded_at) for e in new_events]
+    return [
+        _stored(e, stream_id, *stored[e.event_id], recorded_at) for e in new_events if e.event_id in stored
+    ]
 
 
 def append_sqlite(
     conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int
 ) -> list[StoredEvent]:
     ids = json.dumps([e.event_id for e in new_events])
-    already, current, last = conn.exec_driver_sql(_SQLITE_STATE, (ids, stream_id)).one()
-    if already:
+    known = {row[0] for row in conn.exec_driver_sql(_SQLITE_KNOWN, (ids,))}
+    new_events = [e for e in new_events if e.event_id not in known]
+    if not new_events:
         return []
+    current, last = conn.exec_driver_sql(_SQLITE_STATE, (stream_id,)).one()
     if expected_version != ANY and expected_version != current:
         raise WrongExpectedVersion(stream_id, expected_version, current)
     recorded_at = utcnow()

@@ -2,7 +2,8 @@
 
 Guarantees (architecture.md, invariants 1 and 2):
 - appends are atomic per call and optimistic per stream (`UNIQUE(stream_id, version)`);
-- an append whose event ids are already stored is a no-op, so a retried command never appends twice;
+- appends are insert-or-ignore by event id: events already stored are skipped, the others stored, so a
+  retried command never appends twice and a batch mixing old and new events loses none of the new;
 - global position order equals commit order: on Postgres every append holds one transaction-scoped
   advisory lock, so a position is only assigned once every earlier append has committed; SQLite has a
   single writer (`BEGIN IMMEDIATE`). A reader by position therefore never skips a slower transaction.
@@ -154,7 +155,7 @@ class EventStore:
     def append(
         self, stream_id: str, new_events: Sequence[NewEvent], expected_version: int = ANY
     ) -> list[StoredEvent]:
-        """Append to one stream; returns the stored events, or [] when they were already stored."""
+        """Append to one stream; returns the events stored now (those already stored are skipped)."""
         if not new_events:
             return []
         try:

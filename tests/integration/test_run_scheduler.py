@@ -1,0 +1,64 @@
+"""The run-scheduler's service layer over a real store: redelivered reports lose nothing (invariant 3)."""
+
+from __future__ import annotations
+
+from regatta_run_scheduler import run as aggregate
+from regatta_run_scheduler.scheduler import RunScheduler
+from regatta_shared.events import (
+    AgentSpec,
+    ExecutionSettings,
+    ModelSpec,
+    RunSubmitted,
+    RunTask,
+    TaskSelection,
+)
+from regatta_shared.eventstore import EventStore, new_event
+from regatta_shared.ids import run_stream
+from regatta_shared.jobs import AttemptReport
+
+
+def submit(store: EventStore, tasks: int) -> None:
+    submitted = RunSubmitted(
+        run_id="r",
+        workspace_id="w",
+        name="r",
+        benchmark_id="b",
+        benchmark_name="b",
+        benchmark_version="1",
+        benchmark_digest="d",
+        selection=TaskSelection(),
+        tasks=[RunTask(name=f"t{i}", digest=f"sha256:{i}") for i in range(tasks)],
+        agents=[AgentSpec(index=0, harness="oracle", model=ModelSpec(type="hosted", base_model="m"))],
+        execution=ExecutionSettings(attempts_per_task=1, max_concurrent_attempts=tasks),
+    )
+    store.append(run_stream("r"), [new_event(submitted)], expected_version=0)
+
+
+def report(kind: str, attempt_id: str, **fields: object) -> AttemptReport:
+    return AttemptReport(
+        kind=kind, run_id="r", attempt_id=attempt_id, try_number=1, executor_id="x", **fields
+    )  # type: ignore[arg-type]
+
+
+def test_a_redelivered_report_batched_with_new_ones_loses_none_of_them(store: EventStore) -> None:
+    """A nats-server killed before it stored an ack redelivers a report already recorded, in the same
+    batch as new ones. Each new report must be recorded (the batch is acked after this returns)."""
+    submit(store, tasks=2)
+    scheduler = RunScheduler(store)
+    scheduler.decide("r", aggregate.decide_on_submitted)
+    first, second = [a.attempt_id for a in scheduler.load("r").in_flight]
+    note = report("note", first, note="sandbox ready")
+    scheduler.on_reports([report("started", first), report("started", second), note])
+    redelivered = [report("started", first), note]
+    scheduler.on_reports(
+        [
+            *redelivered,
+            report("finished", first, outcome="passed"),
+            report("finished", second, outcome="failed"),
+        ]
+    )
+    kinds = [e.type for e in store.read_stream(run_stream("r"))]
+    assert kinds.count("AttemptFinished") == 2
+    assert kinds.count("AttemptStarted") == 2 and kinds.count("ExecutorNoted") == 1
+    assert kinds[-1] == "RunExecutionCompleted"
+    assert scheduler.load("r").execution_completed
