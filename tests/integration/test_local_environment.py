@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import sys
 import textwrap
 import time
@@ -335,6 +336,25 @@ async def test_exec_contract(environment: LocalEnvironment, monkeypatch: pytest.
         await environment.exec("sleep 321 & sleep 322; echo never", timeout_sec=1)
     assert time.monotonic() - started < 4
     assert (await environment.exec("pgrep -f 'sleep 32[12]' || echo none")).stdout == "none\n"
+
+
+async def test_each_command_starts_as_a_fresh_session(environment: LocalEnvironment) -> None:
+    """Its own session, stdin from /dev/null, the signals pid 1 handles back at their defaults,
+    killable by the OOM killer (pid 1 is exempt where the host allows it), in the cwd asked for; a
+    missing cwd fails that command only."""
+    result = await environment.exec(
+        'read -r _ _ _ _ _ sid _ < /proc/$$/stat; [ "$sid" = "$$" ] && echo leader; '
+        "readlink /proc/$$/fd/0; cat /proc/$$/oom_score_adj; pwd; grep ^SigIgn /proc/$$/status",
+        cwd="/tmp",
+    )
+    *lines, ignored = (result.stdout or "").splitlines()
+    assert lines == ["leader", "/dev/null", "0", "/tmp"]
+    handled_by_pid_1 = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT)
+    assert int(ignored.split()[1], 16) & sum(1 << (s - 1) for s in handled_by_pid_1) == 0
+    missing = await environment.exec("echo ran", cwd="/no/such/folder")
+    assert missing.return_code == 125 and not missing.stdout
+    assert "cannot change directory to '/no/such/folder'" in (missing.stderr or "")
+    assert (await environment.exec("pwd")).stdout == "/app\n"
 
 
 async def test_limits_are_enforced(environment: LocalEnvironment) -> None:

@@ -110,8 +110,32 @@ async def upload(store: ObjectStore, trial_dir: Path, redact: list[str] | None =
     return refs
 
 
+class _KnownDigests:
+    """Digests this process saw stored. Objects are named by their content and the bucket never deletes
+    one, so a digest stored once needs no existence check (a JetStream round trip) again: most files of
+    short attempts (empty logs, a reward of 1) are the same every time."""
+
+    def __init__(self, kept: int = 50_000) -> None:
+        self._kept = kept
+        self._digests: dict[str, None] = {}
+
+    def __contains__(self, digest: str) -> bool:
+        return digest in self._digests
+
+    def add(self, digest: str) -> None:
+        self._digests[digest] = None
+        if len(self._digests) > self._kept:
+            del self._digests[next(iter(self._digests))]
+
+
+_KNOWN = _KnownDigests()
+
+
 async def _store(store: ObjectStore, digest: str, data: bytes) -> None:
+    if digest in _KNOWN:
+        return
     try:
         await store.get_info(digest)
     except NotFoundError:
         await store.put(digest, data)
+    _KNOWN.add(digest)

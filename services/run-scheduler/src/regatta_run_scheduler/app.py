@@ -47,22 +47,37 @@ async def on_run_commands(batch: list[Msg]) -> None:
     await dispatch_scheduled()
 
 
+# Jobs this process queued right after their append (dispatch_scheduled), by event id. When the relay
+# brings the same AttemptScheduled back, the durable path skips them instead of building and sending
+# a copy that JOBS would drop anyway. After a restart the set is empty and every job is sent again.
+_queued: set[str] = set()
+_QUEUED_KEPT = 100_000
+
+
 async def dispatch_attempts(batch: list[Msg]) -> None:
-    await dispatch([decode_stored(msg.data) for msg in batch])
+    events = [decode_stored(msg.data) for msg in batch]
+    fresh = [event for event in events if event.event_id not in _queued]
+    _queued.difference_update(event.event_id for event in events)
+    await dispatch(fresh)
 
 
 async def dispatch_scheduled() -> None:
     """Queue the jobs of attempts this process just scheduled, without waiting for the relay to bring
-    their events back. The consumer of AttemptScheduled still dispatches every one (a crash right after
-    the append loses nothing); JOBS keeps one copy. That second send is a safety net, not waste: skipping
-    it for jobs already queued here made the crash test stall (an attempt never ran after the
-    nats-server was killed)."""
+    their events back. The consumer of AttemptScheduled still sees every one: it sends the jobs this
+    process did not get a JetStream ack for (a crash or a failed publish right after the append loses
+    nothing). A job with an ack is stored in JOBS (an R1 file stream writes before it acks), so its
+    second copy, which JOBS would drop by message id, is not built or sent."""
     scheduled = scheduler().take_scheduled()
     if scheduled:
         await dispatch(scheduled)
+        if len(_queued) > _QUEUED_KEPT:
+            _queued.clear()  # only an optimisation: the durable path then sends copies JOBS drops
+        _queued.update(event.event_id for event in scheduled)
 
 
 async def dispatch(events: list[StoredEvent]) -> None:
+    if not events:
+        return
     jobs = await asyncio.to_thread(lambda: [(e, scheduler().job_for(e)) for e in events])
     js = state["nc"].jetstream()  # type: ignore[attr-defined]
     # Msg-Id = the scheduled event's id: a redelivered AttemptScheduled never queues the job twice.

@@ -1,0 +1,47 @@
+"""The relay (the store is the outbox): every event reaches JetStream once, also across a crash that
+lost the last second of checkpoints (architecture.md invariants 2 and 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nats
+import pytest
+from regatta_shared import relay
+from regatta_shared.bus import EVENTS_STREAM, ensure_streams
+from regatta_shared.events import RunStarted
+from regatta_shared.eventstore import EventStore, new_event
+from regatta_shared.relay import Relay
+
+from regatta import nats_server
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_a_relay_restarted_after_unsaved_progress_publishes_each_event_once(
+    store: EventStore, tmp_path: Path
+) -> None:
+    port = nats_server.free_port()
+    server = nats_server.start(tmp_path / "nats", port)
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        store.append("run-a", [new_event(RunStarted(run_id="a")) for _ in range(3)])
+        await ensure_streams(nc.jetstream())
+        first = Relay(store, nc)
+        assert await first.run_once() == 3
+        store.append("run-a", [new_event(RunStarted(run_id="a")) for _ in range(2)])
+        assert await first.run_once() == 2
+        # The first position was saved with the next read; the second is within the save interval, so
+        # a crash now loses it.
+        assert store.checkpoint(relay.CHECKPOINT) == 3
+        second = Relay(store, nc)
+        assert await second.run_once() == 2, "everything after the saved position is sent again"
+        info = await nc.jetstream().stream_info(EVENTS_STREAM)
+        assert info.state.messages == 5, "JetStream kept one copy of each (Nats-Msg-Id = event id)"
+        await second.save_checkpoint()
+        assert store.checkpoint(relay.CHECKPOINT) == store.last_position()
+        assert await Relay(store, nc).run_once() == 0
+    finally:
+        await nc.close()
+        server.terminate()
+        server.wait(timeout=10)
