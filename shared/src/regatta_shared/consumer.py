@@ -76,15 +76,21 @@ class BatchConsumer:
 
     async def _fetch(self) -> list[Msg]:
         try:
-            # Block until one message arrives, then top the batch up briefly so bursts settle together.
-            # Not fetch(batch_size) here: nats-py then keeps waiting for the rest of the batch for as
-            # long as the pull request lives, which held single messages for seconds.
+            # Block until one message arrives, then top the batch up with what is already waiting, so
+            # bursts settle together. Not fetch(batch_size) here: nats-py then keeps waiting for the
+            # rest of the batch for as long as the pull request lives, which held single messages for
+            # seconds.
             first = await self._sub.fetch(1, timeout=5.0)
         except (nats.errors.TimeoutError, TimeoutError):
             return []
-        if len(first) < self.batch_size and self.max_wait > 0:
+        # Only when the stream says more are waiting: a top-up fetch finding nothing lingers for its
+        # whole timeout (nats-server ignores no_wait next to expires), which delayed every lone
+        # message, a finished attempt's report and so the next job, by max_wait.
+        waiting = first[-1].metadata.num_pending or 0
+        if waiting and len(first) < self.batch_size and self.max_wait > 0:
             with contextlib.suppress(nats.errors.TimeoutError, TimeoutError):
-                first += await self._sub.fetch(self.batch_size - len(first), timeout=self.max_wait)
+                wanted = min(waiting, self.batch_size - len(first))
+                first += await self._sub.fetch(wanted, timeout=self.max_wait)
         return first
 
     async def _loop(self) -> None:
