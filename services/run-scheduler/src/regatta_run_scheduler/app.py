@@ -78,7 +78,7 @@ async def dispatch_scheduled() -> None:
 async def dispatch(events: list[StoredEvent]) -> None:
     if not events:
         return
-    jobs = await asyncio.to_thread(lambda: [(e, scheduler().job_for(e)) for e in events])
+    jobs = zip(events, await asyncio.to_thread(scheduler().jobs_for, events), strict=True)
     js = state["nc"].jetstream()  # type: ignore[attr-defined]
     # Msg-Id = the scheduled event's id: a redelivered AttemptScheduled never queues the job twice.
     await asyncio.gather(

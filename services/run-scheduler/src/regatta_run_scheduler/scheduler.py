@@ -122,19 +122,33 @@ class RunScheduler:
 
     def job_for(self, event: StoredEvent) -> AttemptJob | None:
         """The JOBS message for a scheduled attempt, built from the run's locked submission."""
-        scheduled = event.payload()
-        assert isinstance(scheduled, AttemptScheduled)
+        return self.jobs_for([event])[0]
+
+    def jobs_for(self, events: list[StoredEvent]) -> list[AttemptJob | None]:
+        """job_for of each, each run caught up from the store once for all its events."""
         with self._lock:
-            state = self._load(scheduled.run_id)
-            submitted = state.submitted
-            attempt = state.attempts.get(scheduled.attempt_id)
-            # Dispatched twice (right after the append, and by the consumer of AttemptScheduled); JOBS
-            # drops the second copy by message id, and an attempt already started needs none.
-            if submitted is None or attempt is None or attempt.outcome is not None or attempt.started:
-                return None
-            if state.terminal:
-                return None
-        return build_job(submitted, scheduled, self._job_secrets(submitted))
+            states: dict[str, aggregate.RunState] = {}
+            envelopes: dict[str, str | None] = {}
+            jobs: list[AttemptJob | None] = []
+            for event in events:
+                scheduled = event.payload()
+                assert isinstance(scheduled, AttemptScheduled)
+                run_id = scheduled.run_id
+                if run_id not in states:
+                    states[run_id] = self._load(run_id)
+                state = states[run_id]
+                attempt = state.attempts.get(scheduled.attempt_id)
+                # Dispatched twice (right after the append, and by the consumer of AttemptScheduled);
+                # JOBS drops the second copy by message id, and an attempt already started needs none.
+                submitted = state.submitted
+                done = attempt is None or attempt.outcome is not None or attempt.started or state.terminal
+                if submitted is None or done:
+                    jobs.append(None)
+                    continue
+                if run_id not in envelopes:
+                    envelopes[run_id] = self._job_secrets(submitted)
+                jobs.append(build_job(submitted, scheduled, envelopes[run_id]))
+        return jobs
 
     def _job_secrets(self, submitted: RunSubmitted) -> str | None:
         """The envelope an executor opens with the sealing subkey; the scheduler never sees a value."""

@@ -1,0 +1,32 @@
+"""Two runners of one projection (two gateway processes) apply each event once, whatever position
+each of them remembers (ProjectionRunner keeps its last position only as a hint)."""
+
+from __future__ import annotations
+
+from regatta_shared.events import UserRegistered
+from regatta_shared.eventstore import EventStore, new_event
+from regatta_shared.projections import ProjectionRunner
+
+from .test_projection_schema import Users, _rows
+
+
+def _register(store: EventStore, *names: str) -> None:
+    for name in names:
+        store.append(f"user-{name}", [new_event(UserRegistered(user_id=name, email=f"{name}@x", name=name))])
+
+
+def test_two_runners_of_one_projection_apply_each_event_once(store: EventStore) -> None:
+    first, second = ProjectionRunner(store, Users(1)), ProjectionRunner(store, Users(1))
+    first.create_tables()
+    _register(store, "ada", "grace")
+    assert first.run_once() == 2
+    assert second.run_once() == 0, "the checkpoint is read, not assumed"
+    _register(store, "linus", "barbara")
+    assert first.run_once() == 2
+    # The second remembers position 2; the checkpoint moved on under the lock, so it applies nothing.
+    assert second.run_once() == 0
+    _register(store, "edsger")
+    assert second.run_once() == 1 and first.run_once() == 0
+    names = [row[1] for row in _rows(store, first.projection)]
+    assert sorted(names) == ["ada", "barbara", "edsger", "grace", "linus"]
+    assert store.checkpoint(first.checkpoint_name) == store.last_position()
