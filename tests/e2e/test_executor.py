@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from tests.support.tasks import run_toml, write_tasks
+from tests.support.tasks import run_toml, write_task, write_tasks
 
 
 def add_folder(api, path, name: str) -> dict:
@@ -141,3 +141,29 @@ def test_two_executors_share_work_and_a_killed_one_loses_nothing(make_stack, api
     assert detail["totals"]["passed"] == 16
     by_executor = Counter(d["executor_id"] for kind, d in events if kind == "AttemptFinished")
     assert len(by_executor) >= 1
+
+
+def test_only_attempts_longer_than_the_delay_are_reported_started(make_stack, api_for, tmp_path) -> None:
+    """A short attempt goes straight to its outcome (one report and one event fewer); a longer one is
+    seen running, its start recorded before its outcome."""
+    stack = make_stack(executors=1, REGATTA_STARTED_REPORT_DELAY="1.0")
+    api = api_for(stack)
+    write_task(tmp_path / "mixed", "quick")
+    write_task(tmp_path / "mixed", "long", solve="sleep 3\necho done > /app/out.txt")
+    add_folder(api, tmp_path / "mixed", "mixed")
+    run_id = api.submit_toml(run_toml("mixed", concurrency=2))["id"]
+
+    def running() -> list[dict] | None:
+        attempts = api.get(f"/runs/{run_id}/attempts")["attempts"]
+        return [a for a in attempts if a["status"] == "running"] or None
+
+    assert [a["task"] for a in api.wait_for(running, timeout=60)] == ["long"]
+    assert api.wait_run(run_id)["benchmark_run"]["status"] == "finished"
+    events = run_events(stack, run_id)
+    finished = {d["attempt_id"]: d for kind, d in events if kind == "AttemptFinished"}
+    started = [d["attempt_id"] for kind, d in events if kind == "AttemptStarted"]
+    assert sorted(d["task"] for d in finished.values()) == ["long", "quick"]
+    assert [finished[a]["task"] for a in started] == ["long"]
+    kinds = [(kind, d.get("attempt_id")) for kind, d in events]
+    assert kinds.index(("AttemptStarted", started[0])) < kinds.index(("AttemptFinished", started[0]))
+    assert all(d["outcome"] == "passed" and d["started_at"] for d in finished.values())

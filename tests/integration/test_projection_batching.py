@@ -65,8 +65,11 @@ def _submitted(run_id: str) -> RunSubmitted:
     )
 
 
-def _finished(run_id: str, aid: str, outcome: str, try_number: int, cost: float | None) -> AttemptFinished:
+def _finished(
+    run_id: str, aid: str, outcome: str, try_number: int, cost: float | None, started_at: str | None = None
+) -> AttemptFinished:
     return AttemptFinished(
+        started_at=started_at,
         run_id=run_id,
         attempt_id=aid,
         agent_index=0,
@@ -109,7 +112,10 @@ def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
             event = AttemptRetried(run_id=run_id, attempt_id=f"{run_id}-{aid}", try_number=2, delay_seconds=1)
         elif pick < 0.85:
             outcome = rng.choice(["passed", "failed", "errored"])
-            event = _finished(run_id, f"{run_id}-{aid}", outcome, 2, rng.choice([None, 0.25, 0.1]))
+            # Short attempts report no start: their trial's start time fills started_at.
+            trial_start = rng.choice([None, f"2026-11-29 10:00:{n:02d}.5+00:00", "not a time"])
+            cost = rng.choice([None, 0.25, 0.1])
+            event = _finished(run_id, f"{run_id}-{aid}", outcome, 2, cost, trial_start)
         elif pick < 0.87:
             event = ExecutorNoted(run_id=run_id, attempt_id=f"{run_id}-{aid}", note="sandbox created")
         elif pick < 0.94:

@@ -194,10 +194,13 @@ class ProjectionRunner:
             if wake is None:
                 await asyncio.sleep(idle)
             else:
+                applied_at = time.monotonic()
                 # Woken by commits, the poll is only the backstop for a lost nudge.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), max_idle_sleep)
                 # A busy run commits many times a second; folding what a short window brings in one
-                # transaction spares the single SQLite writer lock the writers of events need.
-                await asyncio.sleep(_WAKE_WINDOW)
+                # transaction spares the single SQLite writer lock the writers of events need. The
+                # window counts from the last batch, so the first commit after a quiet spell (a run's
+                # RunFinished, say) is applied at once rather than a window later.
+                await asyncio.sleep(max(0.0, applied_at + _WAKE_WINDOW - time.monotonic()))
             idle = min(idle * 2, max_idle_sleep)

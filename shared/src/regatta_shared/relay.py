@@ -117,7 +117,7 @@ class Relay:
 def main() -> None:
     import nats
 
-    from regatta_shared.service import configure_logging, make_store
+    from regatta_shared.service import configure_logging, make_store, settle_heap
     from regatta_shared.settings import load_settings
 
     configure_logging("relay")
@@ -125,7 +125,9 @@ def main() -> None:
 
     async def run() -> None:
         nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
-        await Relay(make_store(settings), nc).run_forever()
+        relay = Relay(make_store(settings), nc)
+        settle_heap()
+        await relay.run_forever()
 
     asyncio.run(run())
 

@@ -31,6 +31,7 @@ async def start_worker() -> None:
         environment,
         ack_wait=settings.job_ack_wait,
         retry_base_delay=float(os.environ.get("REGATTA_RETRY_BASE_DELAY", "1.0")),
+        started_report_delay=settings.started_report_delay,
         sealing_key=sealing_key(settings),
     )
     await executor.start()

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
-from regatta_shared.service import configure_logging, make_store, prepare_streams
+from regatta_shared.service import configure_logging, make_store, prepare_streams, settle_heap
 from regatta_shared.settings import Settings, load_settings
 from sqlalchemy import text
 
@@ -57,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         stop, wake = asyncio.Event(), asyncio.Event()
         await wake_on_commit(app.state.nc, wake)
         task = asyncio.create_task(runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))
+        settle_heap()
         try:
             yield
         finally:

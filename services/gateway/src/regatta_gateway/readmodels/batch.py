@@ -12,6 +12,7 @@ tests/integration/test_projection_batching.py and bench/eventstore.py compare th
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
@@ -64,6 +65,15 @@ def _at(event: StoredEvent) -> str:
     return isoformat(event.recorded_at) or ""  # as projection._at
 
 
+def trial_start(d: dict[str, Any]) -> str | None:
+    """When a finished attempt's trial started, written as the read models write times. An attempt
+    shorter than the executors' started-report delay has no AttemptStarted to take it from."""
+    try:
+        return isoformat(datetime.fromisoformat(d["started_at"])) if d.get("started_at") else None
+    except (TypeError, ValueError):
+        return None
+
+
 class _Segment:
     def __init__(self, conn: Connection, events: list[StoredEvent]) -> None:
         self.conn = conn
@@ -72,6 +82,7 @@ class _Segment:
         self.inserted: dict[str, dict[str, Any]] = {}
         self.changes: dict[str, dict[str, Any]] = {}  # stored attempts: column -> new value
         self.outcomes: dict[str, str | None] = {}  # stored attempts: current outcome (Started's guard)
+        self.started_ats: dict[str, str | None] = {}  # stored attempts: started_at as stored
         self.runs: dict[str, dict[str, Any]] = {}  # run id -> counters, as stored then folded
         self.touched_runs: set[str] = set()
         self.finals: dict[str, bool] = {}  # scored runs that exist -> scores_final as stored then folded
@@ -89,10 +100,12 @@ class _Segment:
             e.data["attempt_id"] for e in self.events if e.type in ATTEMPT_EVENTS - {"AttemptScheduled"}
         } - new
         for chunk in _chunks(attempt_ids):
-            query = select(t.attempts.c.attempt_id, t.attempts.c.outcome).where(
+            query = select(t.attempts.c.attempt_id, t.attempts.c.outcome, t.attempts.c.started_at).where(
                 t.attempts.c.attempt_id.in_(chunk)
             )
-            self.outcomes.update({aid: outcome for aid, outcome in self.conn.execute(query)})
+            for aid, outcome, started_at in self.conn.execute(query):
+                self.outcomes[aid] = outcome
+                self.started_ats[aid] = started_at
         run_ids = {e.data["run_id"] for e in self.events if e.type == "AttemptFinished"}
         for chunk in _chunks(run_ids):
             query = select(t.runs.c.id, *(t.runs.c[name] for name in _RUN_COUNTERS)).where(
@@ -159,6 +172,12 @@ class _Segment:
             if "outcome" in values:
                 self.outcomes[aid] = values["outcome"]
 
+    def _started_at(self, aid: str) -> str | None:
+        row = self.inserted.get(aid)
+        if row is not None:
+            return row["started_at"]
+        return self.changes.get(aid, {}).get("started_at", self.started_ats.get(aid))
+
     def scheduled(self, at: str, d: dict[str, Any]) -> None:
         row = {
             "attempt_id": d["attempt_id"],
@@ -185,15 +204,11 @@ class _Segment:
         self._set(d["attempt_id"], False, status="retrying", try_number=d["try_number"])
 
     def finished(self, at: str, d: dict[str, Any]) -> None:
-        self._set(
-            d["attempt_id"],
-            False,
-            status="finished",
-            outcome=d["outcome"],
-            finished_at=at,
-            result=d,
-            try_number=d["try_number"],
-        )
+        aid = d["attempt_id"]
+        values = {"status": "finished", "outcome": d["outcome"], "finished_at": at, "result": d}
+        if self._started_at(aid) is None:
+            values["started_at"] = trial_start(d)  # as coalesce(started_at, …) in projection.py
+        self._set(aid, False, **values, try_number=d["try_number"])
         run = self.runs.get(d["run_id"])
         if run is None:
             return

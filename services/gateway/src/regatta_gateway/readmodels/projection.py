@@ -11,10 +11,10 @@ from typing import Any
 
 from regatta_shared.clock import isoformat
 from regatta_shared.eventstore import StoredEvent
-from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
 from . import tables as t
-from .batch import apply_batch
+from .batch import apply_batch, trial_start
 from .logs import log_entry
 
 Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
@@ -354,7 +354,12 @@ def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> No
         update(t.attempts)
         .where(t.attempts.c.attempt_id == d["attempt_id"])
         .values(
-            status="finished", outcome=d["outcome"], finished_at=_at(e), result=d, try_number=d["try_number"]
+            status="finished",
+            outcome=d["outcome"],
+            finished_at=_at(e),
+            result=d,
+            try_number=d["try_number"],
+            started_at=func.coalesce(t.attempts.c.started_at, trial_start(d)),
         )
     )
     run = (
