@@ -35,15 +35,17 @@ class WrongExpectedVersion(Exception):
 # the statement has 6 parameters whatever the batch size and psycopg caches it instead of parsing a
 # VALUES list of 7 x N placeholders again for every batch (that parse dominated a 500-event append); a
 # text[] of payloads cost psycopg a Python-level escape of every character (a sixth of a 2,000-task
-# submission's CPU). One round trip. It starts with "INSERT INTO events", which the contract suite's
-# stall hook relies on. Window functions run after WHERE, so row_number() numbers only the new rows.
-_PG_APPEND = """INSERT INTO events (event_id, stream_id, version, type, data, metadata, recorded_at)
+# submission's CPU). One round trip. The ids already stored are found first through the unique index
+# (`= ANY`): a per-row NOT EXISTS let the planner hash-join the whole table, a sixth of the rate.
+# Window functions run after WHERE, so row_number() numbers only the new rows.
+_PG_APPEND = """WITH known AS (SELECT event_id FROM events WHERE event_id = ANY(%(ids)s::text[]))
+INSERT INTO events (event_id, stream_id, version, type, data, metadata, recorded_at)
 SELECT e.event_id, %(stream)s::text, s.current + row_number() OVER (ORDER BY e.n), e.type, e.data,
        e.metadata, %(at)s
 FROM (SELECT coalesce(max(version), 0) AS current FROM events WHERE stream_id = %(stream)s::text) AS s,
      ROWS FROM (jsonb_to_recordset(%(rows)s::jsonb) AS (event_id text, type text, data jsonb, metadata jsonb))
          WITH ORDINALITY AS e(event_id, type, data, metadata, n)
-WHERE NOT EXISTS (SELECT 1 FROM events AS known WHERE known.event_id = e.event_id)
+WHERE e.event_id NOT IN (SELECT event_id FROM known)
   AND (%(expected)s::int = -1 OR s.current = %(expected)s::int)
 ORDER BY e.n
 RETURNING position, event_id, version"""
