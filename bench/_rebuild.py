@@ -93,9 +93,7 @@ def dump(store: EventStore) -> dict[str, list[str]]:
 def reset(runner: ProjectionRunner) -> None:
     """What `rebuild` does before it catches up: empty read models, checkpoint at 0."""
     with runner.store.transaction() as conn:
-        runner.projection.metadata.drop_all(conn)
-        runner.projection.metadata.create_all(conn)
-        runner.store.save_checkpoint(conn, runner.checkpoint_name, 0)
+        runner._reset(conn)
 
 
 def rebuild_prefix(runner: ProjectionRunner, events: int) -> int:
