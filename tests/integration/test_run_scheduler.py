@@ -4,33 +4,15 @@ from __future__ import annotations
 
 from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler
-from regatta_shared.events import (
-    AgentSpec,
-    ExecutionSettings,
-    ModelSpec,
-    RunSubmitted,
-    RunTask,
-    TaskSelection,
-)
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptReport
 
+from tests.support.runs import submission
+
 
 def submit(store: EventStore, tasks: int) -> None:
-    submitted = RunSubmitted(
-        run_id="r",
-        workspace_id="w",
-        name="r",
-        benchmark_id="b",
-        benchmark_name="b",
-        benchmark_version="1",
-        benchmark_digest="d",
-        selection=TaskSelection(),
-        tasks=[RunTask(name=f"t{i}", digest=f"sha256:{i}") for i in range(tasks)],
-        agents=[AgentSpec(index=0, harness="oracle", model=ModelSpec(type="hosted", base_model="m"))],
-        execution=ExecutionSettings(attempts_per_task=1, max_concurrent_attempts=tasks),
-    )
+    submitted = submission(tasks=tasks, agents=1, attempts=1, concurrency=tasks)
     store.append(run_stream("r"), [new_event(submitted)], expected_version=0)
 
 

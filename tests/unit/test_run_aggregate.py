@@ -7,17 +7,13 @@ from itertools import count
 
 from regatta_run_scheduler import run as aggregate
 from regatta_shared.events import (
-    AgentSpec,
-    ExecutionSettings,
-    ModelSpec,
     RunStopRequested,
-    RunSubmitted,
-    RunTask,
-    TaskSelection,
     Usage,
 )
 from regatta_shared.eventstore import NewEvent, StoredEvent, new_event
 from regatta_shared.jobs import AttemptReport
+
+from tests.support.runs import submission
 
 positions = count(1)
 
@@ -49,23 +45,8 @@ class Run:
         concurrency: int = 4,
         cost_cap: float | None = None,
     ) -> None:
-        submitted = RunSubmitted(
-            run_id="r",
-            workspace_id="w",
-            name="r",
-            benchmark_id="b",
-            benchmark_name="b",
-            benchmark_version="1",
-            benchmark_digest="d",
-            selection=TaskSelection(),
-            tasks=[RunTask(name=f"t{i}", digest=f"sha256:{i}") for i in range(tasks)],
-            agents=[
-                AgentSpec(index=i, harness="oracle", model=ModelSpec(type="hosted", base_model=f"m{i}"))
-                for i in range(agents)
-            ],
-            execution=ExecutionSettings(
-                attempts_per_task=attempts, max_concurrent_attempts=concurrency, cost_cap_usd=cost_cap
-            ),
+        submitted = submission(
+            tasks=tasks, agents=agents, attempts=attempts, concurrency=concurrency, cost_cap=cost_cap
         )
         self.events = stored([new_event(submitted)], 0)
 
