@@ -209,8 +209,7 @@ def test_sign_in_add_benchmark_and_watch_the_sync_live(
 def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_live(
     make_stack, api_for, page: Page
 ) -> None:
-    # Every start reported and logged at once, so that the 20-attempt run's log spans two pages.
-    stack = make_stack(executors=2, **ACK_WAIT, REGATTA_STARTED_REPORT_DELAY="0")
+    stack = make_stack(executors=2, **ACK_WAIT)
     api = api_for(stack)
     benchmark = api.benchmark_ready("regatta-examples")
     assert benchmark["sync_status"] == "ready"

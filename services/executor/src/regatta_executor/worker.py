@@ -260,12 +260,13 @@ class Executor:
 
 
 class _StartedReport:
-    """An attempt's "started" report, sent once the attempt has run for `delay` seconds. A shorter
-    attempt goes straight to its "finished" report, which says when it started: one report and one event
-    fewer, with their relaying and projecting (measured: about a tenth of the whole machine's work per
-    short oracle trial, see docs/performance.md). The trial never waits for the publish; `settle()`
-    runs before any later report, so REPORTS still holds "started" before the outcome whenever both
-    are sent."""
+    """An attempt's "started" report, sent once the attempt has run for `delay` seconds (at once by
+    default). A shorter attempt goes straight to its "finished" report, which says when it started: one
+    report and one event fewer, with their relaying and projecting (≈ 8 % more oracle trials per second,
+    docs/performance.md); but a stop cancels the attempts not reported started without waiting for their
+    sandboxes, which is why the delay is off unless configured (settings.py). The trial never waits
+    for the publish; `settle()` runs before any later report, so REPORTS still holds "started" before
+    the outcome whenever both are sent."""
 
     def __init__(self, worker: Executor, job: AttemptJob, try_number: int, delay: float) -> None:
         self._send = lambda: worker._report(job, "started", try_number)
