@@ -30,8 +30,7 @@ def configure_logging(service: str) -> None:
 def settle_heap() -> None:
     """Called once a service has started. What start-up allocated (modules, pydantic schemas, SQLAlchemy
     metadata, Harbor's registries) lives as long as the process; frozen, it is no longer re-scanned by
-    every full collection of the cyclic garbage collector, which on short attempts ran every few
-    requests."""
+    the cyclic garbage collector's full collections."""
     gc.collect()
     gc.freeze()
 

@@ -262,11 +262,11 @@ class Executor:
 class _StartedReport:
     """An attempt's "started" report, sent once the attempt has run for `delay` seconds (at once by
     default). A shorter attempt goes straight to its "finished" report, which says when it started: one
-    report and one event fewer, with their relaying and projecting (≈ 8 % more oracle trials per second,
-    docs/performance.md); but a stop cancels the attempts not reported started without waiting for their
-    sandboxes, which is why the delay is off unless configured (settings.py). The trial never waits
-    for the publish; `settle()` runs before any later report, so REPORTS still holds "started" before
-    the outcome whenever both are sent."""
+    report and one event fewer, with their relaying and projecting (the oracle benchmark's ratio to
+    Harbor 0.91x -> 1.01x, docs/performance.md). But a stop cancels the attempts not reported started
+    without waiting for their sandboxes, which is why the delay is off unless configured. The trial
+    never waits for the publish; `settle()` runs before any later report, so REPORTS still holds
+    "started" before the outcome whenever both are sent."""
 
     def __init__(self, worker: Executor, job: AttemptJob, try_number: int, delay: float) -> None:
         self._send = lambda: worker._report(job, "started", try_number)
