@@ -118,6 +118,28 @@ def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(make_stack, 
     assert conflict.status_code == 409
 
 
+def test_a_stop_waits_for_the_sandboxes_of_attempts_not_yet_reported_started(
+    make_stack, api_for, tmp_path
+) -> None:
+    """Within the started-report delay the scheduler knows an attempt only by its executor's claim
+    (no event): a stop must still wait for the executor to cancel it and clean its sandbox."""
+    stack = make_stack(executors=1, REGATTA_STARTED_REPORT_DELAY="120")
+    api = api_for(stack)
+    add_folder(api, write_tasks(tmp_path / "tasks", 3, prefix="slow", sleep=30), "slow")
+    run_id = api.submit_toml(run_toml("slow", concurrency=3))["id"]
+    api.wait_for(lambda: sum("sleep 30" in p for p in _sandbox_processes()) >= 3, timeout=60)
+    assert api.http.post(f"/api/v1/runs/{run_id}/stop").status_code == 202
+    detail = api.wait_run(run_id, timeout=60)
+    assert detail["benchmark_run"]["status"] == "stopped"
+    assert not _sandbox_processes(), "every sandbox was cleaned before the run became stopped"
+    events = run_events(stack, run_id)
+    assert "AttemptStarted" not in [kind for kind, _ in events]
+    finished = [d for kind, d in events if kind == "AttemptFinished"]
+    assert [(d["outcome"], d["exception_message"]) for d in finished] == [
+        ("cancelled", "run stopped during the attempt")
+    ] * 3, "each was cancelled by its executor, not by the scheduler without waiting"
+
+
 def test_two_executors_share_work_and_a_killed_one_loses_nothing(make_stack, api_for, tmp_path) -> None:
     stack = make_stack(executors=2, REGATTA_JOB_ACK_WAIT="3", REGATTA_EXECUTOR_SLOTS="2")
     api = api_for(stack)
@@ -146,10 +168,12 @@ def test_two_executors_share_work_and_a_killed_one_loses_nothing(make_stack, api
 def test_only_attempts_longer_than_the_delay_are_reported_started(make_stack, api_for, tmp_path) -> None:
     """A short attempt goes straight to its outcome (one report and one event fewer); a longer one is
     seen running, its start recorded before its outcome."""
-    stack = make_stack(executors=1, REGATTA_STARTED_REPORT_DELAY="1.0")
+    # A trivial attempt takes well under a second once warm, but the first one of a cold executor
+    # on a slow machine may take more: the delay leaves it room.
+    stack = make_stack(executors=1, REGATTA_STARTED_REPORT_DELAY="5.0")
     api = api_for(stack)
     write_task(tmp_path / "mixed", "quick")
-    write_task(tmp_path / "mixed", "long", solve="sleep 3\necho done > /app/out.txt")
+    write_task(tmp_path / "mixed", "long", solve="sleep 8\necho done > /app/out.txt")
     add_folder(api, tmp_path / "mixed", "mixed")
     run_id = api.submit_toml(run_toml("mixed", concurrency=2))["id"]
 

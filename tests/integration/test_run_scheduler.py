@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler
+from regatta_shared.events import RunStopRequested
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptReport
@@ -44,3 +45,28 @@ def test_a_redelivered_report_batched_with_new_ones_loses_none_of_them(store: Ev
     assert kinds.count("AttemptStarted") == 2 and kinds.count("ExecutorNoted") == 1
     assert kinds[-1] == "RunExecutionCompleted"
     assert scheduler.load("r").execution_completed
+
+
+def test_a_stop_waits_for_the_attempts_executors_claimed(store: EventStore) -> None:
+    """Claims live in the scheduler's memory, not in events: they must reach every decision, and go
+    once the attempts they name have finished."""
+    submit(store, tasks=3)
+    scheduler = RunScheduler(store)
+    scheduler.decide("r", aggregate.decide_on_submitted)
+    claimed, started, waiting = [a.attempt_id for a in scheduler.load("r").in_flight]
+    scheduler.claim("r", claimed)
+    scheduler.on_reports([report("started", started)])
+    store.append(run_stream("r"), [new_event(RunStopRequested(run_id="r"))])
+    scheduler.decide("r", aggregate.decide_on_stop_requested)
+    assert [a.attempt_id for a in scheduler.load("r").in_flight] == [claimed, started]
+    scheduler.on_reports([report("finished", claimed, outcome="cancelled")])
+    # A claim that arrives after its attempt's outcome (a slow core message) holds nothing up.
+    scheduler.claim("r", claimed)
+    scheduler.on_reports([report("finished", started, outcome="cancelled")])
+    events = store.read_stream(run_stream("r"))
+    assert events[-1].type == "RunStopped"
+    cancelled = {
+        e.data["attempt_id"]: e.data["exception_message"] for e in events if e.type == "AttemptFinished"
+    }
+    assert cancelled[waiting] == "run stopped before the attempt started"
+    assert set(cancelled) == {claimed, started, waiting}

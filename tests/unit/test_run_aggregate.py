@@ -49,9 +49,13 @@ class Run:
             tasks=tasks, agents=agents, attempts=attempts, concurrency=concurrency, cost_cap=cost_cap
         )
         self.events = stored([new_event(submitted)], 0)
+        # What executors claimed, as the service layer hands it to every decision.
+        self.claimed: frozenset[str] = frozenset()
 
     def state(self) -> aggregate.RunState:
-        return aggregate.fold("r", self.events)
+        state = aggregate.fold("r", self.events)
+        state.claimed = self.claimed
+        return state
 
     def decide(self, decision) -> list[NewEvent]:
         decided = decision(self.state())
@@ -167,6 +171,25 @@ def test_stop_cancels_unstarted_attempts_and_waits_for_running_ones() -> None:
     decided = run.report("finished", running, outcome="cancelled", exception_type="CancelledError")
     assert types(decided) == ["AttemptFinished", "RunStopped"]
     assert run.state().status == "stopped"
+
+
+def test_stop_waits_for_claimed_attempts_as_for_started_ones() -> None:
+    """An attempt younger than the started-report delay is known only by its executor's claim: a stop
+    must still wait for its executor to report it cancelled, i.e. for its sandbox to be gone."""
+    run = Run(tasks=3, agents=1, attempts=1, concurrency=3)
+    run.decide(aggregate.decide_on_submitted)
+    claimed, started, waiting = [a.attempt_id for a in run.state().in_flight]
+    run.claimed = frozenset({claimed})
+    run.report("started", started)
+    run.events += stored([new_event(RunStopRequested(run_id="r"))], len(run.events))
+    decided = run.decide(aggregate.decide_on_stop_requested)
+    assert [(e.type, e.data["attempt_id"], e.data["outcome"]) for e in decided] == [
+        ("AttemptFinished", waiting, "cancelled")
+    ]
+    assert run.report("finished", started, outcome="cancelled", exception_type="CancelledError")
+    assert run.state().status == "running", "the claimed attempt still has its sandbox"
+    decided = run.report("finished", claimed, outcome="cancelled", exception_type="CancelledError")
+    assert types(decided) == ["AttemptFinished", "RunStopped"]
 
 
 def test_a_run_past_its_cost_cap_stops_itself_saying_why() -> None:

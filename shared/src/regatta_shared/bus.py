@@ -30,6 +30,8 @@ EVENT_SUBJECT_PREFIX = "evt"
 JOB_SUBJECT = "jobs.attempt"
 REPORT_SUBJECT = "reports.attempt"
 CANCEL_SUBJECT_PREFIX = "regatta.cancel"
+# Core NATS, no stream: an executor says it holds an attempt (run_scheduler.scheduler.RunScheduler.claim).
+CLAIM_SUBJECT_PREFIX = "regatta.claims"
 
 TASKS_BUCKET = "regatta-tasks"
 ARTIFACTS_BUCKET = "regatta-artifacts"

@@ -25,9 +25,9 @@ class Settings(BaseSettings):
     executor_environment: str = Field("local", alias="REGATTA_EXECUTOR_ENVIRONMENT")
     executor_environment_kwargs: str = Field("{}", alias="REGATTA_EXECUTOR_ENVIRONMENT_KWARGS")
     job_ack_wait: float = Field(30.0, alias="REGATTA_JOB_ACK_WAIT")
-    # 0 by default: the scheduler cancels attempts no executor reported started, so with a delay a stop
-    # could mark a run stopped while an attempt younger than the delay still has its sandbox.
-    started_report_delay: float = Field(0.0, ge=0, alias="REGATTA_STARTED_REPORT_DELAY")
+    # Seconds an attempt runs before its executor reports it started; a shorter one reports only its
+    # outcome. Until then a stop waits for it by its claim (run_scheduler.scheduler.RunScheduler.claim).
+    started_report_delay: float = Field(1.0, ge=0, alias="REGATTA_STARTED_REPORT_DELAY")
     health_port: int | None = Field(None, alias="REGATTA_HEALTH_PORT")
     hosted_benchmarks: str | None = Field(None, alias="REGATTA_HOSTED_BENCHMARKS")
     sync_page_size: int = Field(100, ge=1, le=10_000, alias="REGATTA_SYNC_PAGE_SIZE")

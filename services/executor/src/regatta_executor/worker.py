@@ -26,6 +26,7 @@ from regatta_shared.bus import (
     ARTIFACTS_BUCKET,
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
+    CLAIM_SUBJECT_PREFIX,
     JOB_SUBJECT,
     JOBS_STREAM,
     REPORT_SUBJECT,
@@ -129,12 +130,7 @@ class Executor:
             if await self._is_cancelled(job.run_id):
                 await self._report_cancelled(job, 1, "run stopped before the attempt started")
             else:
-                attempt = asyncio.create_task(self._attempt(job))
-                self.running.setdefault(job.run_id, set()).add(attempt)
-                try:
-                    await attempt
-                finally:
-                    self.running[job.run_id].discard(attempt)
+                await self._run_attempt(job)
             await msg.ack()
         except Exception:
             log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
@@ -142,6 +138,24 @@ class Executor:
                 await msg.nak(delay=2.0)
         finally:
             heartbeat.cancel()
+
+    async def _run_attempt(self, job: AttemptJob) -> None:
+        attempt = asyncio.create_task(self._attempt(job))
+        self.running.setdefault(job.run_id, set()).add(attempt)
+        try:
+            # Registered first, so a stop announced from here on cancels the attempt. The claim tells
+            # the scheduler that a stop must wait for this sandbox before the attempt reports started.
+            with contextlib.suppress(Exception):  # a hint: without it a stop only waits less
+                await self.nc.publish(f"{CLAIM_SUBJECT_PREFIX}.{job.run_id}", job.attempt_id.encode())
+            await attempt
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not attempt.cancelled() or (current is not None and current.cancelling()):
+                raise
+            # Cancelled before its first step, where _attempt cannot report it.
+            await self._report_cancelled(job, 1, "run stopped before the attempt started")
+        finally:
+            self.running[job.run_id].discard(attempt)
 
     async def _heartbeat(self, msg: Msg) -> None:
         while True:
@@ -260,13 +274,12 @@ class Executor:
 
 
 class _StartedReport:
-    """An attempt's "started" report, sent once the attempt has run for `delay` seconds (at once by
-    default). A shorter attempt goes straight to its "finished" report, which says when it started: one
-    report and one event fewer, with their relaying and projecting (the oracle benchmark's ratio to
-    Harbor 0.91x -> 1.01x, docs/performance.md). But a stop cancels the attempts not reported started
-    without waiting for their sandboxes, which is why the delay is off unless configured. The trial
-    never waits for the publish; `settle()` runs before any later report, so REPORTS still holds
-    "started" before the outcome whenever both are sent."""
+    """An attempt's "started" report, sent once the attempt has run for `delay` seconds. A shorter
+    attempt goes straight to its "finished" report, which says when it started: one report and one
+    event fewer, with their relaying and projecting (docs/performance.md). Until then the scheduler
+    knows the attempt only by its claim (_run_attempt), which a stop waits for as for a start. The
+    trial never waits for the publish; `settle()` runs before any later report, so REPORTS still
+    holds "started" before the outcome whenever both are sent."""
 
     def __init__(self, worker: Executor, job: AttemptJob, try_number: int, delay: float) -> None:
         self._send = lambda: worker._report(job, "started", try_number)

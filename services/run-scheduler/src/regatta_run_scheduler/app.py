@@ -1,5 +1,6 @@
-"""Entrypoints of the run-scheduler: three durable consumers that decode a batch, call the service
-layer, and settle. The FastStream app gives the process its lifecycle and health check."""
+"""Entrypoints of the run-scheduler: durable consumers that decode a batch, call the service layer,
+and settle, and a core subscription to executors' claims. The FastStream app gives the process its
+lifecycle and health check."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from regatta_shared import run_keys
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
+    CLAIM_SUBJECT_PREFIX,
     EVENTS_STREAM,
     JOB_SUBJECT,
     JOBS_STREAM,
@@ -107,6 +109,10 @@ async def record_reports(batch: list[Msg]) -> None:
     await dispatch_scheduled()
 
 
+async def record_claim(msg: Msg) -> None:
+    scheduler().claim(msg.subject.rsplit(".", 1)[-1], msg.data.decode())
+
+
 async def announce_cancel(run_id: str) -> None:
     """Executors learn a run is stopped from the KV flag (durable) and a core notice (immediate)."""
     nc = state["nc"]
@@ -122,6 +128,8 @@ async def start_consumers() -> None:
     state["scheduler"] = RunScheduler(make_store(settings))
     nudge_relay_on_commit(scheduler().store, nc)
     run_keys.create_table(scheduler().store)
+    # Every instance hears every claim (no queue group): whichever decides a stop must know them.
+    await nc.subscribe(f"{CLAIM_SUBJECT_PREFIX}.*", cb=record_claim)
     await asyncio.to_thread(scheduler().purge_ended_runs)
     consumers = [
         BatchConsumer(

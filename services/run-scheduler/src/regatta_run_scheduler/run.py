@@ -61,6 +61,9 @@ class RunState:
     # 20,000-attempt run) and how much of it is known to be scheduled already.
     planned: list[tuple[str, int, str, int]] | None = field(default=None, repr=False)
     plan_cursor: int = field(default=0, repr=False)
+    # Not folded from events: the attempts executors claimed (picked up) that have no AttemptStarted
+    # yet, set by the service before each decision. A stop waits for them as for started ones.
+    claimed: frozenset[str] = field(default=frozenset(), repr=False)
 
     @property
     def in_flight(self) -> list[AttemptState]:
@@ -187,14 +190,15 @@ def _planned(state: RunState, submitted: RunSubmitted) -> list[tuple[str, int, s
 
 
 def _decide_stop(state: RunState) -> list[NewEvent]:
-    """Attempts no executor has started are cancelled here; started ones wait for their executor's report."""
+    """Attempts no executor has started or claimed are cancelled here; the others wait for their
+    executor's report, so a run is stopped only once their sandboxes are gone."""
     if state.terminal:
         return []
     reason = state.stop_reason or "stopped by user"
     decided = [
         _ev(_cancelled(state.run_id, attempt), attempt.attempt_id, "finished")
         for attempt in state.in_flight
-        if not attempt.started
+        if not attempt.started and attempt.attempt_id not in state.claimed
     ]
     if len(decided) == len(state.in_flight):
         decided.append(_ev(RunStopped(run_id=state.run_id, reason=reason), state.run_id, "stopped"))

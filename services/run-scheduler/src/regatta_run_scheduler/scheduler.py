@@ -23,6 +23,9 @@ log = logging.getLogger("regatta.run_scheduler")
 Decision = Callable[[aggregate.RunState], list[NewEvent]]
 # After these no attempt needs the run's secrets any more: its data key is deleted (crypto-shredding).
 RUN_ENDED = ("RunExecutionCompleted", "RunStopped", "RunFailed", "RunFinished")
+# Claims held at most (attempts in flight across all runs); past it a claim is dropped, which only
+# makes a stop not wait for that attempt's sandbox.
+_CLAIMS_KEPT = 100_000
 
 
 class RunScheduler:
@@ -33,6 +36,31 @@ class RunScheduler:
         # decision at a time (each takes milliseconds).
         self._lock = threading.RLock()
         self._scheduled: list[StoredEvent] = []
+        # Claims arrive on the event loop's thread while decisions run in worker threads: a lock of
+        # their own, never held across I/O, so a claim never waits for a decision.
+        self._claims: dict[str, set[str]] = {}
+        self._claims_lock = threading.Lock()
+
+    def claim(self, run_id: str, attempt_id: str) -> None:
+        """An executor picked up this attempt. Kept in memory only, until its outcome: an executor
+        reports "started" only once an attempt has run REGATTA_STARTED_REPORT_DELAY seconds (a
+        shorter one costs no event but its outcome), and a stop must still wait for the sandboxes of
+        the younger ones. A claim lost with this process (a restart) only lets a stop that follows
+        within the delay mark the run stopped before those sandboxes are gone."""
+        with self._claims_lock:
+            if sum(map(len, self._claims.values())) < _CLAIMS_KEPT:
+                self._claims.setdefault(run_id, set()).add(attempt_id)
+
+    def _claimed_in(self, state: aggregate.RunState) -> frozenset[str]:
+        with self._claims_lock:
+            claims = self._claims.get(state.run_id)
+            if not claims:
+                return frozenset()
+            if state.terminal or state.execution_completed:
+                del self._claims[state.run_id]
+                return frozenset()
+            claims -= {a for a in claims if (known := state.attempts.get(a)) and known.outcome is not None}
+            return frozenset(claims)
 
     def take_scheduled(self) -> list[StoredEvent]:
         """The AttemptScheduled events this instance appended since the last call, for dispatch."""
@@ -64,6 +92,7 @@ class RunScheduler:
     def _decide(self, run_id: str, decision: Decision) -> aggregate.RunState:
         for _ in range(50):
             state = self._load(run_id)
+            state.claimed = self._claimed_in(state)
             expected = state.version
             # The cached state is folded forward before the append; on a conflict it is dropped and the
             # run reloaded, so the cache never holds events the store refused.
@@ -86,6 +115,7 @@ class RunScheduler:
                 self._states.pop(run_id, None)
                 raise
             self._scheduled += [e for e in stored if e.type == "AttemptScheduled"]
+            self._claimed_in(state)  # drops the claims of attempts that just finished
             if len(stored) != len(new_events):
                 # Some were stored already (by another instance, or by this one for a redelivered
                 # report): the store skipped those and kept the rest; the cache folded them again.
