@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -22,30 +21,21 @@ import shutil
 import signal
 import socket
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from regatta_executor import limits, sandbox_janitor, storage, subprocesses
+from regatta_executor import limits, sandbox_command, sandbox_janitor, storage, subprocesses
 from regatta_executor.limits import CgroupLeaf, Limits
+from regatta_executor.sandbox_command import HOST_PATH
+from regatta_executor.sandbox_control import SandboxControl, StartFailed
 from regatta_executor.sandbox_files import SandboxFiles
 from regatta_executor.subprocesses import OutputCallback
 
 DEFAULT_HOST_DIRS = ("/usr", "/etc", "/opt", "/var")
 TESTS = PurePosixPath("/tests")
-_TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _SKELETON = ("root", "tests", "solution", "logs/agent", "logs/verifier", "logs/artifacts")
-_HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_BASE_ENV = {"PATH": _HOST_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
-# Docker's default capability set minus MKNOD and NET_RAW: there is no device cgroup to make device
-# nodes harmless, and a public-network sandbox shares the host's network namespace.
-_CAPABILITIES = (
-    "chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
-    "net_bind_service", "sys_chroot", "audit_write", "setfcap",
-)  # fmt: skip
+_BASE_ENV = {"PATH": HOST_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
 # Processes kept free for a new command: pid 1's fork and what bash starts first.
 _PROCESS_RESERVE = 4
-# Commands larger than this travel in a memfd instead of the control message.
-_INLINE_LIMIT = 32 * 1024
 _KILL_GRACE_SEC = 5.0
 
 logger = logging.getLogger(__name__)
@@ -79,107 +69,6 @@ class CommandResult:
     stderr: str | None
 
 
-class SandboxGone(RuntimeError):
-    """The sandbox's pid 1 is gone: the sandbox was stopped, or died."""
-
-
-class _Control:
-    """The executor's end of the control socket to the sandbox's pid 1 (protocol: sandbox_init.py)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._loop = asyncio.get_running_loop()
-        self._pending: dict[str, asyncio.Future[int]] = {}
-        self._closed = False
-        sock.setblocking(False)
-        self._loop.add_reader(sock.fileno(), self._on_readable)
-
-    async def run(self, command_id: str, cwd: str, command: str, env: dict[str, str], fds: list[int]) -> None:
-        """Ask pid 1 to start a command; its return code arrives on `result(command_id)`."""
-        fields = [cwd, command, *(f"{k}={v}" for k, v in env.items())]
-        if any("\0" in value for value in fields):
-            raise ValueError("a command, its environment and its cwd cannot contain NUL characters")
-        payload = "\0".join(fields).encode()
-        self._pending[command_id] = self._loop.create_future()
-        if len(payload) <= _INLINE_LIMIT:
-            await self._send(b"run\0" + command_id.encode() + b"\0" + payload, fds)
-            return
-        memfd = os.memfd_create("regatta-command", os.MFD_CLOEXEC)
-        try:
-            os.write(memfd, payload)
-            os.lseek(memfd, 0, os.SEEK_SET)
-            await self._send(b"runfd\0" + command_id.encode(), [*fds, memfd])
-        finally:
-            os.close(memfd)
-
-    def result(self, command_id: str) -> asyncio.Future[int]:
-        return self._pending[command_id]
-
-    def kill(self, command_id: str) -> None:
-        """SIGKILL the command's process group. Best effort: stop() kills everything anyway."""
-        with contextlib.suppress(OSError):
-            self._sock.sendmsg([b"kill\0" + command_id.encode()])
-
-    def forget(self, command_id: str) -> None:
-        self._pending.pop(command_id, None)
-
-    def close(self, reason: str) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._loop.remove_reader(self._sock.fileno())
-        self._sock.close()
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(SandboxGone(reason))
-                future.exception()  # retrieved here: nobody may be waiting any more
-        self._pending.clear()
-
-    async def _send(self, message: bytes, fds: list[int]) -> None:
-        rights = b"".join(fd.to_bytes(4, "little") for fd in fds)
-        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)] if fds else []
-        while True:
-            if self._closed:
-                raise SandboxGone("the sandbox is not running")
-            try:
-                self._sock.sendmsg([message], ancillary)
-                return
-            except BlockingIOError:
-                writable: asyncio.Future[None] = self._loop.create_future()
-                self._loop.add_writer(self._sock.fileno(), _resolve, writable)
-                try:
-                    await writable
-                finally:
-                    self._loop.remove_writer(self._sock.fileno())
-            except (BrokenPipeError, ConnectionResetError):
-                self.close("the sandbox's pid 1 exited")
-                raise SandboxGone("the sandbox's pid 1 exited") from None
-
-    def _on_readable(self) -> None:
-        while not self._closed:
-            try:
-                data = self._sock.recv(4096)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                self.close("the sandbox's pid 1 exited")
-                return
-            verb, command_id, value = data.decode(errors="replace").split("\0", 2)
-            future = self._pending.get(command_id)
-            if future is None or future.done():
-                continue
-            if verb == "exit":
-                future.set_result(int(value))
-            else:
-                future.set_exception(_StartFailed(value))
-
-
-class _StartFailed(RuntimeError):
-    """pid 1 could not fork the command (typically: the sandbox is at its process limit)."""
-
-
 class Sandbox:
     def __init__(self, spec: SandboxSpec, log: logging.Logger | None = None) -> None:
         self.spec = spec
@@ -187,7 +76,7 @@ class Sandbox:
         self._tools: dict[str, str] = {}
         self._cgroup: CgroupLeaf | None = None
         self._process: asyncio.subprocess.Process | None = None
-        self._control: _Control | None = None
+        self._control: SandboxControl | None = None
         self._pid1: int | None = None
         self._fds: dict[str, int] = {}
         self._commands = 0
@@ -216,8 +105,7 @@ class Sandbox:
     async def start(self) -> None:
         if os.geteuid() != 0:
             raise RuntimeError("the local environment needs root to run bubblewrap")
-        python = _python(self.spec.host_dirs)
-        self._tools = {"bwrap": _tool("bwrap"), "setpriv": _tool("setpriv"), "python3": python}
+        self._tools = sandbox_command.host_tools(self.spec.host_dirs)
         if not sandbox_janitor.swept(self.spec.workspace.parent):
             await asyncio.to_thread(sandbox_janitor.sweep_once, self.spec.workspace.parent)
         self._fds["lock"] = sandbox_janitor.lock_workspace(self.spec.workspace)
@@ -266,7 +154,7 @@ class Sandbox:
                 try:
                     code = await self._wait(control, command_id, done, timeout_sec)
                     break
-                except _StartFailed as exc:
+                except StartFailed as exc:
                     if attempt or self._cgroup is None:
                         raise RuntimeError(f"cannot start a command in the sandbox: {exc}") from None
                     await asyncio.to_thread(self._relieve_process_limit)
@@ -313,7 +201,7 @@ class Sandbox:
 
     async def _start_command(
         self,
-        control: _Control,
+        control: SandboxControl,
         command_id: str,
         cwd: str,
         command: str,
@@ -332,7 +220,7 @@ class Sandbox:
                 os.close(err_fd)
 
     async def _wait(
-        self, control: _Control, command_id: str, done: asyncio.Future[int], timeout_sec: float | None
+        self, control: SandboxControl, command_id: str, done: asyncio.Future[int], timeout_sec: float | None
     ) -> int:
         try:
             return await asyncio.wait_for(asyncio.shield(done), timeout_sec or None)
@@ -361,7 +249,7 @@ class Sandbox:
         for path in ("tmp", *_SKELETON):
             (root / path).mkdir(parents=True, exist_ok=True)
         (root / "tmp").chmod(0o1777)
-        for name in _TOP_LEVEL_LINKS:
+        for name in sandbox_command.TOP_LEVEL_LINKS:
             host = Path("/", name)
             if host.is_symlink():
                 (root / name).symlink_to(os.readlink(host))
@@ -388,14 +276,14 @@ class Sandbox:
                     pass_fds=inherited,
                     start_new_session=True,
                     cwd="/",
-                    env={"PATH": _HOST_PATH},
+                    env={"PATH": HOST_PATH},
                 )
             # Only the sandbox may hold these, so that its death reads as EOF here.
             theirs.close()
             for fd in (info_w, ready_w, *procs):
                 os.close(fd)
             inherited = []
-            self._control = _Control(ours)
+            self._control = SandboxControl(ours)
             await asyncio.wait_for(self._await_ready(ready_r, info_r), self.spec.start_timeout_sec)
         except BaseException:
             if self._control is None:
@@ -408,31 +296,17 @@ class Sandbox:
                 theirs.close()
 
     def _bwrap_argv(self, control_fd: int, ready_fd: int, info_fd: int, procs_fds: list[int]) -> list[str]:
-        argv = [self._tools["bwrap"], "--bind", str(self.root), "/"]
-        for host_dir in _real_dirs((*self.spec.host_dirs, *(f"/{n}" for n in _TOP_LEVEL_LINKS))):
-            argv += ["--ro-bind", host_dir, host_dir]
-        for bind in self.spec.binds:
-            argv += ["--ro-bind" if bind.read_only else "--bind", str(bind.source), str(bind.target)]
+        binds = [(b.source, b.target, b.read_only) for b in self.spec.binds]
         if self.spec.storage_bytes is not None:
-            argv += ["--bind", str(self._tests_dir), str(TESTS)]
-        argv += ["--dev", "/dev", "--proc", "/proc"]
-        argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
-        if not self.spec.network:
-            argv.append("--unshare-net")
-        argv += ["--die-with-parent", "--as-pid-1", "--chdir", str(self.spec.workdir), "--cap-drop", "ALL"]
-        for capability in _CAPABILITIES:
-            argv += ["--cap-add", f"CAP_{capability.upper()}"]
-        # bwrap leaves the bounding set full; setpriv narrows it so that no file-capability binary can
-        # regain a dropped capability. pid 1 reports readiness only once bwrap has finished the mounts
-        # (bwrap's --info-fd comes too early), and exits when the executor's end of the socket closes.
-        bounding = "-all," + ",".join(f"+{c}" for c in _CAPABILITIES)
-        init_args = [str(control_fd), str(ready_fd), str(info_fd), *(f"cgroup={fd}" for fd in procs_fds)]
-        init_args += [f"{name}={value}" for name, value in self._rlimits().items()]
-        return [
-            *argv, "--info-fd", str(info_fd), "--",
-            self._tools["setpriv"], f"--bounding-set={bounding}", "--",
-            self._tools["python3"], "-I", "-S", "-X", "frozen_modules=on", "-c", _init_source(), *init_args,
-        ]  # fmt: skip
+            binds.append((self._tests_dir, TESTS, False))
+        return sandbox_command.bwrap_argv(
+            self.spec,
+            self._tools,
+            self.root,
+            binds,
+            fds=(control_fd, ready_fd, info_fd, procs_fds),
+            rlimits=self._rlimits(),
+        )
 
     def _rlimits(self) -> dict[str, int]:
         """Per-command rlimits: RLIMIT_AS stands in for a missing memory cgroup; RLIMIT_FSIZE bounds a
@@ -453,7 +327,7 @@ class Sandbox:
         if max_processes is None or "pids" in self.enforced_limits:
             return
         assert self._pid1 is not None
-        nsenter = shutil.which("nsenter", path=_HOST_PATH)
+        nsenter = shutil.which("nsenter", path=HOST_PATH)
         if nsenter and await limits.cap_pid_namespace(nsenter, self._pid1, max_processes):
             self._extra_limits.add("pids")
         else:
@@ -482,40 +356,6 @@ class Sandbox:
         assert self._cgroup is not None and self._pid1 is not None
         self._log.warning("the sandbox hit its process limit; killing all its processes")
         self._cgroup.kill(spare=frozenset({self._pid1}))
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-@functools.cache
-def _init_source() -> str:
-    return resources.files("regatta_executor").joinpath("sandbox_init.py").read_text()
-
-
-@functools.cache
-def _python(host_dirs: tuple[str, ...]) -> str:
-    """The host's python3, as long as the sandbox sees it at the same path (through /usr)."""
-    found = shutil.which("python3", path=_HOST_PATH)
-    visible = [Path(d) for d in host_dirs]
-    if found is None or not any(Path(found).resolve().is_relative_to(d) for d in visible):
-        raise RuntimeError(f"the local environment needs python3 in one of {host_dirs}")
-    return found
-
-
-@functools.cache
-def _real_dirs(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The folders among `paths` that are not symlinks (those are recreated as links in the root)."""
-    return tuple(p for p in paths if Path(p).is_dir() and not Path(p).is_symlink())
-
-
-@functools.cache
-def _tool(name: str) -> str:
-    path = shutil.which(name, path=_HOST_PATH)
-    if path is None:
-        raise RuntimeError(f"the local environment needs {name!r} on the host (bubblewrap, util-linux)")
-    return path
 
 
 def _is_json(data: bytes) -> bool:

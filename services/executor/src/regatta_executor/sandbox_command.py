@@ -1,0 +1,93 @@
+"""The command line that starts a sandbox: bubblewrap's mounts and namespaces, setpriv's capability
+bounding set, and pid 1 (sandbox_init.py, run by the host's python3) with its file descriptors."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from regatta_executor.sandbox import SandboxSpec
+
+HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Top-level folders that are symlinks on merged-/usr hosts: recreated as links in the sandbox's root.
+TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# Docker's default capability set minus MKNOD and NET_RAW: there is no device cgroup to make device
+# nodes harmless, and a public-network sandbox shares the host's network namespace.
+_CAPABILITIES = (
+    "chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
+    "net_bind_service", "sys_chroot", "audit_write", "setfcap",
+)  # fmt: skip
+
+
+def host_tools(host_dirs: tuple[str, ...]) -> dict[str, str]:
+    return {"bwrap": _tool("bwrap"), "setpriv": _tool("setpriv"), "python3": _python(host_dirs)}
+
+
+def bwrap_argv(
+    spec: SandboxSpec,
+    tools: dict[str, str],
+    root: Path,
+    binds: list[tuple[Path, PurePosixPath, bool]],
+    *,
+    fds: tuple[int, int, int, list[int]],
+    rlimits: dict[str, int],
+) -> list[str]:
+    """`binds`: (host folder, sandbox path, read-only); `fds`: pid 1's control socket, its readiness
+    pipe, bwrap's info pipe and the cgroup.procs files pid 1 moves each command into."""
+    control_fd, ready_fd, info_fd, procs_fds = fds
+    argv = [tools["bwrap"], "--bind", str(root), "/"]
+    for host_dir in _real_dirs((*spec.host_dirs, *(f"/{n}" for n in TOP_LEVEL_LINKS))):
+        argv += ["--ro-bind", host_dir, host_dir]
+    for source, target, read_only in binds:
+        argv += ["--ro-bind" if read_only else "--bind", str(source), str(target)]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
+    if not spec.network:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--as-pid-1", "--chdir", str(spec.workdir), "--cap-drop", "ALL"]
+    for capability in _CAPABILITIES:
+        argv += ["--cap-add", f"CAP_{capability.upper()}"]
+    # bwrap leaves the bounding set full; setpriv narrows it so that no file-capability binary can
+    # regain a dropped capability. pid 1 reports readiness only once bwrap has finished the mounts
+    # (bwrap's --info-fd comes too early), and exits when the executor's end of the socket closes.
+    bounding = "-all," + ",".join(f"+{c}" for c in _CAPABILITIES)
+    init_args = [str(control_fd), str(ready_fd), str(info_fd), *(f"cgroup={fd}" for fd in procs_fds)]
+    init_args += [f"{name}={value}" for name, value in rlimits.items()]
+    return [
+        *argv, "--info-fd", str(info_fd), "--",
+        tools["setpriv"], f"--bounding-set={bounding}", "--",
+        tools["python3"], "-I", "-S", "-X", "frozen_modules=on", "-c", _init_source(), *init_args,
+    ]  # fmt: skip
+
+
+@functools.cache
+def _init_source() -> str:
+    return resources.files("regatta_executor").joinpath("sandbox_init.py").read_text()
+
+
+@functools.cache
+def _python(host_dirs: tuple[str, ...]) -> str:
+    """The host's python3, as long as the sandbox sees it at the same path (through /usr)."""
+    found = shutil.which("python3", path=HOST_PATH)
+    visible = [Path(d) for d in host_dirs]
+    if found is None or not any(Path(found).resolve().is_relative_to(d) for d in visible):
+        raise RuntimeError(f"the local environment needs python3 in one of {host_dirs}")
+    return found
+
+
+@functools.cache
+def _real_dirs(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The folders among `paths` that are not symlinks (those are recreated as links in the root)."""
+    return tuple(p for p in paths if Path(p).is_dir() and not Path(p).is_symlink())
+
+
+@functools.cache
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=HOST_PATH)
+    if path is None:
+        raise RuntimeError(f"the local environment needs {name!r} on the host (bubblewrap, util-linux)")
+    return path
