@@ -8,6 +8,7 @@ import random
 import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -53,6 +54,19 @@ def _scores(stack, run_id: str) -> list[dict]:
     return [{k: agent[k] for k in keep} for agent in final[0]["agents"]]
 
 
+def _runs_a_sandbox(parent: int) -> bool:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+            if comm == "bwrap" and int(fields[1]) == parent:
+                return True
+    return False
+
+
 def _restart_postgres() -> None:
     version = os.listdir("/etc/postgresql")[0] if os.path.isdir("/etc/postgresql") else None
     if version is None:
@@ -92,12 +106,10 @@ def test_crash_faults_during_a_run_lose_nothing(make_stack, api_for) -> None:
         time.sleep(rng.uniform(0.5, 2.5))
         statuses.append(api.get(f"/runs/{run_id}")["benchmark_run"]["status"])
         if victim == "executor-1":
-            api.wait_for(
-                lambda: any(
-                    a["status"] == "running" for a in api.get(f"/runs/{run_id}/attempts")["attempts"]
-                ),
-                timeout=60,
-            )
+            # Killed while it holds an attempt. Short attempts are never reported "running" (the
+            # started-report delay), so the sign is one of its sandboxes.
+            executor = stack.processes["executor-1"].pid
+            api.wait_for(lambda pid=executor: _runs_a_sandbox(pid), timeout=60, every=0.02)
         if victim == "nats":
             stack.kill_nats()
             time.sleep(1.0)

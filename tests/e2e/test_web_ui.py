@@ -209,7 +209,9 @@ def test_sign_in_add_benchmark_and_watch_the_sync_live(
 def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_live(
     make_stack, api_for, page: Page
 ) -> None:
-    stack = make_stack(executors=2, **ACK_WAIT)
+    # Every attempt reports its start (no started-report delay), so that the run's 20 attempts log
+    # more than one page of 50 lines for "Load older" below.
+    stack = make_stack(executors=2, REGATTA_STARTED_REPORT_DELAY="0", **ACK_WAIT)
     api = api_for(stack)
     benchmark = api.benchmark_ready("regatta-examples")
     assert benchmark["sync_status"] == "ready"

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import nats
 from faststream import AckPolicy
 from faststream.asgi import AsgiFastStream, make_ping_asgi
 from faststream.nats import ConsumerConfig, JStream, NatsBroker, PullSub
+from sqlalchemy.exc import OperationalError
 
 from regatta_shared.bus import ensure_streams
 from regatta_shared.eventstore import EventStore
@@ -44,8 +46,25 @@ def make_store(settings: Settings) -> EventStore:
     if settings.resolved_database_url.startswith("sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = EventStore(settings.resolved_database_url)
-    store.create_schema()
+    until_database_answers(store.create_schema)
     return store
+
+
+def until_database_answers(call: Callable[[], None]) -> None:
+    """`call()`, retried with backoff while the database refuses connections (a Postgres restarting:
+    "connection refused", "not yet accepting connections"). A service started meanwhile would
+    otherwise exit at start, and nobody might restart it (the crash test caught scoring so). It
+    blocks: at start-up nothing else runs in the process yet."""
+    delay = 0.5
+    while True:
+        try:
+            return call()
+        except OperationalError as error:
+            logging.getLogger("regatta.service").warning(
+                "database not answering (%s); retrying in %.1f s", error.orig or error, delay
+            )
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 async def prepare_streams(settings: Settings) -> None:
