@@ -46,7 +46,14 @@ class StackClient:
         self.http: httpx.Client | None = None
 
     def __enter__(self) -> StackClient:
-        self.stack.start()
+        try:
+            self.stack.start()
+        except RuntimeError:
+            # The logs live in the caller's temporary folder, gone once the error has propagated.
+            for log in sorted(self.stack.logs.glob("*.log")):
+                tail = log.read_text(errors="replace").splitlines()[-40:]
+                print(f"--- {log.name} (last {len(tail)} lines)", *tail, sep="\n")
+            raise
         self.http = httpx.Client(
             base_url=self.stack.url, timeout=60, headers={"Authorization": f"Bearer {self.stack.token}"}
         )
