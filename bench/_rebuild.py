@@ -40,8 +40,11 @@ def profiled(label: str, fn: Callable[[], Any]) -> None:
     profiler.enable()
     fn()
     profiler.disable()
+    stats = pstats.Stats(profiler, stream=sys.stderr)
     say(f"--- cProfile: {label} (top 25 by cumulative time) ---")
-    pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
+    say(f"--- cProfile: {label} (top 15 by own time) ---")
+    stats.sort_stats("tottime").print_stats(15)
 
 
 class PerEvent:
