@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .client import ApiFailure, Client
+from .client import ApiFailure, Client, select_workspace
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 benchmark = typer.Typer(no_args_is_help=True)
@@ -25,6 +25,20 @@ app.add_typer(run, name="run", help="Submit, follow and stop benchmark runs")
 app.add_typer(projections, name="projections", help="Maintain read models")
 console = Console()
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
+
+
+@app.callback()
+def _root(
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            envvar="REGATTA_WORKSPACE",
+            help="Workspace (name or id) to act in; default: your first by name",
+        ),
+    ] = None,
+) -> None:
+    select_workspace(workspace)
 
 
 def _print_json(data: Any) -> None:
@@ -323,9 +337,10 @@ def run_stop(key: str) -> None:
 
 
 def main() -> None:
-    from .cli_more import register
+    from . import cli_more, cli_workspace
 
-    register(app, run, console)
+    cli_more.register(app, run, console)
+    cli_workspace.register(app, console)
     app()
 
 

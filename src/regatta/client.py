@@ -20,11 +20,23 @@ def default_token() -> str | None:
     return path.read_text().strip() if path.exists() else os.environ.get("REGATTA_BOOTSTRAP_TOKEN")
 
 
+# The workspace every request of this process acts in: `regatta --workspace NAME …` (or REGATTA_WORKSPACE).
+# Unset, the server takes the user's first workspace by name.
+_workspace: str | None = None
+
+
+def select_workspace(name: str | None) -> None:
+    global _workspace
+    _workspace = name.strip() if name and name.strip() else None
+
+
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None) -> None:
         self.url = (url or os.environ.get("REGATTA_URL") or "http://127.0.0.1:8000").rstrip("/")
         token = token or default_token()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if _workspace:
+            headers["X-Regatta-Workspace"] = _workspace
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:

@@ -72,3 +72,46 @@ def test_cli_manages_secrets_tokens_and_downloads(make_stack, api_for, tmp_path)
         result = regatta(stack, *command)
         assert result.returncode == 0, (command, result.stdout, result.stderr)
         json.loads(result.stdout)
+
+
+def test_cli_acts_in_the_workspace_it_is_given(make_stack) -> None:
+    stack = make_stack(executors=1)
+
+    def listed(*args: str, token: str | None = None, **env: str) -> list[tuple[str, str, bool]]:
+        result = regatta(stack, *args, "workspace", "list", "--json", token=token, **env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return [(w["name"], w["role"], w["current"]) for w in json.loads(result.stdout)["workspaces"]]
+
+    created = regatta(stack, "workspace", "create", "team-b", "--json")
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert json.loads(created.stdout)["role"] == "admin"
+    (default,) = [name for name, _, current in listed() if current]
+    assert sorted(listed()) == sorted([(default, "admin", True), ("team-b", "admin", False)])
+    assert ("team-b", "admin", True) in listed("--workspace", "team-b")
+    assert ("team-b", "admin", True) in listed(REGATTA_WORKSPACE="team-b")
+
+    saved = regatta(
+        stack,
+        "--workspace",
+        "team-b",
+        "secret",
+        "set",
+        "TEAM_KEY",
+        "--env",
+        "V",
+        "--scope",
+        "workspace",
+        V="x1",
+    )
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    in_team_b = json.loads(regatta(stack, "--workspace", "team-b", "secret", "list", "--json").stdout)
+    in_default = json.loads(regatta(stack, "secret", "list", "--json").stdout)
+    assert [s["name"] for s in in_team_b["environment_secrets"]] == ["TEAM_KEY"]
+    assert in_default["environment_secrets"] == []
+
+    added = regatta(stack, "workspace", "add-member", "team-b", "bob@example.com", "--issue-token", "--json")
+    assert added.returncode == 0, added.stdout + added.stderr
+    bob = json.loads(added.stdout)["token"]
+    assert listed(token=bob) == [("team-b", "member", True)]
+    refused = regatta(stack, "--workspace", default, "benchmark", "list", token=bob)
+    assert refused.returncode == 1 and "Workspace not found or not accessible" in refused.stdout

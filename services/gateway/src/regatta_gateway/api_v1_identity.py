@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Header, Request, Response
 
 from . import identity
 from .api_v1 import ScopeDep, settle
-from .auth import authenticate, resolve_scope
+from .auth import authenticate, resolve_scope, user_workspaces
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 JsonBody = Annotated[dict[str, Any], Body()]
@@ -31,6 +31,12 @@ def revoke_token(request: Request, s: ScopeDep, token_id: str) -> Response:
     identity.revoke_token(request.app.state.store, s, token_id)
     settle(request)
     return Response(status_code=204)
+
+
+@router.get("/workspaces")
+def list_workspaces(request: Request, s: ScopeDep) -> dict[str, Any]:
+    mine = user_workspaces(request.app.state.store, s.principal.user_id)
+    return {"workspaces": [{**w, "current": w["id"] == s.workspace_id} for w in mine]}
 
 
 @router.post("/workspaces", status_code=201)

@@ -136,6 +136,18 @@ def authorize(store: EventStore, authorization: str | None, workspace: str | Non
     return Scope(principal, row["workspace_id"], row["workspace_name"], row["role"])
 
 
+def user_workspaces(store: EventStore, user_id: str) -> list[dict[str, str]]:
+    """The workspaces `user_id` belongs to, by name (the first is the default scope), with the role."""
+    query = (
+        select(t.workspaces.c.id, t.workspaces.c.name, t.members.c.role)
+        .join(t.members, t.members.c.workspace_id == t.workspaces.c.id)
+        .where(t.members.c.user_id == user_id)
+        .order_by(t.workspaces.c.name)
+    )
+    with store.read_engine.connect() as conn:
+        return [dict(row) for row in conn.execute(query).mappings()]
+
+
 def workspace_members(store: EventStore, workspace_id: str) -> list[str]:
     with store.read_engine.connect() as conn:
         return [

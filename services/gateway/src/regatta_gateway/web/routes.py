@@ -18,7 +18,7 @@ from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
 
 from .. import queries
-from ..auth import Scope
+from ..auth import Scope, user_workspaces
 from ..errors import ApiError
 from . import views
 from .formatting import FILTERS
@@ -29,6 +29,7 @@ from .session import (
     clear_session,
     safe_next,
     set_session,
+    set_workspace,
     web_scope,
 )
 
@@ -58,7 +59,8 @@ templates.env.globals["static"] = static_url
 
 
 def _base(request: Request, scope: Scope | None, nav: str) -> dict[str, Any]:
-    return {"request": request, "scope": scope, "nav": nav}
+    workspaces = user_workspaces(request.app.state.store, scope.principal.user_id) if scope else []
+    return {"request": request, "scope": scope, "nav": nav, "workspaces": workspaces}
 
 
 def render(
@@ -125,6 +127,19 @@ def signin(
 def signout() -> RedirectResponse:
     response = RedirectResponse("/signin", status_code=303)
     clear_session(response)
+    return response
+
+
+@router.post("/workspace")
+def switch_workspace(request: Request, scope: ScopeDep, workspace: Annotated[str, Form()] = "") -> Response:
+    """Pages and their API calls act in the chosen workspace from now on. Its benchmarks list is where
+    to land: the page the user was on belongs to the workspace they left."""
+    mine = {w["id"] for w in user_workspaces(request.app.state.store, scope.principal.user_id)}
+    if workspace not in mine:
+        error = ApiError(404, "Workspace not found or not accessible", field="workspace")
+        return render(request, scope, "error.html", "benchmarks", 404, error=error)
+    response = RedirectResponse("/benchmarks", status_code=303)
+    set_workspace(response, request, workspace)
     return response
 
 

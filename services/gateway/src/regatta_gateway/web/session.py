@@ -2,7 +2,9 @@
 
 Pages read the cookie directly (`web_scope`). The UI's JavaScript calls `/api/v1` with that same cookie:
 `CookieBearerMiddleware` turns it into the `Authorization` header the API expects, so the API keeps a
-single way of authenticating and the token never becomes readable by scripts.
+single way of authenticating and the token never becomes readable by scripts. The workspace the user
+switched to rides in a second cookie, turned into `X-Regatta-Workspace` the same way, so pages and the
+API calls their scripts make always act in one workspace.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ STATIC_DIR = HERE / "static"
 TEMPLATE_DIR = HERE / "templates"
 
 COOKIE = "regatta_token"
+WORKSPACE_COOKIE = "regatta_workspace"
 # Header the UI's fetch calls carry. A cross-site page cannot add a custom header without a CORS
 # preflight (which this server never grants), so requiring it on unsafe methods stops CSRF even if a
 # browser ignored SameSite.
@@ -49,21 +52,31 @@ def check_token(request: Request, token: str) -> Principal:
 
 
 def web_scope(request: Request) -> ApiScope:
-    """FastAPI dependency of every page: the signed-in user's (default) workspace."""
+    """FastAPI dependency of every page: the signed-in user's chosen workspace, else their first."""
     token = request.cookies.get(COOKIE)
     if not token:
         raise NotSignedIn()
+    store = request.app.state.store
     try:
         principal = check_token(request, token)
-        return resolve_scope(request.app.state.store, principal, None)
+    except ApiError:
+        raise NotSignedIn() from None
+    chosen = request.cookies.get(WORKSPACE_COOKIE)
+    if chosen:
+        try:
+            return resolve_scope(store, principal, chosen)
+        except ApiError:
+            pass  # no longer a member of it: back to the default rather than locked out
+    try:
+        return resolve_scope(store, principal, None)
     except ApiError:
         raise NotSignedIn() from None
 
 
-def set_session(response: Response, request: Request, token: str) -> None:
+def _set_cookie(response: Response, request: Request, name: str, value: str) -> None:
     response.set_cookie(
-        COOKIE,
-        token.strip(),
+        name,
+        value,
         max_age=COOKIE_MAX_AGE,
         httponly=True,
         samesite="lax",
@@ -72,8 +85,17 @@ def set_session(response: Response, request: Request, token: str) -> None:
     )
 
 
+def set_session(response: Response, request: Request, token: str) -> None:
+    _set_cookie(response, request, COOKIE, token.strip())
+
+
+def set_workspace(response: Response, request: Request, workspace_id: str) -> None:
+    _set_cookie(response, request, WORKSPACE_COOKIE, workspace_id)
+
+
 def clear_session(response: Response) -> None:
     response.delete_cookie(COOKIE, path="/")
+    response.delete_cookie(WORKSPACE_COOKIE, path="/")
 
 
 def safe_next(target: str | None) -> str:
@@ -84,7 +106,8 @@ def safe_next(target: str | None) -> str:
 
 
 class CookieBearerMiddleware:
-    """Adds `Authorization: Bearer <cookie>` to `/api/v1` requests that carry the sign-in cookie only.
+    """Adds `Authorization: Bearer <cookie>` to `/api/v1` requests that carry the sign-in cookie only,
+    and `X-Regatta-Workspace` from the workspace cookie unless the request names a workspace itself.
 
     Safe methods (GET: reads and download links) need just the cookie; others also need the UI header.
     A request that already has an Authorization header is left untouched (CLI and scripts).
@@ -100,8 +123,12 @@ class CookieBearerMiddleware:
             if b"authorization" not in names and b"cookie" in names:
                 allowed = scope["method"] in SAFE_METHODS or UI_HEADER.encode() in names
                 raw = b"; ".join(value for name, value in headers if name == b"cookie").decode("latin-1")
-                token = cookie_parser(raw).get(COOKIE)
+                cookies = cookie_parser(raw)
+                token = cookies.get(COOKIE)
                 if allowed and token:
                     headers.append((b"authorization", f"Bearer {token}".encode("latin-1")))
+                    workspace = cookies.get(WORKSPACE_COOKIE)
+                    if workspace and b"x-regatta-workspace" not in names:
+                        headers.append((b"x-regatta-workspace", workspace.encode("latin-1")))
                     scope = {**scope, "headers": headers}
         await self.app(scope, receive, send)

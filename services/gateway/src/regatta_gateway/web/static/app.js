@@ -403,7 +403,15 @@ const Regatta = (() => {
     applySorts(root);
   }
 
+  // Selects marked data-autosubmit (the workspace switcher) submit their form on change; their
+  // Switch button stays only for browsers without scripts.
+  document.addEventListener("change", (event) => {
+    const select = event.target.closest("select[data-autosubmit]");
+    if (select && select.form) select.form.submit();
+  });
+
   document.addEventListener("DOMContentLoaded", () => {
+    for (const button of document.querySelectorAll("[data-autosubmit-button]")) button.hidden = true;
     enhance(document);
     setInterval(() => tickDurations(document), 1000);
     setInterval(() => tickTimes(document), 30000);
