@@ -2,69 +2,62 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import quote
 
 import typer
 from rich.table import Table
 
+from .cli_common import JsonOpt, console, fail, print_json
 from .client import ApiFailure, Client
 
 workspace = typer.Typer(no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 
 
-def _fail(console: Any, error: ApiFailure) -> None:
-    console.print(f"[red]Error:[/red] {error}")
-    raise typer.Exit(1)
+@workspace.command("list")
+def workspace_list(as_json: JsonOpt = False) -> None:
+    """The workspaces you belong to; * marks the one commands act in (see --workspace)."""
+    try:
+        data = Client().get("/workspaces")
+    except ApiFailure as error:
+        fail(error)
+    if as_json:
+        return print_json(data)
+    table = Table("", "Name", "Id", "Role")
+    for item in data["workspaces"]:
+        table.add_row("*" if item["current"] else "", item["name"], item["id"], item["role"])
+    console.print(table)
 
 
-def register(app: typer.Typer, console: Any) -> None:
-    app.add_typer(workspace, name="workspace", help="Workspaces and their members")
+@workspace.command("create")
+def workspace_create(name: str, as_json: JsonOpt = False) -> None:
+    """Create a workspace (admins only); you become its admin."""
+    try:
+        created = Client().post("/workspaces", json={"name": name})
+    except ApiFailure as error:
+        fail(error)
+    if as_json:
+        return print_json(created)
+    console.print(f"Workspace {created['name']!r} created ({created['id']}).")
+    console.print(f"Act in it with: regatta --workspace {created['name']} …")
 
-    @workspace.command("list")
-    def workspace_list(as_json: JsonOpt = False) -> None:
-        """The workspaces you belong to; * marks the one commands act in (see --workspace)."""
-        try:
-            data = Client().get("/workspaces")
-        except ApiFailure as error:
-            _fail(console, error)
-        if as_json:
-            return typer.echo(json.dumps(data, indent=2))
-        table = Table("", "Name", "Id", "Role")
-        for item in data["workspaces"]:
-            table.add_row("*" if item["current"] else "", item["name"], item["id"], item["role"])
-        console.print(table)
 
-    @workspace.command("create")
-    def workspace_create(name: str, as_json: JsonOpt = False) -> None:
-        """Create a workspace (admins only); you become its admin."""
-        try:
-            created = Client().post("/workspaces", json={"name": name})
-        except ApiFailure as error:
-            _fail(console, error)
-        if as_json:
-            return typer.echo(json.dumps(created, indent=2))
-        console.print(f"Workspace {created['name']!r} created ({created['id']}).")
-        console.print(f"Act in it with: regatta --workspace {created['name']} …")
-
-    @workspace.command("add-member")
-    def workspace_add_member(
-        name: Annotated[str, typer.Argument(help="workspace name or id")],
-        email: str,
-        role: Annotated[str, typer.Option(help="member or admin")] = "member",
-        issue_token: Annotated[bool, typer.Option(help="also issue the member an API token")] = False,
-        as_json: JsonOpt = False,
-    ) -> None:
-        """Add a user by email (created if new) to a workspace you administer."""
-        body = {"email": email, "role": role, "issue_token": issue_token}
-        try:
-            added = Client().post(f"/workspaces/{quote(name, safe='')}/members", json=body)
-        except ApiFailure as error:
-            _fail(console, error)
-        if as_json:
-            return typer.echo(json.dumps(added, indent=2))
-        console.print(f"{added['email']} is now {added['role']} of {name}.")
-        if added.get("token"):
-            console.print(f"Their API token (shown once): {added['token']}")
+@workspace.command("add-member")
+def workspace_add_member(
+    name: Annotated[str, typer.Argument(help="workspace name or id")],
+    email: str,
+    role: Annotated[str, typer.Option(help="member or admin")] = "member",
+    issue_token: Annotated[bool, typer.Option(help="also issue the member an API token")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a user by email (created if new) to a workspace you administer."""
+    body = {"email": email, "role": role, "issue_token": issue_token}
+    try:
+        added = Client().post(f"/workspaces/{quote(name, safe='')}/members", json=body)
+    except ApiFailure as error:
+        fail(error)
+    if as_json:
+        return print_json(added)
+    console.print(f"{added['email']} is now {added['role']} of {name}.")
+    if added.get("token"):
+        console.print(f"Their API token (shown once): {added['token']}")

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from tests.integration.registry_sync_support import commit_all, generate_registry, init_repo, write_task
 from tests.support.tasks import run_toml
 
 
@@ -115,3 +116,43 @@ def test_cli_acts_in_the_workspace_it_is_given(make_stack) -> None:
     assert listed(token=bob) == [("team-b", "member", True)]
     refused = regatta(stack, "--workspace", default, "benchmark", "list", token=bob)
     assert refused.returncode == 1 and "Workspace not found or not accessible" in refused.stdout
+
+
+def test_cli_adds_benchmarks_from_a_registry_a_folder_and_a_git_repository(
+    make_stack, api_for, tmp_path
+) -> None:
+    stack = make_stack(executors=1)
+    api = api_for(stack)
+    repo = tmp_path / "repo"
+    init_repo(repo)
+    for index, name in enumerate(("alpha", "beta")):
+        write_task(repo / "tasks" / name, index)
+    commit = commit_all(repo, "first")
+    registry = generate_registry(tmp_path / "catalogue", 3, dataset="generated", version="2.0")
+
+    for args in (
+        ("--git", str(repo), "--ref", "main", "--name", "from-git"),
+        ("generated@2.0", "--registry", str(registry), "--name", "from-registry"),
+        (str(repo / "tasks"), "--folder", "--name", "from-folder"),
+    ):
+        added = regatta(stack, "benchmark", "add", *args)
+        assert added.returncode == 0, (args, added.stdout, added.stderr)
+    shown = {}
+    for name in ("from-git", "from-registry", "from-folder"):
+        assert api.benchmark_ready(name)["sync_status"] == "ready", name
+        shown[name] = json.loads(regatta(stack, "benchmark", "show", name, "--json").stdout)["benchmark"]
+    assert (shown["from-git"]["source_type"], shown["from-git"]["source_commit"]) == ("git", commit)
+    assert (shown["from-registry"]["source_type"], shown["from-registry"]["version"]) == ("registry", "2.0")
+    assert shown["from-folder"]["source_type"] == "folder"
+    assert [shown[n]["task_count"] for n in ("from-git", "from-registry", "from-folder")] == [2, 3, 2]
+
+    before = len(api.get("/benchmarks")["benchmarks"])
+    for args, named in (
+        (("plain-name",), "--registry"),
+        (("generated", "--ref", "v1", "--registry", str(registry)), "--ref"),
+        (("--folder",), "--folder"),
+        ((), "DATASET"),
+    ):
+        refused = regatta(stack, "benchmark", "add", *args)
+        assert refused.returncode == 2 and named in refused.stderr, (args, refused.stderr)
+    assert len(api.get("/benchmarks")["benchmarks"]) == before

@@ -1,0 +1,170 @@
+"""`regatta run …`: submit (and follow), list, show, logs, stop, download."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .cli_common import JsonOpt, console, fail, pct, print_json
+from .client import ApiFailure, Client
+
+run = typer.Typer(no_args_is_help=True)
+
+
+@run.command("submit")
+def run_submit(
+    file: Path,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow progress until the run ends")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Submit a run from an Osmosis-style TOML config."""
+    client = Client()
+    try:
+        created = client.post(
+            "/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"}
+        )
+    except ApiFailure as error:
+        fail(error)
+    if not wait:
+        return print_json(created) if as_json else console.print(f"Run submitted: {created['name']}")
+    console.print(f"Run submitted: [bold]{created['name']}[/bold]")
+    detail = _follow(client, created["id"])
+    if as_json:
+        return print_json(detail)
+    _results_table(detail)
+    if detail["benchmark_run"]["status"] != "finished":
+        raise typer.Exit(1)
+
+
+def _follow(client: Client, run_id: str) -> dict[str, Any]:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        bar = progress.add_task("pending", total=None)
+        while True:
+            detail = client.get(f"/runs/{run_id}")
+            status = detail["benchmark_run"]["status"]
+            done = detail["progress"]
+            progress.update(
+                bar, description=status, completed=done["ingested"], total=done["expected"] or None
+            )
+            if status in ("finished", "failed", "stopped"):
+                return detail
+            time.sleep(0.5)
+
+
+def _results_table(detail: dict[str, Any]) -> None:
+    run_info = detail["benchmark_run"]
+    console.print(f"Run [bold]{run_info['name']}[/bold]: {run_info['status']}")
+    agents = {a["id"]: a for a in detail["agents"]}
+    table = Table("#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Passed", "Failed", "Errored", "Cancelled")
+    for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):
+        agent = agents[m["benchmark_run_agent_id"]]
+        pk = (m.get("pass_at_k") or [{}])[-1]
+        table.add_row(
+            f"{m.get('rank') or '–'}{'*' if m.get('tied') else ''}",
+            f"{agent['harness']} · {agent['model']}",
+            pct(m.get("pass_at_1")),
+            f"@{pk.get('k', '–')} {pk.get('value', 0):.0%}",
+            str(m["passed"]),
+            str(m["failed"]),
+            str(m["errored"]),
+            str(m["cancelled"]),
+        )
+    console.print(table)
+
+
+@run.command("list")
+def run_list(as_json: JsonOpt = False) -> None:
+    try:
+        data = Client().get("/runs", limit=50)
+    except ApiFailure as error:
+        fail(error)
+    if as_json:
+        return print_json(data)
+    table = Table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
+    for r in data["benchmark_runs"]:
+        best = r.get("best_pass_at_1")
+        table.add_row(
+            r["name"],
+            r["status"],
+            f"{r['ingested_results']}/{r['expected_results']}",
+            r["benchmark_name"],
+            "–" if best is None else f"{best:.1%}",
+            r["created_at"],
+        )
+    console.print(table)
+
+
+@run.command("show")
+def run_show(key: str, as_json: JsonOpt = False) -> None:
+    try:
+        detail = Client().get(f"/runs/{key}")
+    except ApiFailure as error:
+        fail(error)
+    if as_json:
+        return print_json(detail)
+    _results_table(detail)
+
+
+@run.command("logs")
+def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
+    try:
+        data = Client().get(f"/runs/{key}/logs", limit=limit)
+    except ApiFailure as error:
+        fail(error)
+    if as_json:
+        return print_json(data)
+    for entry in data["logs"]:
+        console.print(f"{entry['timestamp']} {entry['level']:<7} {entry['step']:<9} {entry['message']}")
+
+
+@run.command("stop")
+def run_stop(key: str) -> None:
+    try:
+        Client().post(f"/runs/{key}/stop")
+    except ApiFailure as error:
+        fail(error)
+    console.print("Stop requested")
+
+
+@run.command("download")
+def run_download(
+    key: str,
+    output: Annotated[Path, typer.Option("-o", "--output", help="folder to write into")] = Path("."),
+    types: Annotated[str, typer.Option(help="summary,results,logs,artifacts or all")] = "summary,results",
+    as_json: JsonOpt = False,
+) -> None:
+    """Download summary.csv, results.csv, logs.txt and artifacts of a run (a running run: a snapshot)."""
+    wanted = "summary,results,artifacts,logs" if types == "all" else types
+    try:
+        manifest = Client().get(f"/runs/{key}/downloads", types=wanted)
+    except ApiFailure as error:
+        fail(error)
+    written = []
+    root = output.expanduser().resolve()
+    for item in manifest["files"]:
+        target = (root / item["path"]).resolve()
+        if root not in target.parents:
+            console.print(f"[red]Refusing[/red] {item['path']}: outside {root}")
+            raise typer.Exit(1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        response = httpx.get(item["url"], timeout=120)
+        if response.status_code != 200 or len(response.content) != item["size"]:
+            console.print(f"[red]Failed[/red] {item['path']}: HTTP {response.status_code}")
+            raise typer.Exit(1)
+        target.write_bytes(response.content)
+        written.append({"path": item["path"], "size": item["size"]})
+    if as_json:
+        return print_json({"files": written, "root": str(root)})
+    console.print(f"Downloaded {len(written)} files to {root}")
