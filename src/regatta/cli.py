@@ -14,7 +14,7 @@ from .cli_benchmark import benchmark
 from .cli_common import console
 from .cli_run import run
 from .cli_workspace import workspace
-from .client import select_workspace
+from .client import ApiFailure, select_workspace
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 projections = typer.Typer(no_args_is_help=True)
@@ -92,7 +92,12 @@ def rebuild() -> None:
 
 
 def main() -> None:
-    app()
+    # Every command's API call fails the same way: the server's message (field by field), exit 1.
+    try:
+        app()
+    except ApiFailure as error:
+        console.print(f"[red]Error:[/red] {error}")
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli_common import JsonOpt, console, fail, print_json
-from .client import ApiFailure, Client
+from .cli_common import JsonOpt, console, print_json
+from .client import Client
 
 secret = typer.Typer(no_args_is_help=True)
 token = typer.Typer(no_args_is_help=True)
@@ -35,10 +35,7 @@ def secret_set(
     if not value:
         console.print(f"[red]Error:[/red] no value: environment variable {env} is empty or unset")
         raise typer.Exit(1)
-    try:
-        Client().post("/secrets", json={"name": name, "value": value, "scope": _wire_scope(scope)})
-    except ApiFailure as error:
-        fail(error)
+    Client().post("/secrets", json={"name": name, "value": value, "scope": _wire_scope(scope)})
     console.print(f'Secret "{name}" saved in {scope} scope.')
 
 
@@ -50,10 +47,7 @@ def secret_list(
     wire = {"all": "all", "personal": "user", "workspace": "workspace"}.get(scope)
     if wire is None:
         raise typer.BadParameter("must be all, personal or workspace", param_hint="--scope")
-    try:
-        data = Client().get("/secrets", scope=wire, limit=50)
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get("/secrets", scope=wire, limit=50)
     if as_json:
         return print_json(data)
     table = Table("Name", "Scope", "Updated", "Updated by")
@@ -65,10 +59,7 @@ def secret_list(
 
 @secret.command("delete")
 def secret_delete(name: str, scope: ScopeOpt = "personal") -> None:
-    try:
-        Client().request("DELETE", "/secrets", json={"name": name, "scope": _wire_scope(scope)})
-    except ApiFailure as error:
-        fail(error)
+    Client().request("DELETE", "/secrets", json={"name": name, "scope": _wire_scope(scope)})
     console.print(f'Secret "{name}" deleted from {scope} scope.')
 
 
@@ -82,10 +73,7 @@ def token_create(
     body: dict[str, Any] = {"name": name}
     if expires_at:
         body["expires_at"] = expires_at
-    try:
-        created = Client().post("/tokens", json=body)
-    except ApiFailure as error:
-        fail(error)
+    created = Client().post("/tokens", json=body)
     if as_json:
         return print_json(created)
     console.print(f"Token {created.get('id')} created. Value (shown once): {created.get('token')}")
@@ -93,10 +81,7 @@ def token_create(
 
 @token.command("list")
 def token_list(as_json: JsonOpt = False) -> None:
-    try:
-        data = Client().get("/tokens")
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get("/tokens")
     if as_json:
         return print_json(data)
     table = Table("Id", "Name", "Created", "Expires", "Revoked")
@@ -113,8 +98,5 @@ def token_list(as_json: JsonOpt = False) -> None:
 
 @token.command("revoke")
 def token_revoke(token_id: str) -> None:
-    try:
-        Client().request("DELETE", f"/tokens/{token_id}")
-    except ApiFailure as error:
-        fail(error)
+    Client().request("DELETE", f"/tokens/{token_id}")
     console.print(f"Token {token_id} revoked.")

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli_common import JsonOpt, console, fail, money, pct, print_json, secs
-from .client import ApiFailure, Client
+from .cli_common import JsonOpt, console, money, pct, print_json, secs
+from .client import Client
 
 benchmark = typer.Typer(no_args_is_help=True)
 
@@ -71,19 +71,13 @@ def benchmark_add(
 ) -> None:
     """Add a benchmark and start its sync; `regatta benchmark show KEY` follows it."""
     body: dict[str, Any] = {"name": name, **_source(dataset, registry, folder, git, ref, path)}
-    try:
-        created = Client().post("/benchmarks", json=body)
-    except ApiFailure as error:
-        fail(error)
+    created = Client().post("/benchmarks", json=body)
     console.print(f"Benchmark added: {created['id']} (syncing)")
 
 
 @benchmark.command("list")
 def benchmark_list(as_json: JsonOpt = False) -> None:
-    try:
-        data = Client().get("/benchmarks", limit=200)
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get("/benchmarks", limit=200)
     if as_json:
         return print_json(data)
     table = Table("Name", "Key", "Status", "Tasks", "Added by")
@@ -103,10 +97,7 @@ def benchmark_list(as_json: JsonOpt = False) -> None:
 
 @benchmark.command("show")
 def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
-    try:
-        data = Client().get(f"/benchmarks/{key}")
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get(f"/benchmarks/{key}")
     if as_json:
         return print_json(data)
     b = data["benchmark"]
@@ -137,17 +128,11 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
 
 @benchmark.command("sync")
 def benchmark_sync(key: str) -> None:
-    try:
-        Client().post(f"/benchmarks/{key}/sync")
-    except ApiFailure as error:
-        fail(error)
+    Client().post(f"/benchmarks/{key}/sync")
     console.print("Sync requested")
 
 
 @benchmark.command("remove")
 def benchmark_remove(key: str) -> None:
-    try:
-        Client().request("DELETE", f"/benchmarks/{key}")
-    except ApiFailure as error:
-        fail(error)
+    Client().request("DELETE", f"/benchmarks/{key}")
     console.print("Benchmark removed")

@@ -1,14 +1,12 @@
-"""What every `regatta` command group shares: the console, `--json`, error exits and number formats."""
+"""What every `regatta` command group shares: the console, `--json` and number formats."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-
-from .client import ApiFailure
 
 console = Console()
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
@@ -16,11 +14,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2))
-
-
-def fail(error: ApiFailure) -> NoReturn:
-    console.print(f"[red]Error:[/red] {error}")
-    raise typer.Exit(1)
 
 
 def pct(metric: dict[str, Any] | None) -> str:

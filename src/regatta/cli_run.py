@@ -11,8 +11,8 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .cli_common import JsonOpt, console, fail, pct, print_json
-from .client import ApiFailure, Client
+from .cli_common import JsonOpt, console, pct, print_json
+from .client import Client
 
 run = typer.Typer(no_args_is_help=True)
 
@@ -25,12 +25,7 @@ def run_submit(
 ) -> None:
     """Submit a run from an Osmosis-style TOML config."""
     client = Client()
-    try:
-        created = client.post(
-            "/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"}
-        )
-    except ApiFailure as error:
-        fail(error)
+    created = client.post("/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"})
     if not wait:
         return print_json(created) if as_json else console.print(f"Run submitted: {created['name']}")
     console.print(f"Run submitted: [bold]{created['name']}[/bold]")
@@ -86,10 +81,7 @@ def _results_table(detail: dict[str, Any]) -> None:
 
 @run.command("list")
 def run_list(as_json: JsonOpt = False) -> None:
-    try:
-        data = Client().get("/runs", limit=50)
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get("/runs", limit=50)
     if as_json:
         return print_json(data)
     table = Table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
@@ -108,10 +100,7 @@ def run_list(as_json: JsonOpt = False) -> None:
 
 @run.command("show")
 def run_show(key: str, as_json: JsonOpt = False) -> None:
-    try:
-        detail = Client().get(f"/runs/{key}")
-    except ApiFailure as error:
-        fail(error)
+    detail = Client().get(f"/runs/{key}")
     if as_json:
         return print_json(detail)
     _results_table(detail)
@@ -119,10 +108,7 @@ def run_show(key: str, as_json: JsonOpt = False) -> None:
 
 @run.command("logs")
 def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
-    try:
-        data = Client().get(f"/runs/{key}/logs", limit=limit)
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get(f"/runs/{key}/logs", limit=limit)
     if as_json:
         return print_json(data)
     for entry in data["logs"]:
@@ -131,10 +117,7 @@ def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
 
 @run.command("stop")
 def run_stop(key: str) -> None:
-    try:
-        Client().post(f"/runs/{key}/stop")
-    except ApiFailure as error:
-        fail(error)
+    Client().post(f"/runs/{key}/stop")
     console.print("Stop requested")
 
 
@@ -147,10 +130,7 @@ def run_download(
 ) -> None:
     """Download summary.csv, results.csv, logs.txt and artifacts of a run (a running run: a snapshot)."""
     wanted = "summary,results,artifacts,logs" if types == "all" else types
-    try:
-        manifest = Client().get(f"/runs/{key}/downloads", types=wanted)
-    except ApiFailure as error:
-        fail(error)
+    manifest = Client().get(f"/runs/{key}/downloads", types=wanted)
     written = []
     root = output.expanduser().resolve()
     for item in manifest["files"]:

@@ -8,8 +8,8 @@ from urllib.parse import quote
 import typer
 from rich.table import Table
 
-from .cli_common import JsonOpt, console, fail, print_json
-from .client import ApiFailure, Client
+from .cli_common import JsonOpt, console, print_json
+from .client import Client
 
 workspace = typer.Typer(no_args_is_help=True)
 
@@ -17,10 +17,7 @@ workspace = typer.Typer(no_args_is_help=True)
 @workspace.command("list")
 def workspace_list(as_json: JsonOpt = False) -> None:
     """The workspaces you belong to; * marks the one commands act in (see --workspace)."""
-    try:
-        data = Client().get("/workspaces")
-    except ApiFailure as error:
-        fail(error)
+    data = Client().get("/workspaces")
     if as_json:
         return print_json(data)
     table = Table("", "Name", "Id", "Role")
@@ -32,10 +29,7 @@ def workspace_list(as_json: JsonOpt = False) -> None:
 @workspace.command("create")
 def workspace_create(name: str, as_json: JsonOpt = False) -> None:
     """Create a workspace (admins only); you become its admin."""
-    try:
-        created = Client().post("/workspaces", json={"name": name})
-    except ApiFailure as error:
-        fail(error)
+    created = Client().post("/workspaces", json={"name": name})
     if as_json:
         return print_json(created)
     console.print(f"Workspace {created['name']!r} created ({created['id']}).")
@@ -52,10 +46,7 @@ def workspace_add_member(
 ) -> None:
     """Add a user by email (created if new) to a workspace you administer."""
     body = {"email": email, "role": role, "issue_token": issue_token}
-    try:
-        added = Client().post(f"/workspaces/{quote(name, safe='')}/members", json=body)
-    except ApiFailure as error:
-        fail(error)
+    added = Client().post(f"/workspaces/{quote(name, safe='')}/members", json=body)
     if as_json:
         return print_json(added)
     console.print(f"{added['email']} is now {added['role']} of {name}.")
