@@ -66,7 +66,7 @@ def web_scope(request: Request) -> ApiScope:
         try:
             return resolve_scope(store, principal, chosen)
         except ApiError:
-            pass  # no longer a member of it: back to the default rather than locked out
+            pass  # not a member of it (a stale or forged cookie): the default, not a lockout
     try:
         return resolve_scope(store, principal, None)
     except ApiError:
