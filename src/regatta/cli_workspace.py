@@ -36,6 +36,20 @@ def workspace_create(name: str, as_json: JsonOpt = False) -> None:
     console.print(f"Act in it with: regatta --workspace {created['name']} …")
 
 
+@workspace.command("members")
+def workspace_members(
+    name: Annotated[str, typer.Argument(help="workspace name or id")], as_json: JsonOpt = False
+) -> None:
+    """Who belongs to a workspace you are in, and their roles."""
+    data = Client().get(f"/workspaces/{quote(name, safe='')}/members")
+    if as_json:
+        return print_json(data)
+    table = Table("Email", "Name", "Role")
+    for item in data["members"]:
+        table.add_row(item["email"], item["name"], item["role"])
+    console.print(table)
+
+
 @workspace.command("add-member")
 def workspace_add_member(
     name: Annotated[str, typer.Argument(help="workspace name or id")],

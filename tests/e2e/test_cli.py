@@ -114,6 +114,12 @@ def test_cli_acts_in_the_workspace_it_is_given(make_stack) -> None:
     assert added.returncode == 0, added.stdout + added.stderr
     bob = json.loads(added.stdout)["token"]
     assert listed(token=bob) == [("team-b", "member", True)]
+    members = regatta(stack, "workspace", "members", "team-b", "--json", token=bob)
+    assert members.returncode == 0, members.stdout + members.stderr
+    assert [(m["email"], m["role"]) for m in json.loads(members.stdout)["members"]] == [
+        ("admin@localhost", "admin"),
+        ("bob@example.com", "member"),
+    ]
     refused = regatta(stack, "--workspace", default, "benchmark", "list", token=bob)
     assert refused.returncode == 1 and "Workspace not found or not accessible" in refused.stdout
 

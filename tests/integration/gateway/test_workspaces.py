@@ -29,6 +29,22 @@ def test_a_user_lists_only_their_workspaces_and_the_header_picks_the_current_one
     assert refused.json()["code"] == "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED"
 
 
+def test_members_of_a_workspace_are_listed_to_its_members_only(gateway: Gateway) -> None:
+    gateway.workspace("team-b")
+    bob = gateway.member("team-b", "bob@example.com")
+    carol = gateway.member("default", "carol@example.com", role="admin")
+
+    listed = gateway.ok(gateway.v1("GET", "/workspaces/team-b/members", token=bob))
+    assert [(m["email"], m["role"]) for m in listed["members"]] == [
+        ("admin@localhost", "admin"),
+        ("bob@example.com", "member"),
+    ]
+    assert set(listed["members"][0]) == {"user_id", "email", "name", "role"}
+    refused = gateway.v1("GET", "/workspaces/team-b/members", token=carol)
+    assert refused.status_code == 404
+    assert refused.json()["code"] == "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED"
+
+
 def test_the_web_ui_switches_workspace_for_its_pages_and_their_api_calls(gateway: Gateway) -> None:
     team_b = gateway.workspace("team-b")
     gateway.benchmark("only-in-default", ["t1"])

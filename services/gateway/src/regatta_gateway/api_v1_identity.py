@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Header, Request, Response
 
 from . import identity
 from .api_v1 import ScopeDep, settle
-from .auth import authenticate, resolve_scope, user_workspaces
+from .auth import authenticate, member_list, resolve_scope, user_workspaces
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 JsonBody = Annotated[dict[str, Any], Body()]
@@ -44,6 +44,15 @@ def create_workspace(request: Request, s: ScopeDep, body: JsonBody) -> dict[str,
     created = identity.create_workspace(request.app.state.store, s, body)
     settle(request)
     return created
+
+
+@router.get("/workspaces/{key}/members")
+def list_members(
+    request: Request, key: str, authorization: Annotated[str | None, Header()] = None
+) -> dict[str, Any]:
+    store = request.app.state.store
+    scope = resolve_scope(store, authenticate(store, authorization), key)
+    return {"workspace_id": scope.workspace_id, "members": member_list(store, scope.workspace_id)}
 
 
 @router.post("/workspaces/{key}/members", status_code=201)

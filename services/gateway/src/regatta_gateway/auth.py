@@ -148,6 +148,18 @@ def user_workspaces(store: EventStore, user_id: str) -> list[dict[str, str]]:
         return [dict(row) for row in conn.execute(query).mappings()]
 
 
+def member_list(store: EventStore, workspace_id: str) -> list[dict[str, str]]:
+    """Who belongs to a workspace, by email: id, email, name and role (never their tokens)."""
+    query = (
+        select(t.users.c.id.label("user_id"), t.users.c.email, t.users.c.name, t.members.c.role)
+        .join(t.members, t.members.c.user_id == t.users.c.id)
+        .where(t.members.c.workspace_id == workspace_id)
+        .order_by(t.users.c.email)
+    )
+    with store.read_engine.connect() as conn:
+        return [dict(row) for row in conn.execute(query).mappings()]
+
+
 def workspace_members(store: EventStore, workspace_id: str) -> list[str]:
     with store.read_engine.connect() as conn:
         return [
