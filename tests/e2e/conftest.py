@@ -103,7 +103,7 @@ def api_for() -> Callable[[Stack], Api]:
 # --- browser fixtures for the web UI tests (Playwright driving Debian's chromium) -------------------------
 # Playwright's sync API keeps its event loop marked as running on the main thread for as long as it is
 # started, which breaks every pytest-asyncio test that follows. So the browser lives for one module only
-# (test_web_ui.py) and is stopped at its end, never for the whole session.
+# (each test_web_ui_*.py) and is stopped at its end, never for the whole session.
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from playwright.sync_api import Page, expect
 
-from tests.e2e.test_web_ui import phone_shot, shot, sign_in
+from tests.e2e.web_ui_support import phone_shot, shot, sign_in
 
 
 def test_switching_workspace_changes_what_every_page_and_its_scripts_show(make_stack, page: Page) -> None:

@@ -1,0 +1,213 @@
+"""Issue 7, the web UI's New Run form and run page: a missing secret flagged, validation, submit, live
+progress, results.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.e2e.web_ui_support import (
+    ACK_WAIT,
+    RUN,
+    WAIT,
+    assert_same_page,
+    mark_page,
+    phone_shot,
+    shot,
+    sign_in,
+)
+
+
+def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_live(
+    make_stack, api_for, page: Page
+) -> None:
+    # Every attempt reports its start (no started-report delay), so that the run's 20 attempts log
+    # more than one page of 50 lines for "Load older" below.
+    stack = make_stack(executors=2, REGATTA_STARTED_REPORT_DELAY="0", **ACK_WAIT)
+    api = api_for(stack)
+    benchmark = api.benchmark_ready("regatta-examples")
+    assert benchmark["sync_status"] == "ready"
+    sign_in(page, stack)
+
+    page.get_by_role("link", name="regatta-examples").first.click()
+    page.get_by_role("link", name="New Run").click()
+    expect(page.get_by_role("heading", name="New Run")).to_be_visible()
+    expect(page.get_by_test_id("summary-total")).to_have_text("10 tasks × 1 agent × 1 attempt = 10 attempts")
+
+    # Agents: an oracle whose (unused) provider key is a secret record the workspace does not have yet.
+    page.get_by_role("tab", name="Agents").click()
+    first = page.locator("[data-agent]").nth(0)
+    first.get_by_label("Harness", exact=True).select_option("oracle")
+    first.get_by_label("Model", exact=True).select_option("provider")
+    first.get_by_label("Model name").fill("openai/gpt-4o-mini")
+    first.get_by_label("API key secret record").fill("UI_TEST_KEY")
+    expect(first.locator("[data-secret-status]").first).to_contain_text("no such secret record")
+    flags = page.get_by_test_id("missing-secrets")
+    expect(flags).to_contain_text("UI_TEST_KEY")
+    page.get_by_role("button", name="Add agent").click()
+    second = page.locator("[data-agent]").nth(1)
+    second.get_by_label("Harness", exact=True).select_option("nop")
+    expect(second.get_by_label("Model", exact=True)).to_have_value("hosted")
+    expect(page.get_by_test_id("summary-total")).to_have_text("10 tasks × 2 agents × 1 attempt = 20 attempts")
+    shot(page, "new-run-missing-secret")
+
+    # A bad setting comes back as an issue next to its field, on its tab.
+    page.get_by_role("tab", name="Run settings").click()
+    page.get_by_label("Attempts per task").fill("0")
+    page.get_by_role("button", name="Submit run").click()
+    expect(page.locator("[data-error-for='execution.attempts_per_task']")).to_contain_text(
+        "greater than or equal to 1"
+    )
+    expect(page.get_by_label("Attempts per task")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_test_id("submit-error")).to_be_visible()
+    shot(page, "new-run-validation")
+    page.get_by_label("Attempts per task").fill("1")
+    page.get_by_label("Concurrent attempts").fill("2")
+    page.get_by_label("Retries").fill("3")  # infrastructure errors are retried, never scored
+
+    # Submitting while the secret is missing is refused by the server, and said so.
+    page.get_by_role("button", name="Submit run").click()
+    expect(page.get_by_test_id("submit-error")).to_contain_text("Secret(s) not found: UI_TEST_KEY")
+
+    # Create the secret on the Secrets page (another tab), come back, recheck: the flag clears.
+    secrets_page = page.context.new_page()
+    secrets_page.set_default_timeout(WAIT)
+    secrets_page.goto(f"{stack.url}/secrets?name=UI_TEST_KEY")
+    expect(secrets_page.get_by_label("Name")).to_have_value("UI_TEST_KEY")
+    secrets_page.get_by_label("Scope").select_option("workspace")
+    secrets_page.get_by_label("Value").fill("sk-test-value-never-shown")
+    secrets_page.get_by_role("button", name="Save secret").click()
+    expect(secrets_page.locator("#secrets-body tr[data-name='UI_TEST_KEY']")).to_contain_text("Workspace")
+    assert "sk-test-value-never-shown" not in secrets_page.content()
+    expect(secrets_page.get_by_label("Value")).to_have_value("")
+    shot(secrets_page, "secrets")
+    phone_shot(secrets_page, "secrets")
+    secrets_page.close()
+    page.bring_to_front()
+    page.get_by_role("button", name="Recheck secrets").click()
+    expect(flags).to_have_count(0)
+    page.get_by_role("tab", name="Agents").click()
+    expect(first.locator("[data-secret-status]").first).to_contain_text("found (workspace record)")
+    phone_shot(page, "new-run")
+
+    # Billing is checked at submission: a spent workspace budget is refused, and said so plainly.
+    response = api.http.put("/api/v1/workspace/budget", json={"budget_usd": 0})
+    assert response.status_code == 200, response.text
+    page.get_by_role("button", name="Submit run").click()
+    refusal = page.get_by_test_id("submit-error")
+    expect(refusal).to_contain_text("Budget required")
+    expect(refusal).to_contain_text("budget")
+    shot(page, "new-run-budget-refused")
+    assert api.http.put("/api/v1/workspace/budget", json={"budget_usd": None}).status_code == 200
+
+    page.get_by_role("button", name="Submit run").click()
+    expect(page).to_have_url(re.compile(r"/benchmarks/runs/run_"), timeout=WAIT)
+    run_id = page.url.rsplit("/", 1)[1].split("?")[0]
+
+    # Live progress: the sidebar's counter moves without a reload until the run finishes.
+    mark_page(page)
+    progress = page.get_by_test_id("run-progress").locator(".progress-text")
+    seen: list[str] = []
+    for _ in range(int(RUN / 250)):
+        text = progress.inner_text()
+        if not seen or seen[-1] != text:
+            seen.append(text)
+            if len(seen) == 2:
+                shot(page, "run-running")
+        if page.get_by_test_id("run-status").inner_text().strip().lower() == "finished":
+            break
+        page.wait_for_timeout(250)
+    seen.append(progress.inner_text())
+    expect(page.get_by_test_id("run-status")).to_have_text(re.compile("finished", re.I))
+    assert seen[-1] == "20/20", seen
+    assert len(set(seen)) >= 3, f"progress did not update live: {seen}"
+    assert_same_page(page)
+    expect(page.get_by_test_id("agent-results")).to_contain_text("oracle · openai/gpt-4o-mini")
+    expect(page.get_by_test_id("agent-results").locator("tbody tr").first).to_contain_text("100.0%")
+    expect(page.get_by_test_id("categories")).to_contain_text("files")
+    shot(page, "run-overview")
+
+    # Agent Results sorts on click (client side).
+    page.get_by_test_id("agent-results").get_by_role("button", name="Pass@1", exact=True).click()
+    expect(page.get_by_test_id("agent-results").locator("tbody tr").first).to_contain_text("oracle")
+    page.get_by_test_id("agent-results").get_by_role("button", name="Pass@1", exact=True).click()
+    expect(page.get_by_test_id("agent-results").locator("tbody tr").first).to_contain_text("nop")
+
+    # Tabs are keyboard operable: arrows move between them, the URL remembers the tab.
+    page.get_by_role("tab", name="Overview").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_role("tab", name="Task Results")).to_be_focused()
+    expect(page.get_by_role("tab", name="Task Results")).to_have_attribute("aria-selected", "true")
+    expect(page).to_have_url(re.compile(r"tab=results"))
+
+    # Task Results: every task × attempt, filterable by agent and outcome, each result expandable.
+    results = page.get_by_test_id("results-table")
+    expect(results.locator("tbody tr")).to_have_count(20)
+    page.locator("#results-agent").select_option(label="nop · none")
+    expect(results.locator("tbody tr")).to_have_count(10)
+    page.locator("#results-outcome").select_option("passed")
+    expect(results.locator("tbody tr.empty")).to_contain_text("No result matches")
+    page.locator("#results-outcome").select_option("")
+    page.locator("#results-agent").select_option("")
+    page.get_by_placeholder(re.compile("Search task")).fill("hello-file")
+    expect(results.locator("tbody tr")).to_have_count(2)
+    results.get_by_role("button", name=re.compile(r"Details of hello-file, attempt 1, oracle")).click()
+    detail = results.locator("tr.detail")
+    expect(detail).to_contain_text("Grading")
+    expect(detail).to_contain_text("Primary reward")
+    expect(detail).to_contain_text("Timings")
+    artifacts = detail.get_by_test_id("artifacts")
+    expect(artifacts).to_contain_text("verifier/reward.txt")
+    link = artifacts.get_by_role("link", name="verifier/reward.txt")
+    expect(link).to_have_attribute("href", re.compile(r"^/api/downloads/runs/"))
+    fetched = page.request.get(f"{stack.url}{link.get_attribute('href')}")
+    assert fetched.status == 200 and fetched.text().strip() == "1"
+    shot(page, "run-task-results")
+
+    # A trajectory (Harbor ATIF) renders as a conversation.
+    rendered = page.evaluate(
+        """() => Regatta.renderTrajectory({schema_version: "ATIF-v1.8", agent: {name: "a"}, steps: [
+             {step_id: 1, source: "user", message: "Write hello"},
+             {step_id: 2, source: "agent", message: "Writing it.", tool_calls: [
+               {tool_call_id: "c1", function_name: "bash", arguments: {cmd: "echo hi"}}],
+              observation: {results: [{source_call_id: "c1", content: "hi"}]}}]}).innerText"""
+    )
+    assert "Write hello" in rendered and "bash" in rendered and "← hi" in rendered
+
+    # Configuration: the resolved TOML with the locked version.
+    page.get_by_role("tab", name="Configuration").click()
+    expect(page.get_by_test_id("config-toml")).to_contain_text('resolved_version = "1.0"')
+    expect(page.get_by_test_id("config-toml")).to_contain_text('api_key_secret = "UI_TEST_KEY"')
+    shot(page, "run-configuration")
+
+    # Logs: newest page first; "Load older" follows the cursor.
+    page.get_by_role("tab", name="Logs").click()
+    logs = page.get_by_test_id("logs-table").locator("tbody tr")
+    expect(logs.first).to_be_visible()
+    older = page.get_by_role("button", name="Load older")
+    expect(older).to_be_visible()  # a 20-attempt run logs more than one page of 50
+    for _ in range(20):  # bounded: follow the cursor to the first page
+        if not older.is_visible():
+            break
+        before = logs.count()
+        older.click()
+        expect(logs).not_to_have_count(before)
+    expect(page.get_by_test_id("logs-table")).to_contain_text("Run finished")
+    expect(page.get_by_test_id("logs-table")).to_contain_text("submit")
+    shot(page, "run-logs")
+
+    # Downloads: the menu lists signed links; the metrics file downloads.
+    page.get_by_test_id("download-menu").click()
+    with page.expect_download(timeout=WAIT) as download:
+        page.get_by_role("menuitem", name=re.compile(r"Metrics \(summary\.csv\)")).click()
+    content = Path(download.value.path()).read_text()
+    assert "oracle" in content and "nop" in content
+    page.keyboard.press("Escape")
+
+    page.get_by_role("tab", name="Overview").click()
+    phone_shot(page, "run-overview")
+    assert httpx.get(f"{stack.url}/api/v1/runs/{run_id}", timeout=5).status_code == 401  # no cookie, no token

@@ -1,0 +1,107 @@
+"""Helpers of the web UI tests (test_web_ui_*.py): a real browser (Debian chromium + Playwright) against the
+running stack. Every wait is bounded. Screenshots of each main page, at 1280 px and at a phone's 390 × 844,
+land in test-artifacts/screenshots/ (gitignored) so a person can look at them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, expect
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "test-artifacts" / "screenshots"
+WAIT = 30_000  # ms, Playwright's default for every action and assertion in these tests
+LONG = 150_000  # ms, for waits on real work (a sync, a run)
+RUN = 240_000  # ms, for a 20-attempt run to finish on a loaded 2-core machine
+PHONE = {"width": 390, "height": 844}
+# An attempt that fails inside an executor is redelivered after the ack wait (30 s by default); a
+# short one keeps these tests quick when that happens. Live attempts heartbeat, so none is cut short.
+ACK_WAIT = {"REGATTA_JOB_ACK_WAIT": "6"}
+expect.set_options(timeout=WAIT)
+
+
+# --- helpers --------------------------------------------------------------------------------------------
+
+
+def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
+
+
+def phone_shot(page: Page, name: str) -> None:
+    """The same page at a phone's size; the page must not scroll sideways (only its tables may)."""
+    size = page.viewport_size
+    page.set_viewport_size(PHONE)
+    page.wait_for_timeout(300)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"{name}: the page is {width}px wide on a phone"
+    shot(page, f"{name}-phone")
+    if size:
+        page.set_viewport_size(size)
+
+
+def sign_in(page: Page, stack: Any) -> None:
+    page.set_default_timeout(WAIT)
+    page.goto(f"{stack.url}/benchmarks")
+    expect(page).to_have_url(re.compile(r"/signin\?next=%2Fbenchmarks$"))
+    page.get_by_label("API token").fill(stack.token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(f"{stack.url}/benchmarks")
+
+
+def mark_page(page: Page) -> None:
+    """A flag in the page's JS heap: still there later means the page was never reloaded."""
+    page.evaluate("window.__sameDocument = true")
+
+
+def assert_same_page(page: Page) -> None:
+    assert page.evaluate("window.__sameDocument === true"), "the page reloaded instead of updating in place"
+
+
+def write_tasks(root: Path, count: int, *, sleep: float = 0.0, prefix: str = "task") -> None:
+    """`count` tiny Harbor tasks whose reference solution passes (after `sleep` seconds)."""
+    for index in range(count):
+        task = root / f"{prefix}-{index:03d}"
+        for folder in ("tests", "solution", "environment"):
+            (task / folder).mkdir(parents=True)
+        (task / "task.toml").write_text(
+            f'[metadata]\ncategory = "{"odd" if index % 2 else "even"}"\n[agent]\ntimeout_sec = 60\n'
+            '[verifier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "no-network"\n'
+        )
+        (task / "instruction.md").write_text("Write done to /app/out.txt\n")
+        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (task / "solution" / "solve.sh").write_text(f"#!/bin/bash\nsleep {sleep}\necho done > /app/out.txt\n")
+        (task / "tests" / "test.sh").write_text(
+            "#!/bin/bash\nif grep -q done /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi"
+            " > /logs/verifier/reward.txt\n"
+        )
+
+
+ATIF_TRAJECTORY = """{"schema_version": "ATIF-v1.6", "session_id": "s1",
+ "agent": {"name": "oracle", "version": "1"},
+ "steps": [
+  {"step_id": 1, "source": "user", "message": "Write done to /app/out.txt"},
+  {"step_id": 2, "source": "agent", "model_name": "demo-model", "message": "I will write the file.",
+   "tool_calls": [{"tool_call_id": "c1", "function_name": "bash", "arguments": {"command": "echo done"}}],
+   "observation": {"results": [{"source_call_id": "c1", "content": "(no output)"}]}},
+  {"step_id": 3, "source": "agent", "message": "The file is written."}]}"""
+
+
+def write_talking_task(root: Path) -> None:
+    """One task whose reference solution also leaves a Harbor (ATIF) trajectory in /logs/agent."""
+    write_tasks(root, 1, prefix="talk")
+    solve = root / "talk-000" / "solution" / "solve.sh"
+    solve.write_text(
+        f"{solve.read_text()}cat > /logs/agent/trajectory.json <<'JSON'\n{ATIF_TRAJECTORY}\nJSON\n"
+    )
+
+
+def add_folder_benchmark(api: Any, path: Path, name: str) -> str:
+    response = api.http.post(
+        "/api/v1/benchmarks", json={"source_type": "folder", "path": str(path), "name": name}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
