@@ -11,6 +11,8 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
+from tests.support.tasks import write_task
+
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 WAIT = 30_000  # ms, Playwright's default for every action and assertion in these tests
@@ -64,20 +66,8 @@ def assert_same_page(page: Page) -> None:
 def write_tasks(root: Path, count: int, *, sleep: float = 0.0, prefix: str = "task") -> None:
     """`count` tiny Harbor tasks whose reference solution passes (after `sleep` seconds)."""
     for index in range(count):
-        task = root / f"{prefix}-{index:03d}"
-        for folder in ("tests", "solution", "environment"):
-            (task / folder).mkdir(parents=True)
-        (task / "task.toml").write_text(
-            f'[metadata]\ncategory = "{"odd" if index % 2 else "even"}"\n[agent]\ntimeout_sec = 60\n'
-            '[verifier]\ntimeout_sec = 60\n[environment]\nnetwork_mode = "no-network"\n'
-        )
-        (task / "instruction.md").write_text("Write done to /app/out.txt\n")
-        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-        (task / "solution" / "solve.sh").write_text(f"#!/bin/bash\nsleep {sleep}\necho done > /app/out.txt\n")
-        (task / "tests" / "test.sh").write_text(
-            "#!/bin/bash\nif grep -q done /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi"
-            " > /logs/verifier/reward.txt\n"
-        )
+        solve = f"sleep {sleep}\necho done > /app/out.txt"
+        write_task(root, f"{prefix}-{index:03d}", solve=solve, category="odd" if index % 2 else "even")
 
 
 ATIF_TRAJECTORY = """{"schema_version": "ATIF-v1.6", "session_id": "s1",

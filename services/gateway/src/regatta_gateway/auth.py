@@ -158,13 +158,3 @@ def member_list(store: EventStore, workspace_id: str) -> list[dict[str, str]]:
     )
     with store.read_engine.connect() as conn:
         return [dict(row) for row in conn.execute(query).mappings()]
-
-
-def workspace_members(store: EventStore, workspace_id: str) -> list[str]:
-    with store.read_engine.connect() as conn:
-        return [
-            r[0]
-            for r in conn.execute(
-                select(t.members.c.user_id).where(and_(t.members.c.workspace_id == workspace_id))
-            )
-        ]

@@ -18,7 +18,7 @@ from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
 
 from .. import queries
-from ..auth import Scope, user_workspaces
+from ..auth import Scope
 from ..errors import ApiError
 from . import views
 from .formatting import FILTERS
@@ -59,7 +59,7 @@ templates.env.globals["static"] = static_url
 
 
 def _base(request: Request, scope: Scope | None, nav: str) -> dict[str, Any]:
-    workspaces = user_workspaces(request.app.state.store, scope.principal.user_id) if scope else []
+    workspaces = getattr(request.state, "workspaces", []) if scope else []  # set by web_scope
     return {"request": request, "scope": scope, "nav": nav, "workspaces": workspaces}
 
 
@@ -134,8 +134,7 @@ def signout() -> RedirectResponse:
 def switch_workspace(request: Request, scope: ScopeDep, workspace: Annotated[str, Form()] = "") -> Response:
     """Pages and their API calls act in the chosen workspace from now on. Its benchmarks list is where
     to land: the page the user was on belongs to the workspace they left."""
-    mine = {w["id"] for w in user_workspaces(request.app.state.store, scope.principal.user_id)}
-    if workspace not in mine:
+    if workspace not in {w["id"] for w in request.state.workspaces}:
         error = ApiError(404, "Workspace not found or not accessible", field="workspace")
         return render(request, scope, "error.html", "benchmarks", 404, error=error)
     response = RedirectResponse("/benchmarks", status_code=303)

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..auth import Principal, authenticate, resolve_scope
+from ..auth import Principal, authenticate, user_workspaces
 from ..auth import Scope as ApiScope
 from ..errors import ApiError
 
@@ -52,25 +52,25 @@ def check_token(request: Request, token: str) -> Principal:
 
 
 def web_scope(request: Request) -> ApiScope:
-    """FastAPI dependency of every page: the signed-in user's chosen workspace, else their first."""
+    """FastAPI dependency of every page: the signed-in user's chosen workspace, else their first.
+
+    The user's workspaces are read once here and kept on `request.state.workspaces`: the top bar's
+    switcher lists them and the switch checks against them, so a page costs no second lookup."""
     token = request.cookies.get(COOKIE)
     if not token:
         raise NotSignedIn()
-    store = request.app.state.store
     try:
         principal = check_token(request, token)
     except ApiError:
         raise NotSignedIn() from None
+    mine = user_workspaces(request.app.state.store, principal.user_id)
+    if not mine:
+        raise NotSignedIn()
     chosen = request.cookies.get(WORKSPACE_COOKIE)
-    if chosen:
-        try:
-            return resolve_scope(store, principal, chosen)
-        except ApiError:
-            pass  # not a member of it (a stale or forged cookie): the default, not a lockout
-    try:
-        return resolve_scope(store, principal, None)
-    except ApiError:
-        raise NotSignedIn() from None
+    # A cookie naming a workspace the user is not in (stale or forged) means the default, not a lockout.
+    current = next((w for w in mine if w["id"] == chosen), mine[0])
+    request.state.workspaces = mine
+    return ApiScope(principal, current["id"], current["name"], current["role"])
 
 
 def _set_cookie(response: Response, request: Request, name: str, value: str) -> None:
