@@ -76,6 +76,15 @@ class ApiTokenRevoked(Event):
     token_id: str
 
 
+class PlatformAdminGranted(Event):
+    """A platform administrator: may issue tokens to any user and name any host path as a source.
+    Distinct from a workspace's admin role, which rules only that workspace."""
+
+    type_name = "PlatformAdminGranted"
+    category = "workspace"
+    user_id: str
+
+
 # --- benchmarks (stream benchmark-<id>) -----------------------------------------------------------
 
 
@@ -100,6 +109,9 @@ class BenchmarkSource(BaseModel):
     git_ref: str | None = None
     subdir: str | None = None
     metadata: dict[str, Any] | None = None
+    # Set by the gateway only: added by a platform administrator or the deployment (hosted), so its host
+    # paths are not limited to REGATTA_SOURCE_ROOTS (regatta_shared.source_policy).
+    trusted: bool = False
 
 
 class BenchmarkAdded(Event):

@@ -33,6 +33,12 @@ class Settings(BaseSettings):
     sync_page_size: int = Field(100, ge=1, le=10_000, alias="REGATTA_SYNC_PAGE_SIZE")
     # Largest request body the gateway accepts; larger ones get 413 before they are read.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, alias="REGATTA_MAX_BODY_BYTES")
+    # Host folders, local git repositories and file:// sources only under these roots (os.pathsep
+    # separated), except for platform administrators (regatta_shared.source_policy).
+    source_roots: str = Field("", alias="REGATTA_SOURCE_ROOTS")
+    # Internal addresses that outbound fetches may reach anyway: CIDRs, hosts, host:port, comma separated
+    # (regatta_shared.outbound).
+    outbound_allow: str = Field("", alias="REGATTA_OUTBOUND_ALLOW")
 
     @cached_property
     def resolved_database_url(self) -> str:

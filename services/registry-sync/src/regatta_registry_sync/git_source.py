@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,12 +18,22 @@ from harbor.tasks.client import TaskClient
 from harbor.utils.git import select_ls_remote_sha
 from pydantic import ValidationError
 from regatta_shared.events import BenchmarkSource
+from regatta_shared.git_values import (
+    GitValueInvalid,
+    check_commit,
+    check_ref,
+    check_repo_path,
+    git_environment,
+    is_commit_id,
+    url_kind,
+)
+from regatta_shared.outbound import OutboundRefused, reason_of, resolve, url_endpoint
+from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .manifest import MANIFEST_NAME, ManifestFile
 
 GIT_TIMEOUT_SEC = 600.0
-FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$|^[0-9a-fA-F]{64}$")
 
 
 def git_url_of(location: str) -> str:
@@ -32,8 +41,57 @@ def git_url_of(location: str) -> str:
     return f"file://{Path(location).resolve()}" if location.startswith("/") else location
 
 
-async def open_git(source: BenchmarkSource, workdir: Path) -> Dataset:
-    git_url = git_url_of(source.git_url or source.ref)
+def check_git_url(git_url: str, field: str, policy: SourcePolicy, *, trusted: bool) -> str:
+    """The URL git may be given: https/ssh to an allowed address, or a local repository the source
+    policy allows. Resolving here and git's own lookup are two lookups: the allow-list decides once more
+    for each process, but a name that changes its answer in between is out of our hands for git."""
+    try:
+        kind = url_kind(git_url, field)
+    except GitValueInvalid as error:
+        raise SourceInvalid(str(error)) from None
+    try:
+        if kind == "local":
+            policy.check_host_path(local_path_of(git_url) or "/", field, trusted=trusted)
+        elif kind == "https" or git_url.lower().startswith("ssh://"):
+            host, port = url_endpoint(git_url, field, ("https", "ssh"))
+            resolve(host, port, field, policy.outbound)
+        else:
+            host = git_url.split("@", 1)[1].split(":", 1)[0]
+            resolve(host, 22, field, policy.outbound)
+    except (SourceRefused, OutboundRefused) as error:
+        raise SourceInvalid(str(error)) from None
+    _pin_git_environment()
+    return git_url_of(git_url)
+
+
+def _pin_git_environment() -> None:
+    # Harbor's git clients spawn git with this process's environment: restrict its transports there.
+    os.environ.update(git_environment({}))
+
+
+def checked_task_id(
+    git_url: str, commit: object, path: object, where: str, policy: SourcePolicy, *, trusted: bool
+) -> GitTaskId:
+    """A registry task's git coordinates, each checked for its kind (they come from the registry's JSON)."""
+    try:
+        url = check_git_url(git_url, f"{where}.git_url", policy, trusted=trusted)
+        commit_id = check_commit(commit, f"{where}.git_commit_id")
+        repo_path = check_repo_path(path, f"{where}.path")
+        return GitTaskId(git_url=url, git_commit_id=commit_id, path=Path(repo_path))
+    except (GitValueInvalid, ValueError) as error:
+        raise SourceInvalid(str(error).splitlines()[0]) from None
+
+
+async def open_git(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
+    git_url = check_git_url(source.git_url or source.ref, "git_url", policy, trusted=source.trusted)
+    try:
+        if source.git_ref is not None:
+            check_ref(source.git_ref, "git_ref")
+        for field, value in (("subdir", source.subdir), ("registry_path", source.registry_path)):
+            if value is not None:
+                check_repo_path(value, field)
+    except GitValueInvalid as error:
+        raise SourceInvalid(str(error)) from None
     sha = await resolve_ref(git_url, source.git_ref)
     label = f"git repository {git_url} at {sha[:12]}"
     subdir = Path(source.subdir) if source.subdir else None
@@ -71,7 +129,7 @@ async def open_git(source: BenchmarkSource, workdir: Path) -> Dataset:
 
 async def resolve_ref(git_url: str, ref: str | None) -> str:
     wanted = ref or "HEAD"
-    if FULL_SHA.match(wanted):
+    if is_commit_id(wanted):
         return wanted.lower()
     local = git_url.startswith("file://")
     try:
@@ -85,11 +143,12 @@ async def resolve_ref(git_url: str, ref: str | None) -> str:
     except subprocess.CalledProcessError as error:
         if local and _is_repository(urlsplit(git_url).path):
             raise SourceInvalid(f"git repository {git_url}: ref {wanted!r} does not exist") from None
-        raise SourceInvalid(f"git repository {git_url} is unreachable ({_stderr(error)})") from None
+        if local:
+            raise SourceInvalid(f"git repository {git_url} is unreachable ({_stderr(error)})") from None
+        # git's own words would tell a closed port from an open one, and echo the remote's answer.
+        raise SourceInvalid(f"could not fetch git_url: {reason_of(OSError())}") from None
     except TimeoutError:
-        raise SourceInvalid(
-            f"git repository {git_url} did not answer within {GIT_TIMEOUT_SEC:.0f} s"
-        ) from None
+        raise SourceInvalid(f"could not fetch git_url: {reason_of(TimeoutError())}") from None
     if not output:
         raise SourceInvalid(f"git repository {git_url}: ref {wanted!r} does not exist")
     sha = select_ls_remote_sha(output, wanted)
@@ -110,8 +169,10 @@ async def fetch_git_tasks(task_ids: list[GitTaskId], workdir: Path) -> list[Path
     except subprocess.CalledProcessError as error:
         urls = sorted({t.git_url for t in task_ids})
         commits = sorted({t.git_commit_id or "HEAD" for t in task_ids})
+        # A remote's stderr is its own words (and tells open ports from closed): only local ones are shown.
+        why = _stderr(error) if all(u.startswith("file://") for u in urls) else reason_of(error)
         raise SourceInvalid(
-            f"git repository {', '.join(urls)}: cannot fetch commit {', '.join(commits)} ({_stderr(error)})"
+            f"git repository {', '.join(urls)}: cannot fetch commit {', '.join(commits)} ({why})"
         ) from None
     except TimeoutError:
         raise SourceInvalid(f"git fetch did not finish within {GIT_TIMEOUT_SEC:.0f} s") from None
@@ -162,7 +223,7 @@ async def _read_manifest(
 
 
 async def _git(*args: str) -> str:
-    env = {"GIT_SSH_COMMAND": "ssh -o BatchMode=yes", **os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    env = git_environment(dict(os.environ))
     process = await asyncio.create_subprocess_exec(
         *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
     )

@@ -11,12 +11,15 @@ import asyncio
 import hashlib
 from pathlib import Path
 
+import harbor.auth.client
 from harbor.db.client import RegistryDB
 from harbor.models.package.reference import PackageReference
 from harbor.models.task.id import PackageTaskId
 from harbor.registry.client.base import UnavailableDatasetTasksError
 from harbor.registry.client.package import PackageDatasetClient
 from regatta_shared.events import BenchmarkSource
+from regatta_shared.outbound import OutboundRefused, check_url
+from regatta_shared.source_policy import SourcePolicy
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .manifest import MANIFEST_NAME, ManifestFile
@@ -24,7 +27,12 @@ from .manifest import MANIFEST_NAME, ManifestFile
 HUB_TIMEOUT_SEC = 600.0
 
 
-async def open_hub(source: BenchmarkSource, workdir: Path) -> Dataset:
+async def open_hub(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
+    try:
+        # The hub is the deployment's choice, but an internal one must be named in the allow-list too.
+        await asyncio.to_thread(check_url, harbor.auth.client.SUPABASE_URL, "hub", policy.outbound)
+    except OutboundRefused as error:
+        raise SourceInvalid(str(error)) from None
     text = f"{source.dataset}@{source.version}" if source.dataset and source.version else source.ref
     try:
         ref = PackageReference.parse(text)

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+import httpx
 from harbor.models.registry import DatasetSpec
 from harbor.models.task.id import GitTaskId
 from harbor.registry.client.base import resolve_version
 from pydantic import ValidationError
 from regatta_shared.events import BenchmarkSource
+from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_client, reason_of
+from regatta_shared.source_policy import SourcePolicy, SourceRefused
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
-from .git_source import fetch_git_tasks, git_url_of
+from .git_source import checked_task_id, fetch_git_tasks
 from .manifest import MANIFEST_NAME, ManifestFile
 
 HTTP_TIMEOUT_SEC = 60.0
+MAX_REGISTRY_BYTES = 32 * 1024 * 1024
+MAX_REDIRECTS = 5
 
 
 def parse_dataset_ref(ref: str) -> tuple[str, str | None]:
@@ -31,17 +34,19 @@ def parse_dataset_ref(ref: str) -> tuple[str, str | None]:
     return name.strip(), (version.strip() or None)
 
 
-async def open_registry(source: BenchmarkSource, workdir: Path) -> Dataset:
+async def open_registry(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
     name = source.dataset or parse_dataset_ref(source.ref)[0]
     wanted = source.version or parse_dataset_ref(source.ref)[1]
     if source.registry_url:
         label = f"registry {source.registry_url}"
-        if not source.registry_url.startswith(("http://", "https://")):
-            raise SourceInvalid(f"{label}: only http(s) URLs are fetched")
-        text = await asyncio.to_thread(_fetch, source.registry_url, label, False)
+        text = await asyncio.to_thread(_fetch, source.registry_url, "registry_url", policy.outbound, False)
         base: Path | None = None
     else:
         path = Path(source.registry_path or "")
+        try:
+            policy.check_host_path(path, "registry_path", trusted=source.trusted)
+        except SourceRefused as error:
+            raise SourceInvalid(str(error)) from None
         registry_file = path / "registry.json" if path.is_dir() else path
         label = f"registry {registry_file}"
         text = await asyncio.to_thread(_read, registry_file, label)
@@ -52,12 +57,16 @@ async def open_registry(source: BenchmarkSource, workdir: Path) -> Dataset:
     git_tasks: list[tuple[int, str, GitTaskId]] = []
     for index, task in enumerate(spec.tasks):
         if task.git_url:
-            try:
-                task_id = GitTaskId(
-                    git_url=git_url_of(task.git_url), git_commit_id=task.git_commit_id, path=task.path
-                )
-            except ValueError as error:
-                raise SourceInvalid(f"{where}: task {task.name!r}: {_first_line(error)}") from None
+            # The registry's JSON is the registry author's: its git values are checked like a user's,
+            # and only a trusted local registry may point its tasks at local repositories.
+            task_id = checked_task_id(
+                task.git_url,
+                task.git_commit_id,
+                task.path.as_posix(),
+                f"{where}: task {task.name!r}",
+                policy,
+                trusted=source.trusted,
+            )
             git_tasks.append((index, task.name, task_id))
             locations.append(None)
         elif base is None:
@@ -65,12 +74,15 @@ async def open_registry(source: BenchmarkSource, workdir: Path) -> Dataset:
                 f"{where}: task {task.name!r} has no git_url (a registry URL needs git tasks)"
             )
         else:
+            task_path = (base / task.path).resolve()
+            if not task_path.is_relative_to(base):
+                raise SourceInvalid(f"{where}: task {task.name!r}: path leaves the registry's folder")
             locations.append(TaskLocation(name=task.name, path=base / task.path))
     if git_tasks:
         paths = await fetch_git_tasks([t for _, _, t in git_tasks], workdir)
         for (index, task_name, _), fetched in zip(git_tasks, paths, strict=True):
             locations[index] = TaskLocation(name=task_name, path=fetched)
-    manifest = await asyncio.to_thread(_manifest_beside, source, base, spec.name)
+    manifest = await asyncio.to_thread(_manifest_beside, source, base, spec.name, policy.outbound)
     return Dataset(
         name=spec.name,
         version=spec.version,
@@ -125,21 +137,34 @@ def _read(path: Path, label: str) -> str:
         raise SourceInvalid(f"{label}: cannot be read ({error})") from None
 
 
-def _fetch(url: str, label: str, missing_ok: bool) -> str | None:
+def _fetch(url: str, field: str, policy: OutboundPolicy, missing_ok: bool) -> str | None:
+    """GET `url` through the outbound guard: redirects followed, each hop checked; the error names the
+    field and a reason class, never what the remote answered."""
     try:
-        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_SEC) as response:
-            return response.read().decode()
-    except urllib.error.HTTPError as error:
-        if missing_ok and error.code == 404:
-            return None
-        raise SourceInvalid(f"{label}: HTTP {error.code} {error.reason}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as error:
-        raise SourceInvalid(f"{label}: unreachable ({getattr(error, 'reason', error)})") from None
+        with (
+            guarded_client(
+                policy, field, timeout=HTTP_TIMEOUT_SEC, follow_redirects=True, max_redirects=MAX_REDIRECTS
+            ) as client,
+            client.stream("GET", url) as response,
+        ):
+            if missing_ok and response.status_code == 404:
+                return None
+            response.raise_for_status()
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_REGISTRY_BYTES:
+                    raise SourceInvalid(f"could not fetch {field}: larger than {MAX_REGISTRY_BYTES} bytes")
+            return body.decode()
+    except (OutboundRefused, httpx.HTTPError, OSError) as error:
+        raise SourceInvalid(f"could not fetch {field}: {reason_of(error)}") from None
     except UnicodeDecodeError:
-        raise SourceInvalid(f"{label}: not UTF-8 text") from None
+        raise SourceInvalid(f"could not fetch {field}: not UTF-8 text") from None
 
 
-def _manifest_beside(source: BenchmarkSource, base: Path | None, dataset: str) -> ManifestFile | None:
+def _manifest_beside(
+    source: BenchmarkSource, base: Path | None, dataset: str, policy: OutboundPolicy
+) -> ManifestFile | None:
     names = [f"regatta.{dataset}.toml", MANIFEST_NAME]
     if base is not None:
         for name in names:
@@ -150,7 +175,7 @@ def _manifest_beside(source: BenchmarkSource, base: Path | None, dataset: str) -
     root = (source.registry_url or "").rsplit("/", 1)[0]
     for name in names:
         url = f"{root}/{name}"
-        text = _fetch(url, f"manifest {url}", True)
+        text = _fetch(url, "registry_url (its manifest)", policy, True)
         if text is not None:
             return ManifestFile(label=url, text=text)
     return None

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 from regatta_shared.events import BenchmarkSource
+from regatta_shared.source_policy import SourcePolicy, SourceRefused
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .git_source import open_git
@@ -19,18 +20,26 @@ TASK_MARKERS = ("task.toml", "instruction.md", "tests", "solution", "environment
 
 
 async def open_dataset(source: BenchmarkSource, workdir: Path) -> Dataset:
-    """Resolve the source to local task folders; git and hub content is fetched into `workdir`."""
+    """Resolve the source to local task folders; git and hub content is fetched into `workdir`.
+
+    The source policy is checked here again (the gateway did when it was added): settings may have
+    changed since, and a registry's JSON names paths and URLs of its own."""
+    policy = SourcePolicy.from_settings()
     if source.type == "registry":
-        return await open_registry(source, workdir)
+        return await open_registry(source, workdir, policy)
     if source.type == "folder":
+        try:
+            policy.check_host_path(source.ref, "path", trusted=source.trusted)
+        except SourceRefused as error:
+            raise SourceInvalid(str(error)) from None
         try:
             return await asyncio.to_thread(open_folder, Path(source.ref))
         except OSError as error:
             raise SourceInvalid(f"folder {source.ref}: cannot be read ({error.strerror or error})") from None
     if source.type == "git":
-        return await open_git(source, workdir)
+        return await open_git(source, workdir, policy)
     if source.type == "hub":
-        return await open_hub(source, workdir)
+        return await open_hub(source, workdir, policy)
     raise SourceInvalid(f"source type {source.type!r} is not supported")
 
 
