@@ -55,7 +55,9 @@ def workspace_add_member(
     name: Annotated[str, typer.Argument(help="workspace name or id")],
     email: str,
     role: Annotated[str, typer.Option(help="member or admin")] = "member",
-    issue_token: Annotated[bool, typer.Option(help="also issue the member an API token")] = False,
+    issue_token: Annotated[
+        bool, typer.Option(help="also issue the member an API token (platform administrators only)")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a user by email (created if new) to a workspace you administer."""
@@ -66,3 +68,13 @@ def workspace_add_member(
     console.print(f"{added['email']} is now {added['role']} of {name}.")
     if added.get("token"):
         console.print(f"Their API token (shown once): {added['token']}")
+
+
+@workspace.command("grant-platform-admin")
+def workspace_grant_platform_admin(email: str, as_json: JsonOpt = False) -> None:
+    """Make an existing user a platform administrator (you must be one): they may issue tokens to other
+    users and add host folders or local repositories outside REGATTA_SOURCE_ROOTS."""
+    granted = Client().post("/platform/admins", json={"email": email})
+    if as_json:
+        return print_json(granted)
+    console.print(f"{granted['email']} is now a platform administrator.")

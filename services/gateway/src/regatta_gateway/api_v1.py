@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from regatta_shared.harnesses import HARNESSES
+from regatta_shared.source_policy import SourcePolicy
 from starlette.concurrency import run_in_threadpool
 
 from . import commands, queries, run_queries
@@ -44,7 +45,8 @@ def list_benchmarks(request: Request, s: ScopeDep, limit: Limit = 50, offset: Of
 
 @router.post("/benchmarks", status_code=201)
 def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
-    benchmark_id = commands.add_benchmark(request.app.state.store, s, body)
+    policy = SourcePolicy.from_settings(request.app.state.settings)
+    benchmark_id = commands.add_benchmark(request.app.state.store, s, body, policy)
     settle(request)
     return {"id": benchmark_id, "sync_status": "pending"}
 

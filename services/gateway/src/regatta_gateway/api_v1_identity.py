@@ -46,6 +46,18 @@ def create_workspace(request: Request, s: ScopeDep, body: JsonBody) -> dict[str,
     return created
 
 
+@router.get("/platform/admins")
+def list_platform_admins(request: Request, s: ScopeDep) -> dict[str, Any]:
+    return {"admins": identity.list_platform_admins(request.app.state.store, s)}
+
+
+@router.post("/platform/admins", status_code=201)
+def grant_platform_admin(request: Request, s: ScopeDep, body: JsonBody) -> dict[str, Any]:
+    granted = identity.grant_platform_admin(request.app.state.store, s, body)
+    settle(request)
+    return granted
+
+
 @router.get("/workspaces/{key}/members")
 def list_members(
     request: Request, key: str, authorization: Annotated[str | None, Header()] = None

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from regatta_shared.outbound import OutboundPolicy
 
 from . import audit, queries, run_queries
 from .api_v1 import ScopeDep, settle
@@ -59,7 +60,9 @@ def list_webhooks(request: Request, s: ScopeDep) -> dict[str, Any]:
 def register_webhook(
     request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]
 ) -> dict[str, Any]:
-    created = registry.register_webhook(request.app.state.store, s, body, request.app.state.master_key)
+    state = request.app.state
+    outbound = OutboundPolicy.parse(state.settings.outbound_allow)
+    created = registry.register_webhook(state.store, s, body, state.master_key, outbound)
     settle(request)
     return created
 

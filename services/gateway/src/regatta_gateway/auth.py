@@ -26,6 +26,8 @@ class Principal:
     email: str
     token_id: str
     expires_at: str | None
+    # A platform administrator (not a workspace role): issues tokens to others, names any host path.
+    platform_admin: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ _PRINCIPAL_COLUMNS = (
     t.tokens.c.expires_at,
     t.users.c.name,
     t.users.c.email,
+    t.platform_admins.c.user_id.label("platform_admin"),
 )
 
 
@@ -63,7 +66,9 @@ def _principal(row: Any) -> Principal:
         raise ApiError(401, "Token revoked", code="TOKEN_REVOKED")
     if row["expires_at"] and datetime.fromisoformat(row["expires_at"]) <= utcnow():
         raise ApiError(401, "Token expired", code="TOKEN_EXPIRED")
-    return Principal(row["user_id"], row["name"], row["email"], row["id"], row["expires_at"])
+    return Principal(
+        row["user_id"], row["name"], row["email"], row["id"], row["expires_at"], bool(row["platform_admin"])
+    )
 
 
 def _no_workspace() -> ApiError:
@@ -85,6 +90,7 @@ def authenticate(store: EventStore, authorization: str | None) -> Principal:
             conn.execute(
                 select(*_PRINCIPAL_COLUMNS)
                 .join(t.users, t.users.c.id == t.tokens.c.user_id)
+                .outerjoin(t.platform_admins, t.platform_admins.c.user_id == t.tokens.c.user_id)
                 .where(t.tokens.c.token_hash == token_hash)
             )
             .mappings()
@@ -123,6 +129,7 @@ def authorize(store: EventStore, authorization: str | None, workspace: str | Non
             t.members.c.role,
         )
         .join(t.users, t.users.c.id == t.tokens.c.user_id)
+        .outerjoin(t.platform_admins, t.platform_admins.c.user_id == t.tokens.c.user_id)
         .outerjoin(membership, t.members.c.user_id == t.tokens.c.user_id)
         .where(t.tokens.c.token_hash == token_hash)
         .order_by(t.workspaces.c.name)

@@ -1,7 +1,7 @@
 """The source of a benchmark to add, read from the request body and checked field by field.
 
 Git URLs, refs and paths end up as git command arguments in registry-sync, so their shapes are
-restricted here (no leading '-', no '..', known transports only): bad input changes nothing. Paths on
+restricted here (no leading '-', no '..', https/ssh or a local path only): bad input changes nothing. Paths on
 the registry-sync host (a folder, a registry.json, a local git repository) must be absolute and name
 exactly what they say: no '.'/'..' segments, no percent-encoded characters, no NUL or control characters.
 """
@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from regatta_shared.events import BenchmarkMetadata, BenchmarkSource
+from regatta_shared.git_values import GitValueInvalid, check_ref, url_kind
 from regatta_shared.harnesses import HARNESSES
 
 from .errors import ApiError
 
 KINDS = ("registry", "folder", "git", "hub")
-GIT_URL = re.compile(r"^(https?|ssh|git|file)://[^\s]+$|^git@[A-Za-z0-9.-]+:[^\s]+$|^/[^\s]*$")
 GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
 HUB_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 HUB_REF = re.compile(r"^[a-z0-9][a-z0-9.-]*$|^sha256:[0-9a-f]{64}$")
@@ -94,11 +94,13 @@ def _git(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSour
         raise ApiError(400, "repo (a git URL or an absolute local path) is required", field="repo")
     url, ref = _split_ref(location)
     ref = _text(body, "ref") or _text(body, "git_ref") or ref
-    if not GIT_URL.match(url):
-        raise ApiError(400, "repo must be a http(s)/ssh/git/file URL or an absolute path", field="repo")
+    try:
+        url_kind(url, "repo")
+    except GitValueInvalid as error:
+        raise ApiError(400, f"{error} or an absolute path", field="repo") from None
     if url.startswith("/"):
         host_path(url, "repo")
-    if ref is not None and (not GIT_REF.match(ref) or ".." in ref):
+    if ref is not None and (not GIT_REF.match(ref) or ".." in ref or not _git_ref(ref)):
         raise ApiError(400, "ref must be a branch, tag or commit SHA", field="ref")
     subdir = _text(body, "path") or _text(body, "subdir")
     registry_path = _text(body, "registry_path")
@@ -120,6 +122,14 @@ def _git(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSour
         version=version.strip() or None,
         metadata=metadata,
     )
+
+
+def _git_ref(ref: str) -> bool:
+    try:
+        check_ref(ref, "ref")
+    except GitValueInvalid:
+        return False
+    return True
 
 
 def _hub(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:

@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 import logging
 
-from regatta_shared.events import ApiTokenCreated, MemberAdded, UserRegistered, WorkspaceCreated
+from regatta_shared.events import (
+    ApiTokenCreated,
+    MemberAdded,
+    PlatformAdminGranted,
+    UserRegistered,
+    WorkspaceCreated,
+)
 from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.ids import workspace_stream
 from regatta_shared.settings import Settings
+from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 
 from .auth import Principal, Scope, hash_token
@@ -50,9 +57,15 @@ def bootstrap(store: EventStore, settings: Settings) -> Scope | None:
             event_id=deterministic_id(seed, "token"),
             actor="system",
         ),
+        # The bootstrap admin is the first platform administrator (it grants others: identity.py).
+        new_event(
+            PlatformAdminGranted(user_id=user_id),
+            event_id=deterministic_id(seed, "platform-admin"),
+            actor="system",
+        ),
     ]
     store.append(workspace_stream(workspace_id), events)
-    principal = Principal(user_id, "admin", "admin@localhost", token_id, None)
+    principal = Principal(user_id, "admin", "admin@localhost", token_id, None, platform_admin=True)
     return Scope(principal, workspace_id, settings.bootstrap_workspace, "admin")
 
 
@@ -74,5 +87,5 @@ def add_hosted_benchmarks(store: EventStore, settings: Settings, scope: Scope) -
         source = parse_source(body)
         if (source.type, source.ref) in existing:
             continue
-        add_benchmark(store, scope, body, hosted=True)
+        add_benchmark(store, scope, body, SourcePolicy.from_settings(settings), hosted=True)
         log.info("hosted benchmark %s added", source.ref)

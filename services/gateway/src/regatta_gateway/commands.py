@@ -26,9 +26,11 @@ from regatta_shared.harnesses import HARNESSES
 from regatta_shared.ids import benchmark_stream, new_id, run_stream
 from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
 from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
+from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from .admission.sources import admit_source
 from .auth import Scope
 from .benchmark_sources import parse_source
 from .cached_reads import LRU
@@ -40,8 +42,10 @@ from .runtoml import resolved_toml
 from .secret_store import SecretVault, resolve_secrets
 
 
-def add_benchmark(store: EventStore, scope: Scope, body: dict[str, Any], *, hosted: bool = False) -> str:
-    source = _source(body)
+def add_benchmark(
+    store: EventStore, scope: Scope, body: dict[str, Any], policy: SourcePolicy, *, hosted: bool = False
+) -> str:
+    source = admit_source(_source(body), scope, policy, hosted=hosted)
     name = str(body.get("name") or source.dataset or source.ref).strip()
     if not name:
         raise ApiError(400, "name is required", field="name")

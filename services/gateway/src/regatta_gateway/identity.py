@@ -17,6 +17,7 @@ from regatta_shared.events import (
     ApiTokenCreated,
     ApiTokenRevoked,
     MemberAdded,
+    PlatformAdminGranted,
     UserRegistered,
     WorkspaceCreated,
 )
@@ -187,9 +188,19 @@ def _user_by_email(store: EventStore, email: str) -> dict[str, Any] | None:
 
 
 def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
-    """Add a user (created if the email is new) to the scope's workspace; optionally issue them a token."""
+    """Add a user (created if the email is new) to the scope's workspace; a platform administrator may
+    also issue them a token. A workspace admin may not: a token for someone else acts as them in every
+    workspace they belong to, so minting one is a platform administrator's act (and an existing user's
+    own `POST /tokens` otherwise)."""
     if not scope.is_admin:
         raise ApiError(403, "Only workspace admins can add members", code="FORBIDDEN")
+    if body.get("issue_token") and not scope.principal.platform_admin:
+        raise ApiError(
+            403,
+            "issue_token: only platform administrators issue tokens to other users",
+            code="FORBIDDEN",
+            field="issue_token",
+        )
     email = _text(body, "email", limit=300)
     assert email is not None
     if "@" not in email:
@@ -237,3 +248,38 @@ def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
         )
         result.update(token=issued["token"], token_id=issued["id"])
     return result
+
+
+def grant_platform_admin(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    """A platform administrator makes an existing user (by email) one too; idempotent."""
+    if not scope.principal.platform_admin:
+        raise ApiError(403, "Only platform administrators can grant this", code="FORBIDDEN")
+    email = _text(body, "email", limit=300)
+    assert email is not None
+    user = _user_by_email(store, email)
+    if user is None:
+        raise ApiError(404, f"No user with email {email!r}", code="NOT_FOUND", field="email")
+    store.append(
+        workspace_stream(scope.workspace_id),
+        [
+            new_event(
+                PlatformAdminGranted(user_id=user["id"]),
+                event_id=deterministic_id(user["id"], "platform-admin"),
+                actor=scope.principal.user_id,
+                workspace_id=scope.workspace_id,
+            )
+        ],
+    )
+    return {"user_id": user["id"], "email": user["email"], "platform_admin": True}
+
+
+def list_platform_admins(store: EventStore, scope: Scope) -> list[dict[str, str]]:
+    if not scope.principal.platform_admin:
+        raise ApiError(403, "Only platform administrators can list them", code="FORBIDDEN")
+    query = (
+        select(t.users.c.id.label("user_id"), t.users.c.email, t.users.c.name)
+        .join(t.platform_admins, t.platform_admins.c.user_id == t.users.c.id)
+        .order_by(t.users.c.email)
+    )
+    with store.read_engine.connect() as conn:
+        return [dict(row) for row in conn.execute(query).mappings()]

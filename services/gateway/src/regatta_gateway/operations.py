@@ -10,6 +10,7 @@ import nats
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
 from regatta_shared.nudge import wake_on_commit
+from regatta_shared.outbound import OutboundPolicy
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.sealing import master_key
 from regatta_shared.settings import Settings
@@ -35,6 +36,7 @@ async def open_operations(
         store,
         nc.jetstream(),
         app.state.master_key,
+        OutboundPolicy.parse(settings.outbound_allow),
         base_delay=float(os.environ.get("REGATTA_WEBHOOK_BASE_DELAY", "1.0")),
     )
     await delivery.start()

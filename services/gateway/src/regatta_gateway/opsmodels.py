@@ -172,7 +172,8 @@ def _delivery(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
             attempt=d["attempt"],
             delivered=d["delivered"],
             status_code=d.get("status_code"),
-            error=d.get("error"),
+            # Older deliveries recorded the receiver's answer; the log shows only its status class.
+            error=f"HTTP {d['status_code']}" if d.get("status_code") and d.get("error") else d.get("error"),
             retry_in_seconds=d.get("retry_in_seconds"),
             at=isoformat(e.recorded_at),
         )

@@ -19,6 +19,7 @@ from regatta_shared.codec import decode_stored
 from regatta_shared.events import WebhookDeliveryRecorded
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.eventstore.records import deterministic_id, new_event
+from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_async_client, reason_of
 from sqlalchemy import select
 
 from ..opsmodels import webhooks
@@ -38,13 +39,20 @@ MAX_ATTEMPTS = 6
 
 class WebhookDelivery:
     def __init__(
-        self, store: EventStore, js: JetStreamContext, master: bytes, base_delay: float = 1.0
+        self,
+        store: EventStore,
+        js: JetStreamContext,
+        master: bytes,
+        outbound: OutboundPolicy,
+        base_delay: float = 1.0,
     ) -> None:
         self.store = store
         self.js = js
         self.master = master
         self.base_delay = base_delay
-        self.http = httpx.AsyncClient(timeout=10.0)
+        # Checked again at every delivery (the target's DNS may now answer an internal address) and
+        # connected to the checked address; redirects are not followed.
+        self.http = guarded_async_client(outbound, "url", timeout=10.0)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.Task[None] | None = None
 
@@ -165,9 +173,10 @@ class WebhookDelivery:
         }
         try:
             response = await self.http.post(url, content=body, headers=headers)
-        except httpx.HTTPError as error:
-            return None, f"{type(error).__name__}: {error}"[:300]
-        return response.status_code, None if response.is_success else response.text[:300]
+        except (httpx.HTTPError, OutboundRefused, OSError) as error:
+            return None, f"could not fetch url: {reason_of(error)}"
+        # Only the status: the receiver's body is its own content, and the log is readable by members.
+        return response.status_code, None if response.is_success else f"HTTP {response.status_code}"
 
     def _record(
         self,

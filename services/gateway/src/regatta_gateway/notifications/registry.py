@@ -9,6 +9,7 @@ from regatta_shared.events import WebhookRegistered, WebhookRemoved, WorkspaceBu
 from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.records import new_event
 from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_url
 from regatta_shared.sealing import derive_key
 from sqlalchemy import func, select
 
@@ -29,12 +30,18 @@ def signing_key(master: bytes, webhook_id: str) -> bytes:
     return derive_key(master, f"regatta/webhooks/v1/{webhook_id}")
 
 
-def register_webhook(store: EventStore, scope: Scope, body: dict[str, Any], master: bytes) -> dict[str, Any]:
+def register_webhook(
+    store: EventStore, scope: Scope, body: dict[str, Any], master: bytes, outbound: OutboundPolicy
+) -> dict[str, Any]:
     _admin(scope)
     url = body.get("url")
     parsed = urlparse(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc or len(url) > 2000:
         raise ApiError(400, "url must be an absolute http(s) URL", field="url", code="VALIDATION")
+    try:
+        check_url(url, "url", outbound)
+    except OutboundRefused as error:
+        raise ApiError(400, str(error), field="url", code="VALIDATION") from None
     kinds = body.get("kinds") or list(KINDS)
     if not isinstance(kinds, list) or any(k not in KINDS for k in kinds):
         raise ApiError(400, f"kinds must be a list of {', '.join(KINDS)}", field="kinds", code="VALIDATION")

@@ -85,6 +85,12 @@ def _member(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     )
 
 
+@handles("PlatformAdminGranted")
+def _platform_admin(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(delete(t.platform_admins).where(t.platform_admins.c.user_id == d["user_id"]))
+    conn.execute(insert(t.platform_admins).values(user_id=d["user_id"]))
+
+
 @handles("ApiTokenCreated")
 def _token(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(

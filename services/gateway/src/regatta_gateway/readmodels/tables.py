@@ -28,6 +28,11 @@ members = Table(
     Column("user_id", String(64), primary_key=True),
     Column("role", String(20)),
 )
+platform_admins = Table(
+    "rm_platform_admins",
+    metadata,
+    Column("user_id", String(64), primary_key=True),
+)
 tokens = Table(
     "rm_tokens",
     metadata,

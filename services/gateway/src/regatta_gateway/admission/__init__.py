@@ -1,0 +1,2 @@
+"""What the gateway admits from a request before recording it: benchmark sources and webhook targets
+pass the shared source policy and outbound guard (regatta_shared.source_policy, regatta_shared.outbound)."""
