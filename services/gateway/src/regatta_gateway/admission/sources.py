@@ -63,4 +63,3 @@ def _check_remote(git_url: str, policy: SourcePolicy) -> None:
         return
     host, port = url_endpoint(git_url, "repo", ("https", "ssh"))
     resolve(host, port, "repo", policy.outbound)
-
