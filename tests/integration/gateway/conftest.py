@@ -291,6 +291,8 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path) -> Settings:
         REGATTA_BOOTSTRAP_TOKEN=ADMIN_TOKEN,
         REGATTA_HOSTED_BENCHMARKS=None,
         REGATTA_MASTER_KEY=None,
+        # The seeded folder benchmarks live here (nothing is read from them: no registry-sync runs).
+        REGATTA_SOURCE_ROOTS="/srv/benchmarks",
     )
 
 
