@@ -4,18 +4,26 @@ real NATS object store, the gateway's real projection to read what users see, an
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
+import os
 import shutil
-import socket
+import ssl
 import subprocess
 import tarfile
-import time
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import nats
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from regatta_gateway.queries import benchmark_summary
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.projection import ReadModels
@@ -43,7 +51,10 @@ class SyncHarness:
         self.projection = ProjectionRunner(store, ReadModels())
         self.projection.create_tables()
 
-    def add(self, source: BenchmarkSource, name: str = "bench") -> str:
+    def add(self, source: BenchmarkSource, name: str = "bench", *, trusted: bool = True) -> str:
+        """As the gateway records it; `trusted` as for a platform administrator, whose host paths are
+        not limited to REGATTA_SOURCE_ROOTS (these tests read tmp folders)."""
+        source = source.model_copy(update={"trusted": trusted})
         benchmark_id = new_id("bm")
         added = BenchmarkAdded(benchmark_id=benchmark_id, workspace_id="ws", name=name, source=source)
         self.store.append(benchmark_stream(benchmark_id), [new_event(added, actor="tester")], 0)
@@ -182,21 +193,100 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and its key), trusted by git through GIT_SSL_CAINFO."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    cert, key_file = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert, key_file
+
+
+class _GitHttpBackend(BaseHTTPRequestHandler):
+    """git's smart HTTP protocol: each request handed to `git http-backend` as a CGI script."""
+
+    base: Path
+
+    def do_GET(self) -> None:
+        self._cgi(b"")
+
+    def do_POST(self) -> None:
+        self._cgi(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+    def _cgi(self, body: bytes) -> None:
+        path, _, query = self.path.partition("?")
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "GIT_PROJECT_ROOT": str(self.base),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        result = subprocess.run(
+            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+        )
+        head, _, payload = result.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode(errors="replace").split("\r\n"):
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.split()[0])
+            elif key:
+                headers.append((key, value.strip()))
+        self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @contextmanager
-def git_daemon(base: Path, port: int) -> Iterator[str]:
-    """A git:// server on 127.0.0.1 for the repositories under `base`: a remote reached with ls-remote."""
+def git_https_server(base: Path, port: int, certs: Path) -> Iterator[str]:
+    """An https git server on 127.0.0.1 for the repositories under `base` (git http-backend); git trusts
+    its certificate through GIT_SSL_CAINFO, which the caller sets."""
     base.mkdir(parents=True, exist_ok=True)
-    command = ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={base}", "--listen=127.0.0.1"]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    process = subprocess.Popen([*command, f"--port={port}"], **quiet)
+    cert, key = self_signed_certificate(certs)
+    handler = type("Handler", (_GitHttpBackend,), {"base": base})
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
-        yield f"git://127.0.0.1:{port}"
+        yield f"https://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

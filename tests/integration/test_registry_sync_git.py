@@ -1,5 +1,6 @@
-"""Git sources: a repository pinned to a commit (local path, and a git:// remote served by `git daemon` from a
-tmp dir), registry.json inside a repository, and registry tasks with git_url + git_commit_id."""
+"""Git sources: a repository pinned to a commit (local path, and an https remote served by
+`git http-backend` from a tmp dir), registry.json inside a repository, and registry tasks with git_url +
+git_commit_id."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .registry_sync_support import (
     SyncHarness,
     commit_all,
     git,
-    git_daemon,
+    git_https_server,
     init_repo,
     registry_source,
     sync_harness,
@@ -49,8 +50,11 @@ def repo(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[str]:
-    with git_daemon(tmp_path / "served", nats_server.free_port()) as url:
+def daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The repositories under tmp/served over https on 127.0.0.1, allow-listed for the outbound guard."""
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tmp_path / "certs" / "cert.pem"))
+    monkeypatch.setenv("REGATTA_OUTBOUND_ALLOW", "127.0.0.1")
+    with git_https_server(tmp_path / "served", nats_server.free_port(), tmp_path / "certs") as url:
         yield url
 
 
