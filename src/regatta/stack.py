@@ -88,6 +88,9 @@ class Stack:
                     }
                 ]
             )
+        if "REGATTA_SOURCE_ROOTS" not in os.environ:
+            # The embedded stack's members may add the repository's examples as folders.
+            env["REGATTA_SOURCE_ROOTS"] = str(EXAMPLES)
         env.update(self.extra_env)
         return env
 

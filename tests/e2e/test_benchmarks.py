@@ -200,6 +200,7 @@ def test_sources_failures_retry_and_removal_through_rest(make_stack, api_for, tm
             HARBOR_SUPABASE_URL=hub.url,
             HARBOR_SUPABASE_PUBLISHABLE_KEY="sb_publishable_standin",
             REGATTA_HOSTED_BENCHMARKS=json.dumps(declared),
+            REGATTA_OUTBOUND_ALLOW="127.0.0.1",  # the stand-in hub
         )
         api = api_for(stack)
         hub_id = _add(api, {"source_type": "hub", "dataset": "acme/mini@v1"})

@@ -24,8 +24,11 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 received.append((dict(self.headers), body, time.monotonic()))
+                reply = b"receiver-internal-detail"  # never copied into the delivery log
                 self.send_response(answer)
+                self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
+                self.wfile.write(reply)
 
             def log_message(self, *_: object) -> None:
                 pass
@@ -39,7 +42,8 @@ class Receiver:
 
 
 def test_webhooks_are_signed_retried_and_never_block_runs(make_stack, api_for) -> None:
-    stack = make_stack(executors=1, REGATTA_WEBHOOK_BASE_DELAY="0.3")
+    # The receivers are on 127.0.0.1: named in the outbound allow-list, as a deployment would.
+    stack = make_stack(executors=1, REGATTA_WEBHOOK_BASE_DELAY="0.3", REGATTA_OUTBOUND_ALLOW="127.0.0.1")
     api = api_for(stack)
     good, bad = Receiver(200), Receiver(500)
     try:
@@ -78,6 +82,7 @@ def test_webhooks_are_signed_retried_and_never_block_runs(make_stack, api_for) -
         attempts = sorted(d["attempt"] for d in log)
         assert attempts[:3] == [1, 2, 3] and not any(d["delivered"] for d in log)
         assert all(d["status_code"] == 500 for d in log)
+        assert all(d.get("error") in (None, "HTTP 500") for d in log), "the receiver's body is not logged"
         times = [t for _, _, t in bad.received]
         assert times[2] - times[1] > times[1] - times[0] > 0.2, "retries back off"
         assert bad.received[0][2] - started <= finished_after + 5, "the failing receiver did not hold the run"

@@ -20,7 +20,7 @@ from .registry_sync_support import (
     copy_examples,
     folder_source,
     git,
-    git_daemon,
+    git_https_server,
     init_repo,
     registry_source,
     sync_harness,
@@ -241,20 +241,21 @@ async def test_bad_input_fails_with_a_precise_reason_and_retry_after_the_fix_is_
 
 
 async def test_unreachable_remote_git_url_fails_and_retry_reaches_it_once_it_answers(
-    harness: SyncHarness, tmp_path: Path
+    harness: SyncHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     port = nats_server.free_port()
-    url = f"git://127.0.0.1:{port}/repo"
+    monkeypatch.setenv("REGATTA_OUTBOUND_ALLOW", f"127.0.0.1:{port}")
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tmp_path / "certs" / "cert.pem"))
+    url = f"https://127.0.0.1:{port}/repo"
     benchmark_id = harness.add(_git_source(url, "main"))
 
     failed = await harness.first_sync(benchmark_id)
 
     assert failed["sync_status"] == "failed"
-    assert failed["sync_error"].startswith(
-        f"git repository {url} is unreachable (fatal: unable to connect to 127.0.0.1"
-    )
+    # git's own words are not shown: they would tell a closed port from an open one.
+    assert failed["sync_error"] == "could not fetch git_url: unreachable"
     _repo(tmp_path)
-    with git_daemon(tmp_path / "served", port):
+    with git_https_server(tmp_path / "served", port, tmp_path / "certs"):
         ready = await harness.retry(benchmark_id)
     assert ready["sync_status"] == "ready", ready.get("sync_error")
     assert [t["name"] for t in ready["tasks"]] == ["alpha"]

@@ -23,6 +23,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HarborHub]:
     """acme/mini: revision 1 (tag v1) with three example tasks; revision 2 (tags v2, latest) changes rot13."""
     hub = HarborHub().start()
     monkeypatch.delenv("HARBOR_API_KEY", raising=False)
+    monkeypatch.setenv("REGATTA_OUTBOUND_ALLOW", "127.0.0.1")  # the stand-in hub is local
     # Harbor reads HARBOR_SUPABASE_URL at import; the running service gets it from its environment (e2e).
     monkeypatch.setattr(harbor.auth.client, "SUPABASE_URL", hub.url)
     monkeypatch.setattr(harbor.auth.client, "SUPABASE_PUBLISHABLE_KEY", "sb_publishable_standin")

@@ -4,12 +4,18 @@ as sources, webhooks aimed at internal addresses. Each is refused naming the fie
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from regatta_gateway.notifications.delivery import MAX_ATTEMPTS, WebhookDelivery
+from regatta_gateway.notifications.notices import Notice
 from regatta_gateway.readmodels import tables as t
+from regatta_shared.outbound import OutboundPolicy
 from sqlalchemy import select
 
 from .conftest import ADMIN_TOKEN, Gateway
@@ -197,3 +203,59 @@ def test_webhooks_to_internal_addresses_are_refused(pg_gateway: Gateway, listeni
             body = refused(gw.v1("POST", "/webhooks", json={"url": url}), 400, "url")
             assert body["message"] == "could not fetch url: address not allowed"
     assert gw.ok(gw.v1("GET", "/webhooks"))["webhooks"] == []
+
+
+class Receiver:
+    """A webhook target on 127.0.0.1 answering 500 with a body that must never reach the delivery log."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receiver.hits += 1
+                self.rfile.read(int(self.headers["Content-Length"]))
+                reply = b"internal-service-secret-7f3a"
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_webhook_delivery_checks_the_target_again_and_logs_status_codes_only(pg_gateway: Gateway) -> None:
+    """At delivery the target is checked again (its name may now answer an internal address): not
+    allow-listed, it is never contacted; allow-listed, its answer's body stays out of the log."""
+    gw = pg_gateway
+    receiver = Receiver()
+    notice = Notice("ntf_1", "run.finished", "ws_x", {"id": "ntf_1", "kind": "run.finished"})
+    try:
+        for hook_id, allow in (("wh_blocked", ""), ("wh_allowed", "127.0.0.1")):
+            delivery = WebhookDelivery(
+                gw.store, None, b"k" * 32, OutboundPolicy.parse(allow), base_delay=0.001
+            )  # type: ignore[arg-type]
+            hook = {"id": hook_id, "workspace_id": "ws_x", "url": receiver.url}
+            asyncio.run(delivery.deliver(hook, notice))
+            asyncio.run(delivery.http.aclose())
+            if hook_id == "wh_blocked":
+                assert receiver.hits == 0, "a target that is not allowed was contacted"
+        logged = {
+            hook: [(e.data["status_code"], e.data["error"]) for e in gw.store.read_stream(f"webhook-{hook}")]
+            for hook in ("wh_blocked", "wh_allowed")
+        }
+    finally:
+        receiver.close()
+    assert logged["wh_blocked"] == [(None, "could not fetch url: address not allowed")] * MAX_ATTEMPTS
+    assert logged["wh_allowed"] == [(500, "HTTP 500")] * MAX_ATTEMPTS and receiver.hits == MAX_ATTEMPTS
+    assert "internal-service-secret" not in gw.all_event_json()
