@@ -116,8 +116,8 @@ CASES: dict[str, Case] = {
     "git task path leaving its repository": Case(
         build=lambda tmp: registry_source(_registry(tmp, [_git_dataset(_repo(tmp), "../alpha")]), "gx"),
         reason=lambda tmp: (
-            f"registry {tmp}/registry.json: dataset gx@1.0: task 'alpha': "
-            "Value error, Git task paths must stay within the repository"
+            f"registry {tmp}/registry.json: dataset gx@1.0: task 'alpha'.path "
+            "must be a relative path inside the repository"
         ),
         fix=lambda tmp: _registry(tmp, [_git_dataset(tmp / "served" / "repo", "tasks/alpha")]),
     ),
