@@ -98,4 +98,8 @@ def git_environment(base: dict[str, str]) -> dict[str, str]:
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS,
         "GIT_PROTOCOL_FROM_USER": "0",
+        # The remote's host was checked by the outbound guard; a redirect would lead git elsewhere.
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.followRedirects",
+        "GIT_CONFIG_VALUE_0": "false",
     }
