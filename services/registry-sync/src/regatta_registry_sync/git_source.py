@@ -27,7 +27,7 @@ from regatta_shared.git_values import (
     is_commit_id,
     url_kind,
 )
-from regatta_shared.outbound import OutboundRefused, reason_of, resolve, url_endpoint
+from regatta_shared.outbound import TIMED_OUT, UNREACHABLE, OutboundRefused, resolve, url_endpoint
 from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
@@ -102,7 +102,7 @@ async def open_git(source: BenchmarkSource, workdir: Path, policy: SourcePolicy)
         async with asyncio.timeout(GIT_TIMEOUT_SEC):
             metadata = await client.get_dataset_metadata(wanted or "")
     except subprocess.CalledProcessError as error:
-        raise SourceInvalid(f"{label}: git failed ({_stderr(error)})") from None
+        raise SourceInvalid(f"{label}: git failed ({_why(error, git_url)})") from None
     except ValidationError as error:
         raise SourceInvalid(f"{label}: registry.json is malformed ({_first(error)})") from None
     except ValueError as error:
@@ -122,7 +122,7 @@ async def open_git(source: BenchmarkSource, workdir: Path, policy: SourcePolicy)
         version=metadata.version if wanted else sha[:12],
         tasks=[TaskLocation(name=t.path.name, path=p) for t, p in zip(task_ids, paths, strict=True)],
         description=metadata.description or None,
-        manifest=await _read_manifest(client, sha, candidates, label),
+        manifest=await _read_manifest(client, sha, candidates, label, git_url),
         commit=sha,
     )
 
@@ -146,9 +146,9 @@ async def resolve_ref(git_url: str, ref: str | None) -> str:
         if local:
             raise SourceInvalid(f"git repository {git_url} is unreachable ({_stderr(error)})") from None
         # git's own words would tell a closed port from an open one, and echo the remote's answer.
-        raise SourceInvalid(f"could not fetch git_url: {reason_of(OSError())}") from None
+        raise SourceInvalid(f"could not fetch git_url: {UNREACHABLE}") from None
     except TimeoutError:
-        raise SourceInvalid(f"could not fetch git_url: {reason_of(TimeoutError())}") from None
+        raise SourceInvalid(f"could not fetch git_url: {TIMED_OUT}") from None
     if not output:
         raise SourceInvalid(f"git repository {git_url}: ref {wanted!r} does not exist")
     sha = select_ls_remote_sha(output, wanted)
@@ -169,8 +169,7 @@ async def fetch_git_tasks(task_ids: list[GitTaskId], workdir: Path) -> list[Path
     except subprocess.CalledProcessError as error:
         urls = sorted({t.git_url for t in task_ids})
         commits = sorted({t.git_commit_id or "HEAD" for t in task_ids})
-        # A remote's stderr is its own words (and tells open ports from closed): only local ones are shown.
-        why = _stderr(error) if all(u.startswith("file://") for u in urls) else reason_of(error)
+        why = _why(error, *urls)
         raise SourceInvalid(
             f"git repository {', '.join(urls)}: cannot fetch commit {', '.join(commits)} ({why})"
         ) from None
@@ -206,7 +205,7 @@ def _manifest_candidates(registry_dir: Path | None, subdir: Path, dataset: str |
 
 
 async def _read_manifest(
-    client: GitRepoRegistryClient, sha: str, candidates: list[str], label: str
+    client: GitRepoRegistryClient, sha: str, candidates: list[str], label: str, git_url: str
 ) -> ManifestFile | None:
     try:
         async with asyncio.timeout(GIT_TIMEOUT_SEC), client._sparse_checkout(candidates, sha) as repo_dir:
@@ -216,7 +215,7 @@ async def _read_manifest(
                     text = await asyncio.to_thread(path.read_text)
                     return ManifestFile(label=f"{candidate} ({label})", text=text)
     except subprocess.CalledProcessError as error:
-        raise SourceInvalid(f"{label}: git failed ({_stderr(error)})") from None
+        raise SourceInvalid(f"{label}: git failed ({_why(error, git_url)})") from None
     except UnicodeDecodeError:
         raise SourceInvalid(f"{label}: {MANIFEST_NAME} is not UTF-8 text") from None
     return None
@@ -241,6 +240,12 @@ async def _git(*args: str) -> str:
 
 def _is_repository(path: str) -> bool:
     return Path(path, ".git").exists() or Path(path, "HEAD").is_file()
+
+
+def _why(error: subprocess.CalledProcessError, *git_urls: str) -> str:
+    """git's stderr for local repositories; for a remote only the reason class: its stderr is the
+    remote's own words and tells an open port from a closed one."""
+    return _stderr(error) if all(u.startswith("file://") for u in git_urls) else UNREACHABLE
 
 
 def _stderr(error: subprocess.CalledProcessError) -> str:
