@@ -113,7 +113,7 @@ def resolve(host: str, port: int, field: str, policy: OutboundPolicy) -> list[Ad
     """Every address `host` resolves to, each checked; refused if any is internal and not allowed."""
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
+    except (OSError, UnicodeError, ValueError):
         raise OutboundRefused(field, NO_NAME) from None
     return check_addresses(host, port, (str(info[4][0]) for info in infos), field, policy)
 
@@ -121,7 +121,7 @@ def resolve(host: str, port: int, field: str, policy: OutboundPolicy) -> list[Ad
 async def resolve_async(host: str, port: int, field: str, policy: OutboundPolicy) -> list[Address]:
     try:
         infos = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
+    except (OSError, UnicodeError, ValueError):
         raise OutboundRefused(field, NO_NAME) from None
     return check_addresses(host, port, (str(info[4][0]) for info in infos), field, policy)
 
