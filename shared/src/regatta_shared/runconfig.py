@@ -26,7 +26,9 @@ class ConfigError(Exception):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity (JSON's extension, TOML's nan/inf) mean nothing in a run config and poison every
+    # timeout, sum and score downstream: refused here, naming the field, whatever the body's format.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _secret(value: str | None) -> str | None:
@@ -92,14 +94,14 @@ class TasksConfig(Strict):
 
 class ExecutionConfig(Strict):
     attempts_per_task: int = Field(1, ge=1, le=100)
-    max_concurrent_attempts: int = Field(4, ge=1)
-    timeout_multiplier: float = Field(1.0, gt=0)
+    max_concurrent_attempts: int = Field(4, ge=1, le=10_000)
+    timeout_multiplier: float = Field(1.0, gt=0, le=100)
     max_retries: int = Field(0, ge=0, le=10)
     pass_threshold: float | None = Field(None, ge=0, le=1)
     judge_model: NonBlank | None = None
     judge_api_key_secret: str | None = None
     verifier_secrets: list[str] = Field(default_factory=list, max_length=16)
-    cost_cap_usd: float | None = Field(None, gt=0)
+    cost_cap_usd: float | None = Field(None, gt=0, le=1_000_000_000)
     _check = field_validator("judge_api_key_secret")(_secret)
 
     @field_validator("verifier_secrets")

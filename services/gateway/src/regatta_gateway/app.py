@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from regatta_shared.eventstore import EventTooLarge
 from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.service import configure_logging, make_store, prepare_streams, settle_heap
@@ -77,6 +79,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse(request_error(error).body(), status_code=400)
 
+    @app.exception_handler(EventTooLarge)
+    async def _too_large(_request: Request, error: EventTooLarge) -> JSONResponse:
+        refusal = ApiError(
+            413,
+            f"{error.field} is too large: the {error.event_type} it makes would be {error.size} bytes, "
+            f"more than the event bus carries ({error.limit})",
+            code="PAYLOAD_TOO_LARGE",
+            field=error.field,
+            max_bytes=error.limit,
+        )
+        return JSONResponse(refusal.body(), status_code=413)
+
     @app.exception_handler(UnicodeDecodeError)
     async def _undecodable(_request: Request, _error: UnicodeDecodeError) -> JSONResponse:
         return JSONResponse(
@@ -84,10 +98,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @app.get("/health", tags=["ops"])
-    def health(request: Request) -> dict[str, str]:
+    def health(request: Request) -> dict[str, Any]:
         with request.app.state.store.read_engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        return {"status": "ok"}
+            # Events the relay stepped past (relay.py): no subscriber saw them; an operator should look.
+            set_aside = conn.execute(text("SELECT count(*) FROM relay_set_aside")).scalar_one()
+        return {"status": "ok", "relay_set_aside": set_aside}
 
     app.include_router(v1)
     app.include_router(v1_identity)

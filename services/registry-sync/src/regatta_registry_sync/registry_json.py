@@ -8,6 +8,7 @@ Rows are validated with Harbor's own DatasetSpec; `name@version` resolves as Har
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -135,6 +136,9 @@ def _fetch(url: str, label: str, missing_ok: bool) -> str | None:
         raise SourceInvalid(f"{label}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, TimeoutError, OSError) as error:
         raise SourceInvalid(f"{label}: unreachable ({getattr(error, 'reason', error)})") from None
+    except http.client.HTTPException:
+        # A server that does not speak HTTP (a banner, garbage) will not start to on a retry.
+        raise SourceInvalid(f"{label}: the server did not answer HTTP") from None
     except UnicodeDecodeError:
         raise SourceInvalid(f"{label}: not UTF-8 text") from None
 
