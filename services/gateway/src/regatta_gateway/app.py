@@ -111,7 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(cli)
     app.include_router(files)
     app.add_middleware(RawCliPaths)
-    install_web_ui(app)
+    install_web_ui(app, settings.public_url)
     # Added last, so it is the outermost layer: hostile input is refused before anything else runs.
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     return app
