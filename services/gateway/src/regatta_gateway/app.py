@@ -31,6 +31,8 @@ from .guards import RequestGuard
 from .operations import open_operations
 from .readmodels import ReadModels
 from .resources import open_resources
+from .throttle.failures import FailureThrottle
+from .throttle.middleware import AuthThrottle
 from .web import install as install_web_ui
 
 log = logging.getLogger("regatta.gateway")
@@ -114,6 +116,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_web_ui(app, settings.public_url)
     # Added last, so it is the outermost layer: hostile input is refused before anything else runs.
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
+    # Outermost: a throttled guesser is refused before anything else, its body unread.
+    app.state.auth_throttle = FailureThrottle(
+        settings.auth_failure_burst, settings.auth_failures_per_minute / 60.0
+    )
+    app.add_middleware(AuthThrottle, throttle=app.state.auth_throttle)
     return app
 
 

@@ -169,6 +169,13 @@ class EventStore:
             actual = self.stream_version(stream_id)
             raise WrongExpectedVersion(stream_id, expected_version, actual) from error
 
+    def lock_appends(self, conn: Connection) -> None:
+        """Hold the append lock for the rest of the caller's write transaction, so a check the caller
+        makes before appending (is this already recorded?) cannot race another writer. SQLite's write
+        transactions are serialised already (BEGIN IMMEDIATE)."""
+        if not self.is_sqlite:
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _APPEND_LOCK})
+
     def append_within(
         self, conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int = ANY
     ) -> list[StoredEvent]:
