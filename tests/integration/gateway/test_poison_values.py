@@ -105,3 +105,38 @@ def test_non_finite_numbers_anywhere_in_a_json_body_are_refused(gateway: Gateway
         )
         body = refused(response, 400, "budget_usd")
     assert "finite" in body["message"]
+
+
+def _with_model(name: str) -> dict:
+    config = demo_config()
+    config["agents"][0]["model"] = {"type": "hosted", "base_model": name}
+    return config
+
+
+OVERSIZED_SUBMISSIONS = [
+    (_with_model("m" * 3_000_000), "agents.0.model.hosted.base_model"),
+    (demo_config(env_config={f"K{n}": "v" for n in range(500)}), "env_config"),
+    (demo_config(tasks_config={"task_names": ["t1"] * 20_000}), "tasks_config.task_names"),
+    (demo_config(execution_config={"timeout_multiplier": 1e300}), "execution_config.timeout_multiplier"),
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "field"), OVERSIZED_SUBMISSIONS, ids=[f for _, f in OVERSIZED_SUBMISSIONS]
+)
+def test_oversized_submission_values_are_refused_naming_the_field(
+    gateway: Gateway, config: dict, field: str
+) -> None:
+    gateway.benchmark("demo", ["t1"])
+    with Unchanged(gateway):
+        refused(gateway.v1("POST", "/runs", json=config), 400, field)
+
+
+@pytest.mark.parametrize("seconds", [10**30, 10**12, {"$gt": 0}, 1.5])
+def test_a_token_lifetime_out_of_range_is_refused(gateway: Gateway, seconds: object) -> None:
+    with Unchanged(gateway):
+        refused(
+            gateway.v1("POST", "/tokens", json={"name": "t", "expires_in_seconds": seconds}),
+            400,
+            "expires_in_seconds",
+        )
