@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,16 +14,35 @@ from tests.conftest import ROOT, unavailable
 SERVICES = {"nats", "postgres", "relay", "registry-sync", "run-scheduler", "scoring", "executor", "gateway"}
 
 
-def test_compose_file_is_valid_and_executors_scale() -> None:
+SECRETS = {"REGATTA_BOOTSTRAP_TOKEN": "a" * 40, "REGATTA_MASTER_KEY": "b" * 40}
+
+
+def _config(**env: str) -> subprocess.CompletedProcess[str]:
     if shutil.which("docker-compose") is None:
         unavailable("docker-compose (Debian package) is not installed")
-    result = subprocess.run(
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    return subprocess.run(
         ["docker-compose", "-f", "compose.yaml", "config"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
+        env={**clean, **env},
     )
+
+
+def test_compose_refuses_to_start_without_the_token_or_the_master_key() -> None:
+    """Issue 16, finding 6: no guessable default; the services also refuse placeholders (change-me)."""
+    for missing in SECRETS:
+        result = _config(**{k: v for k, v in SECRETS.items() if k != missing})
+        assert result.returncode != 0
+        assert f"set {missing} to a long random" in result.stderr, result.stderr
+    config = yaml.safe_load(_config(**SECRETS).stdout)
+    assert "change-me" not in str(config)
+
+
+def test_compose_file_is_valid_and_executors_scale() -> None:
+    result = _config(**SECRETS)
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)
     assert set(config["services"]) == SERVICES

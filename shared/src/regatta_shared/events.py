@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 EVENT_TYPES: dict[str, type[Event]] = {}
 
@@ -245,6 +245,13 @@ class ExecutionSettings(BaseModel):
     judge_api_key_secret: str | None = None
     verifier_secrets: list[str] = Field(default_factory=list)
     cost_cap_usd: float | None = None
+
+    @field_validator("timeout_multiplier", mode="before")
+    @classmethod
+    def _stored_non_finite(cls, value: Any) -> Any:
+        # Submissions once accepted Infinity here, which the store wrote as null: such a run would
+        # fail to load on every delivery, forever. It runs with the default multiplier instead.
+        return 1.0 if value is None else value
 
 
 class TaskSelection(BaseModel):

@@ -4,6 +4,12 @@ At-least-once: the checkpoint only ever holds a position JetStream acknowledged,
 once a second (a write transaction per batch took the single SQLite writer lock from the services that
 append). A crash republishes what followed the saved position, and JetStream drops those copies because
 `Nats-Msg-Id` is the event id (its duplicate window, 10 minutes, is far longer than a second).
+
+No single event can stop the log: one the bus cannot carry (its encoding is larger than the server's
+max_payload, which the relay reads from the server's INFO) would fail on every retry and hold back
+every later event. It is set aside instead: recorded in `relay_set_aside`, logged at ERROR, counted
+in the gateway's ops health, and the relay moves on. The gateway refuses appends of such events, so
+only a writer that bypassed it can store one.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import contextlib
 import logging
 import time
 
+import nats.errors
 from nats.aio.client import Client as NATS
 
 from regatta_shared.bus import EVENTS_STREAM, ensure_streams, event_subject
@@ -24,6 +31,7 @@ from regatta_shared.nudge import wake_on_commit
 log = logging.getLogger("regatta.relay")
 CHECKPOINT = "relay"
 SAVE_INTERVAL = 1.0  # seconds; see the module's docstring
+HEADERS_BYTES = 256  # the Nats-Msg-Id header and the protocol line count against max_payload too
 
 
 def subject_for(event: StoredEvent) -> str:
@@ -42,6 +50,7 @@ class Relay:
         self.batch_size = batch_size
         self.max_idle_sleep = max_idle_sleep
         self.published = 0
+        self.set_aside = 0
         self._position: int | None = None  # published and acknowledged up to here
         self._saved: int | None = None
         self._saved_at = 0.0
@@ -55,7 +64,22 @@ class Relay:
         batch = await asyncio.to_thread(self._save_and_read, position, due)
         if not batch:
             return 0
-        await asyncio.gather(*(self._publish(event) for event in batch))
+        results = await asyncio.gather(*(self._publish(event) for event in batch))
+        aside = [result for result in results if result is not None]
+        if aside:
+            # Recorded before the position moves past them: a crash in between sets them aside again.
+            await asyncio.to_thread(self.store.record_set_aside, aside, "larger than the bus's max_payload")
+            for event, size in aside:
+                log.error(
+                    "relay set aside event %s (%s at position %d, %d bytes > max_payload %d): "
+                    "no subscriber will see it",
+                    event.event_id,
+                    event.type,
+                    event.position,
+                    size,
+                    self.nc.max_payload,
+                )
+            self.set_aside += len(aside)
         self._position = batch[-1].position
         self.published += len(batch)
         return len(batch)
@@ -68,14 +92,22 @@ class Relay:
             self._save(position)
         return self.store.read_all(position, self.batch_size)
 
-    async def _publish(self, event: StoredEvent) -> None:
-        await self.js.publish(
-            subject_for(event),
-            encode_stored(event),
-            stream=EVENTS_STREAM,
-            headers={"Nats-Msg-Id": event.event_id},
-            timeout=10,
-        )
+    async def _publish(self, event: StoredEvent) -> tuple[StoredEvent, int] | None:
+        """Publish `event`; (event, size) instead when the bus cannot carry it."""
+        body = encode_stored(event)
+        if len(body) + HEADERS_BYTES > self.nc.max_payload:
+            return event, len(body)
+        try:
+            await self.js.publish(
+                subject_for(event),
+                body,
+                stream=EVENTS_STREAM,
+                headers={"Nats-Msg-Id": event.event_id},
+                timeout=10,
+            )
+        except nats.errors.MaxPayloadError:
+            return event, len(body)
+        return None
 
     def _save(self, position: int) -> None:
         with self.store.transaction() as conn:

@@ -13,7 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+# Every value is bounded: the whole submission becomes one event, which the bus must carry.
+MAX_TEXT = 2000
+NonBlank = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT)]
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT)]
+EnvValue = Annotated[str, StringConstraints(max_length=32 * 1024)]
+MAX_ENV = 128
+MAX_SELECTED = 10_000
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_RUN_NAME = 200
 MAX_SECRET_VALUE = 64 * 1024  # as for stored secrets
@@ -26,7 +32,9 @@ class ConfigError(Exception):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity (JSON's extension, TOML's nan/inf) mean nothing in a run config and poison every
+    # timeout, sum and score downstream: refused here, naming the field, whatever the body's format.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _secret(value: str | None) -> str | None:
@@ -54,7 +62,7 @@ class EndpointModel(Strict):
     base_url: NonBlank
     model: NonBlank
     api_key_secret: NonBlank
-    extra_headers: dict[str, str] = Field(default_factory=dict)
+    extra_headers: dict[Text, Text] = Field(default_factory=dict, max_length=32)
     _check = field_validator("api_key_secret")(_secret)
 
     @field_validator("extra_headers")
@@ -68,14 +76,14 @@ class EndpointModel(Strict):
 class HostedModel(Strict):
     type: Literal["hosted"]
     base_model: NonBlank
-    lora_model_name: str = ""
+    lora_model_name: Text = ""
 
 
 class AgentEntry(Strict):
     harness: NonBlank | None = None
-    harness_api_key_secret: str | None = None
+    harness_api_key_secret: Text | None = None
     model: Annotated[ProviderModel | EndpointModel | HostedModel, Field(discriminator="type")]
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[Text, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV)
     _check = field_validator("harness_api_key_secret")(_secret)
     _check_env = field_validator("env")(_env)
 
@@ -86,20 +94,20 @@ class Experiment(Strict):
 
 class TasksConfig(Strict):
     task_set: NonBlank | None = None
-    task_names: list[NonBlank] = Field(default_factory=list)
-    categories: list[NonBlank] = Field(default_factory=list)
+    task_names: list[NonBlank] = Field(default_factory=list, max_length=MAX_SELECTED)
+    categories: list[NonBlank] = Field(default_factory=list, max_length=MAX_SELECTED)
 
 
 class ExecutionConfig(Strict):
     attempts_per_task: int = Field(1, ge=1, le=100)
-    max_concurrent_attempts: int = Field(4, ge=1)
-    timeout_multiplier: float = Field(1.0, gt=0)
+    max_concurrent_attempts: int = Field(4, ge=1, le=10_000)
+    timeout_multiplier: float = Field(1.0, gt=0, le=100)
     max_retries: int = Field(0, ge=0, le=10)
     pass_threshold: float | None = Field(None, ge=0, le=1)
     judge_model: NonBlank | None = None
-    judge_api_key_secret: str | None = None
-    verifier_secrets: list[str] = Field(default_factory=list, max_length=16)
-    cost_cap_usd: float | None = Field(None, gt=0)
+    judge_api_key_secret: Text | None = None
+    verifier_secrets: list[Text] = Field(default_factory=list, max_length=16)
+    cost_cap_usd: float | None = Field(None, gt=0, le=1_000_000_000)
     _check = field_validator("judge_api_key_secret")(_secret)
 
     @field_validator("verifier_secrets")
@@ -118,8 +126,8 @@ class ExecutionConfig(Strict):
 
 
 class SecretsBlock(Strict):
-    required: list[str] = Field(default_factory=list, max_length=16)
-    provided: dict[str, str] = Field(default_factory=dict, max_length=16)
+    required: list[Text] = Field(default_factory=list, max_length=16)
+    provided: dict[Text, str] = Field(default_factory=dict, max_length=16)
 
     @field_validator("required")
     @classmethod
@@ -160,7 +168,7 @@ class RunRequest(Strict):
     agents: list[AgentEntry] = Field(min_length=1, max_length=8)
     tasks_config: TasksConfig | None = None
     execution_config: ExecutionConfig | None = None
-    env_config: dict[str, str] = Field(default_factory=dict)
+    env_config: dict[Text, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV)
     secrets: SecretsBlock | None = None
     name: str | None = None
     _check_env = field_validator("env_config")(_env)

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from regatta_shared.settings import Settings
+from regatta_shared.settings import Settings, refuse_known_default
 
 if TYPE_CHECKING:
     from regatta_shared.jobs import AttemptJob
@@ -54,6 +54,7 @@ def load_master_key(master_key: str | None, data_dir: Path) -> bytes:
     """The configured key, else the data dir's key file, created once (atomically) if missing."""
     if master_key and master_key.strip():
         material = master_key.strip()
+        refuse_known_default("REGATTA_MASTER_KEY", material)
         if len(material) < MIN_MASTER_KEY_LENGTH:
             raise ValueError(f"REGATTA_MASTER_KEY must be at least {MIN_MASTER_KEY_LENGTH} characters")
         return material.encode()

@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # Internal addresses that outbound fetches may reach anyway: CIDRs, hosts, host:port, comma separated
     # (regatta_shared.outbound).
     outbound_allow: str = Field("", alias="REGATTA_OUTBOUND_ALLOW")
+    # Failed authentications a source address (or a token prefix) may make at once, and how many per
+    # minute it regains; past them it gets 429 with Retry-After (regatta_gateway.throttle).
+    auth_failure_burst: int = Field(20, ge=1, alias="REGATTA_AUTH_FAILURE_BURST")
+    auth_failures_per_minute: float = Field(20.0, gt=0, alias="REGATTA_AUTH_FAILURES_PER_MINUTE")
 
     @cached_property
     def resolved_database_url(self) -> str:
@@ -49,6 +53,18 @@ class Settings(BaseSettings):
     @property
     def gateway_url(self) -> str:
         return self.public_url or f"http://{self.gateway_host}:{self.gateway_port}"
+
+
+# Placeholders from examples and compose files: a deployment using one has a secret anyone can guess.
+KNOWN_DEFAULT_SECRETS = frozenset(
+    {"change-me", "changeme", "change-me-master-key", "changeit", "secret", "password", "admin", "token"}
+)
+
+
+def refuse_known_default(name: str, value: str) -> None:
+    """Raise ValueError naming the setting if `value` is a well-known placeholder."""
+    if value.strip().lower() in KNOWN_DEFAULT_SECRETS:
+        raise ValueError(f"{name} is a well-known placeholder ({value.strip()!r}): set a long random value")
 
 
 def load_settings() -> Settings:

@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from regatta_shared.eventstore import EventTooLarge
 from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.service import configure_logging, make_store, prepare_streams, settle_heap
@@ -29,6 +31,8 @@ from .guards import RequestGuard
 from .operations import open_operations
 from .readmodels import ReadModels
 from .resources import open_resources
+from .throttle.failures import FailureThrottle
+from .throttle.middleware import AuthThrottle
 from .web import install as install_web_ui
 
 log = logging.getLogger("regatta.gateway")
@@ -77,6 +81,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse(request_error(error).body(), status_code=400)
 
+    @app.exception_handler(EventTooLarge)
+    async def _too_large(_request: Request, error: EventTooLarge) -> JSONResponse:
+        refusal = ApiError(
+            413,
+            f"{error.field} is too large: the {error.event_type} it makes would be {error.size} bytes, "
+            f"more than the event bus carries ({error.limit})",
+            code="PAYLOAD_TOO_LARGE",
+            field=error.field,
+            max_bytes=error.limit,
+        )
+        return JSONResponse(refusal.body(), status_code=413)
+
     @app.exception_handler(UnicodeDecodeError)
     async def _undecodable(_request: Request, _error: UnicodeDecodeError) -> JSONResponse:
         return JSONResponse(
@@ -84,10 +100,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @app.get("/health", tags=["ops"])
-    def health(request: Request) -> dict[str, str]:
+    def health(request: Request) -> dict[str, Any]:
         with request.app.state.store.read_engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        return {"status": "ok"}
+            # Events the relay stepped past (relay.py): no subscriber saw them; an operator should look.
+            set_aside = conn.execute(text("SELECT count(*) FROM relay_set_aside")).scalar_one()
+        return {"status": "ok", "relay_set_aside": set_aside}
 
     app.include_router(v1)
     app.include_router(v1_identity)
@@ -96,9 +113,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(cli)
     app.include_router(files)
     app.add_middleware(RawCliPaths)
-    install_web_ui(app)
+    install_web_ui(app, settings.public_url)
     # Added last, so it is the outermost layer: hostile input is refused before anything else runs.
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
+    # Outermost: a throttled guesser is refused before anything else, its body unread.
+    app.state.auth_throttle = FailureThrottle(
+        settings.auth_failure_burst, settings.auth_failures_per_minute / 60.0
+    )
+    app.add_middleware(AuthThrottle, throttle=app.state.auth_throttle)
     return app
 
 

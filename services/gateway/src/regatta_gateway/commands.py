@@ -46,9 +46,7 @@ def add_benchmark(
     store: EventStore, scope: Scope, body: dict[str, Any], policy: SourcePolicy, *, hosted: bool = False
 ) -> str:
     source = admit_source(_source(body), scope, policy, hosted=hosted)
-    name = str(body.get("name") or source.dataset or source.ref).strip()
-    if not name:
-        raise ApiError(400, "name is required", field="name")
+    name = _benchmark_name(body.get("name"), source)
     benchmark_id = new_id("bm")
     added = BenchmarkAdded(
         benchmark_id=benchmark_id, workspace_id=scope.workspace_id, name=name, source=source, hosted=hosted
@@ -59,6 +57,25 @@ def add_benchmark(
         0,
     )
     return benchmark_id
+
+
+MAX_BENCHMARK_NAME = 200
+
+
+def _benchmark_name(given: Any, source: BenchmarkSource) -> str:
+    """The name asked for, else the dataset's or the source's: a short single-line string."""
+    if given is not None and not isinstance(given, str):
+        raise ApiError(400, "name must be a string", code="VALIDATION", field="name")
+    name = (given or source.dataset or source.ref).strip()
+    if not name:
+        raise ApiError(400, "name is required", code="VALIDATION", field="name")
+    if len(name) > MAX_BENCHMARK_NAME:
+        raise ApiError(
+            400, f"name must be at most {MAX_BENCHMARK_NAME} characters", code="VALIDATION", field="name"
+        )
+    if re.search(r"[\x00-\x1f\x7f]", name):
+        raise ApiError(400, "name must not contain control characters", code="VALIDATION", field="name")
+    return name
 
 
 def _source(body: dict[str, Any]) -> BenchmarkSource:

@@ -7,8 +7,10 @@
 - Under /api/: a URL path with '.' or '..' segments or NUL/control characters, and a query parameter
   with NUL/control characters, get 400 naming them; a body in a media type the API does not read gets
   415; a JSON or TOML body that nests absurdly deep, or has a NUL or a lone surrogate in any string,
-  gets 400 naming that field. Postgres stores neither NUL nor lone surrogates (the request would end in
-  a 500 half-way), and a NUL truncates a name or path in every C API it reaches.
+  gets 400 naming that field, and so does a non-finite number (JSON's NaN/Infinity, TOML's nan/inf),
+  which no field means and which poisons every sum, timeout and score it reaches. Postgres stores
+  neither NUL nor lone surrogates (the request would end in a 500 half-way), and a NUL truncates a name
+  or path in every C API it reaches.
 
 Bodies are read here (bounded) and replayed to the app, which reads them as before.
 """
@@ -16,6 +18,7 @@ Bodies are read here (bounded) and replayed to the app, which reads them as befo
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from collections import deque
@@ -33,8 +36,9 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOML_ROUTES = frozenset({("POST", "/api/v1/runs")})  # the only route that reads a TOML body
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_DEPTH = 64
-# JSON can carry a NUL or a lone surrogate only as an escape (raw ones are invalid JSON or UTF-8).
-SUSPECT_ESCAPE = re.compile(rb"\\u0000|\\u[dD][89a-fA-F]")
+# JSON can carry a NUL or a lone surrogate only as an escape (raw ones are invalid JSON or UTF-8), and
+# a non-finite number only as Python's NaN/Infinity extension.
+SUSPECT_ESCAPE = re.compile(rb"\\u0000|\\u[dD][89a-fA-F]|NaN|Infinity")
 
 
 class _ClientGone(Exception):
@@ -169,8 +173,8 @@ def _media_problem(scope: Scope, media: str | None) -> ApiError | None:
 
 
 def _may_be_hostile(body: bytes, media: str | None) -> bool:
-    """Cheap byte-level test: a JSON body without a NUL or surrogate escape and with too few brackets
-    to nest MAX_DEPTH deep has nothing `_body_problem` could find, so it is not parsed here."""
+    """Cheap byte-level test: a JSON body without a NUL or surrogate escape or NaN/Infinity, and with
+    too few brackets to nest MAX_DEPTH deep, has nothing `_body_problem` could find: not parsed here."""
     if media is not None and "toml" in media:
         return True  # TOML spells nesting in more ways (dotted keys, headers); submissions are small
     return bool(SUSPECT_ESCAPE.search(body)) or body.count(b"[") + body.count(b"{") >= MAX_DEPTH
@@ -201,8 +205,8 @@ def _first_problem(document: Any) -> tuple[str, str] | None:
     Iterative, so a hostile document cannot exhaust the stack here; a field's dotted name is built
     only for containers and for the culprit, so a body of a million scalars stays cheap.
     """
-    if isinstance(document, str):
-        wrong = _string_problem(document)
+    if isinstance(document, str | float):
+        wrong = _scalar_problem(document)
         return ("(body)", wrong) if wrong else None
     queue: deque[tuple[str, Any, int]] = deque([("", document, 0)])
     while queue:
@@ -213,7 +217,7 @@ def _first_problem(document: Any) -> tuple[str, str] | None:
             return where or "(body)", f"nests deeper than {MAX_DEPTH} levels"
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
-            wrong = _string_problem(item) if isinstance(item, str) else None
+            wrong = _scalar_problem(item) if isinstance(item, str | float) else None
             if wrong is None and isinstance(key, str):
                 wrong = _string_problem(key)
             if wrong or isinstance(item, dict | list):
@@ -222,6 +226,12 @@ def _first_problem(document: Any) -> tuple[str, str] | None:
                     return path, wrong
                 queue.append((path, item, depth + 1))
     return None
+
+
+def _scalar_problem(value: str | float) -> str | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "must be a finite number"
+    return _string_problem(value)
 
 
 def _string_problem(text: str) -> str | None:

@@ -31,6 +31,7 @@ from .errors import ApiError
 from .readmodels import tables as t
 
 ROLES = ("admin", "member")
+MAX_TOKEN_SECONDS = 10 * 366 * 24 * 3600  # ten years; a larger one overflows the date arithmetic
 
 
 def _digest(text: str) -> str:
@@ -52,8 +53,12 @@ def _expiry(body: dict[str, Any]) -> str | None:
     if seconds is not None and raw is not None:
         raise ApiError(400, "give expires_at or expires_in_seconds, not both", field="expires_at")
     if seconds is not None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
-            raise ApiError(400, "expires_in_seconds must be a positive integer", field="expires_in_seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 < seconds <= MAX_TOKEN_SECONDS:
+            raise ApiError(
+                400,
+                f"expires_in_seconds must be an integer from 1 to {MAX_TOKEN_SECONDS}",
+                field="expires_in_seconds",
+            )
         return isoformat(utcnow() + timedelta(seconds=seconds))
     if raw is None:
         return None

@@ -84,7 +84,7 @@ OWNING_EVENTS = {"RunSubmitted", "BenchmarkAdded", "WorkspaceCreated"}
 
 def _summary(event: StoredEvent) -> str:
     keys = ("run_id", "benchmark_id", "attempt_id", "name", "reason", "outcome", "task", "url", "budget_usd")
-    parts = [f"{k}={event.data[k]}" for k in keys if event.data.get(k) is not None]
+    parts = [f"{k}={str(event.data[k])[:300]}" for k in keys if event.data.get(k) is not None]
     return f"{event.type} " + " ".join(parts)
 
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from regatta_shared.bus import ARTIFACTS_BUCKET
 from regatta_shared.eventstore import EventStore
 from regatta_shared.nudge import nudge_relay_on_commit
+from regatta_shared.relay import HEADERS_BYTES
 from regatta_shared.settings import Settings
 
 from .keys import load_keys
@@ -23,6 +24,9 @@ async def open_resources(
     vault = SecretVault(store, keys.secrets_at_rest, keys.sealing)
     vault.create_tables()
     nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    # An event the bus cannot carry is refused at the append (413 naming the field), not stored for
+    # the relay to set aside; the limit is the server's own, from its INFO.
+    store.max_event_bytes = nc.max_payload - HEADERS_BYTES
     app.state.keys = keys
     app.state.nc = nc
     app.state.vault = vault

@@ -9,6 +9,7 @@ from sqlalchemy import func, literal_column, select
 
 from .auth import Scope
 from .cached_reads import LRU
+from .errors import ApiError
 from .queries import find_run, page
 from .readmodels import tables as t
 
@@ -301,17 +302,24 @@ def attempts_page(
     return {"attempts": rows, "next_offset": offset + len(rows) if more else None}
 
 
+MAX_POSITION = 2**63 - 1  # the log's positions are BIGINT: a larger cursor overflows the database
+
+
+def _log_cursor(cursor: str) -> int:
+    """A cursor is a log position this API handed out: a positive integer that fits a BIGINT."""
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 19 or not 0 < int(cursor) <= MAX_POSITION:
+        raise ApiError(
+            400, f"cursor must be a log position (1..{MAX_POSITION})", code="VALIDATION", field="cursor"
+        )
+    return int(cursor)
+
+
 def run_logs(store: EventStore, scope: Scope, key: str, limit: int, cursor: str | None) -> dict[str, Any]:
     """Newest page first, oldest first within a page (contract §2.8); the cursor is a position."""
     run = find_run(store, scope, key, _ID)
     query = select(t.run_logs).where(t.run_logs.c.run_id == run["id"])
     if cursor:
-        try:
-            query = query.where(t.run_logs.c.position < int(cursor))
-        except ValueError:
-            from .errors import ApiError
-
-            raise ApiError(400, "cursor is invalid", field="cursor") from None
+        query = query.where(t.run_logs.c.position < _log_cursor(cursor))
     with store.read_engine.connect() as conn:
         rows = conn.execute(query.order_by(t.run_logs.c.position.desc()).limit(limit + 1)).mappings().all()
     more = len(rows) > limit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 
 import nats
@@ -21,9 +22,10 @@ from regatta_shared.service import (
 from regatta_shared.settings import load_settings
 
 from .archive_store import NatsArchiveStore
-from .sync import BenchmarkSync, initial_sync_id
+from .sync import MAX_DELIVERIES, BenchmarkSync, initial_sync_id, retry_delay
 
 ACK_WAIT_SEC = 120.0
+log = logging.getLogger("regatta.registry_sync")
 
 settings = load_settings()
 broker = make_broker(settings)
@@ -64,10 +66,33 @@ async def sync_benchmark(msg: NatsMessage) -> None:
     heartbeat = asyncio.create_task(_heartbeat(msg))
     try:
         await asyncio.shield(sync.run(benchmark_id, sync_id))
+    except Exception as error:
+        await _retry_or_give_up(msg, sync, benchmark_id, sync_id, error)
     finally:
         heartbeat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat
+
+
+async def _retry_or_give_up(
+    msg: NatsMessage, sync: BenchmarkSync, benchmark_id: str, sync_id: str, error: Exception
+) -> None:
+    delivered = msg.raw_message.metadata.num_delivered or 1
+    what = f"{type(error).__name__}: {str(error)[:300]}"
+    if delivered < MAX_DELIVERIES:
+        delay = retry_delay(delivered)
+        log.warning("sync %s of %s failed (%s); retry in %.0f s", sync_id, benchmark_id, what, delay)
+        await msg.nack(delay=delay)
+        return
+    log.error("sync %s of %s failed %d times; giving up", sync_id, benchmark_id, delivered, exc_info=error)
+    try:
+        # The reason names the kind of error only: its text may quote what a remote server sent.
+        reason = f"failed {delivered} times; last error: {type(error).__name__}"
+        await sync.give_up(benchmark_id, sync_id, reason)
+    except Exception:
+        # The store itself is failing: try again later, still backing off.
+        await msg.nack(delay=retry_delay(delivered))
+        raise
 
 
 async def _heartbeat(msg: NatsMessage) -> None:

@@ -41,6 +41,17 @@ PAGE_SIZE = 100
 CONCURRENCY = 8
 OnPage = Callable[[int, int], Awaitable[None]]
 SYNC_ERRORS = (SourceInvalid, TaskInvalid, ManifestInvalid)
+# An unexpected failure (a bug, a source that breaks in a way nobody classified, a database outage) is
+# retried with exponential backoff, then the sync ends `failed`: a request that fails every time must
+# not be redelivered at once, forever (one such URL logged 52,000 tracebacks in seconds).
+RETRY_BASE_SEC = 2.0
+RETRY_CAP_SEC = 60.0
+MAX_DELIVERIES = 8
+
+
+def retry_delay(delivered: int) -> float:
+    """Seconds before redelivery `delivered + 1`: 2, 4, 8, ... capped at a minute."""
+    return min(RETRY_BASE_SEC * 2 ** max(delivered - 1, 0), RETRY_CAP_SEC)
 
 
 class BenchmarkSync:
@@ -78,6 +89,11 @@ class BenchmarkSync:
             await self._append(stream, failed, sync_id, "failed")
         finally:
             await asyncio.to_thread(shutil.rmtree, workdir, True)
+
+    async def give_up(self, benchmark_id: str, sync_id: str, reason: str) -> None:
+        """End the sync `failed` with `reason` (it failed on every delivery)."""
+        failed = BenchmarkSyncFailed(benchmark_id=benchmark_id, sync_id=sync_id, reason=reason)
+        await self._append(benchmark_stream(benchmark_id), failed, sync_id, "failed")
 
     async def _sync(
         self,

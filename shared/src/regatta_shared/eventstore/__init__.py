@@ -1,5 +1,6 @@
 from .appends import WrongExpectedVersion
+from .limits import EventTooLarge
 from .records import NewEvent, StoredEvent, new_event
 from .store import EventStore
 
-__all__ = ["EventStore", "NewEvent", "StoredEvent", "WrongExpectedVersion", "new_event"]
+__all__ = ["EventStore", "EventTooLarge", "NewEvent", "StoredEvent", "WrongExpectedVersion", "new_event"]

@@ -43,3 +43,17 @@ checkpoints = Table(
     Column("name", String(100), primary_key=True),
     Column("position", BigInteger, nullable=False),
 )
+
+# Events the relay could not publish (larger than the bus delivers) and stepped past, so one event can
+# never stop the log; operators see them here, in the relay's ERROR log line and in the ops health.
+relay_set_aside = Table(
+    "relay_set_aside",
+    metadata,
+    Column("position", Position, primary_key=True, autoincrement=False),
+    Column("event_id", String(64), nullable=False),
+    Column("stream_id", String(200), nullable=False),
+    Column("type", String(100), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("reason", String(500), nullable=False),
+    Column("set_aside_at", DateTime(timezone=True), nullable=False),
+)

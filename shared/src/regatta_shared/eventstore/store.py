@@ -33,8 +33,9 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from .appends import ANY, WrongExpectedVersion, append_postgres, append_sqlite, loads
+from .limits import check_sizes
 from .records import NewEvent, StoredEvent
-from .schema import checkpoints, events, metadata
+from .schema import checkpoints, events, metadata, relay_set_aside
 
 _DDL_LOCK = 0x52454744
 APPENDED = "regatta.appended"
@@ -113,6 +114,8 @@ def _postgres_engine(url: str) -> Engine:
 class EventStore:
     def __init__(self, url: str) -> None:
         self.url = url
+        # Set by a writer that knows the bus's max_payload (the gateway): larger events are refused.
+        self.max_event_bytes: int | None = None
         self.is_sqlite = url.startswith("sqlite")
         if self.is_sqlite:
             self.engine = _sqlite_engine(url, immediate=True)
@@ -166,6 +169,13 @@ class EventStore:
             actual = self.stream_version(stream_id)
             raise WrongExpectedVersion(stream_id, expected_version, actual) from error
 
+    def lock_appends(self, conn: Connection) -> None:
+        """Hold the append lock for the rest of the caller's write transaction, so a check the caller
+        makes before appending (is this already recorded?) cannot race another writer. SQLite's write
+        transactions are serialised already (BEGIN IMMEDIATE)."""
+        if not self.is_sqlite:
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": _APPEND_LOCK})
+
     def append_within(
         self, conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int = ANY
     ) -> list[StoredEvent]:
@@ -178,6 +188,8 @@ class EventStore:
     def _append(
         self, conn: Connection, stream_id: str, new_events: Sequence[NewEvent], expected_version: int
     ) -> list[StoredEvent]:
+        if self.max_event_bytes is not None:
+            check_sizes(new_events, self.max_event_bytes)
         # Read at commit by listeners that care only about transactions that stored events (nudge.py).
         conn.info[APPENDED] = True
         if self.is_sqlite:
@@ -229,6 +241,43 @@ class EventStore:
     def last_position(self) -> int:
         with self.read_engine.connect() as conn:
             return conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
+
+    # --- events the relay stepped past ---------------------------------------------------------
+
+    def record_set_aside(self, aside: Sequence[tuple[StoredEvent, int]], reason: str) -> None:
+        """Record (event, encoded size) pairs the relay could not publish; recording one twice (the
+        relay restarted before its checkpoint moved past it) keeps the first record."""
+        with self.engine.begin() as conn:
+            known = set(
+                conn.execute(
+                    select(relay_set_aside.c.position).where(
+                        relay_set_aside.c.position.in_([event.position for event, _ in aside])
+                    )
+                ).scalars()
+            )
+            rows = [
+                {
+                    "position": event.position,
+                    "event_id": event.event_id,
+                    "stream_id": event.stream_id,
+                    "type": event.type,
+                    "size": size,
+                    "reason": reason[:500],
+                    "set_aside_at": datetime.now(UTC),
+                }
+                for event, size in aside
+                if event.position not in known
+            ]
+            if rows:
+                conn.execute(insert(relay_set_aside), rows)
+
+    def set_aside_events(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest events the relay set aside, newest first."""
+        with self.read_engine.connect() as conn:
+            rows = conn.execute(
+                select(relay_set_aside).order_by(relay_set_aside.c.position.desc()).limit(limit)
+            ).mappings()
+            return [dict(row) for row in rows]
 
     # --- checkpoints --------------------------------------------------------------------------
 

@@ -156,9 +156,11 @@ def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
         insert(t.benchmarks).values(
             id=d["benchmark_id"],
             workspace_id=d["workspace_id"],
-            name=d["name"],
+            # Clamped to the columns: the gateway bounds both, but an event written past it must not
+            # stop this projection (and with it every read-your-writes answer) for good.
+            name=str(d["name"])[:300],
             source_type=source["type"],
-            source_ref=source["ref"],
+            source_ref=str(source["ref"])[:1000],
             source=source,
             hosted=d.get("hosted", False),
             status="pending",

@@ -9,14 +9,17 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from .protection import BrowserProtection
 from .routes import router
 from .session import STATIC_DIR, CookieBearerMiddleware, NotSignedIn, not_signed_in
 
 __all__ = ["install", "router"]
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, public_url: str | None = None) -> None:
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(CookieBearerMiddleware)
+    # Outside the cookie middleware: a cross-site request is refused before its cookie becomes a token.
+    app.add_middleware(BrowserProtection, public_url=public_url)
     app.add_exception_handler(NotSignedIn, not_signed_in)  # type: ignore[arg-type]

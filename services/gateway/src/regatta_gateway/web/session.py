@@ -80,9 +80,17 @@ def _set_cookie(response: Response, request: Request, name: str, value: str) -> 
         max_age=COOKIE_MAX_AGE,
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=served_over_https(request),
         path="/",
     )
+
+
+def served_over_https(request: Request) -> bool:
+    """HTTPS as the browser sees it: this request's scheme, or the public URL of a deployment behind
+    a TLS-terminating proxy (which talks plain HTTP to the gateway). A session cookie sent over HTTPS
+    must never travel over plain HTTP too."""
+    public_url = request.app.state.settings.public_url or ""
+    return request.url.scheme == "https" or public_url.lower().startswith("https://")
 
 
 def set_session(response: Response, request: Request, token: str) -> None:

@@ -1,0 +1,1 @@
+"""Throttling of failed authentications (token guessing, sign-in brute force)."""
