@@ -1,6 +1,6 @@
 """Properties of the statistics package (hypothesis), checked against independent computations written from
-docs/statistics.md in the plainest way (brute-force enumeration, exact fractions, the textbook closed forms),
-and agreement of its fast paths with exact counts."""
+docs/reference/statistics.md in the plainest way (brute-force enumeration, exact fractions, the textbook
+closed forms), and agreement of its fast paths with exact counts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Test vectors of docs/statistics.md §8, reproduced exactly, and cross-checks with scipy and statsmodels."""
+"""Test vectors of docs/reference/statistics.md §8, reproduced exactly, and cross-checks with scipy and
+statsmodels."""
 
 from __future__ import annotations
 
