@@ -78,12 +78,13 @@ class Api:
 def make_stack(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Stack]]:
     stacks: list[Stack] = []
 
-    def make(executors: int = 1, **env: str) -> Stack:
+    def make(executors: int = 1, database_url: str | None = None, **env: str) -> Stack:
+        """`database_url`: another database than the test's own one on the machine's Postgres."""
         stack = Stack(
             data_dir=tmp_path / f"stack{len(stacks)}",
             port=nats_server.free_port(),
             executors=executors,
-            database_url=postgres_url,
+            database_url=database_url or postgres_url,
             extra_env=env,
         )
         stacks.append(stack)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import time
+import socket
 from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from tests.support.processes import descendants
 from tests.support.tasks import run_toml, write_task, write_tasks
 
 
@@ -68,17 +68,14 @@ def test_infrastructure_faults_are_retried_then_pass_or_end_errored(make_stack, 
     assert metrics["pass_at_1"] is None
 
 
-def _sandbox_processes() -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if cmdline.startswith("bwrap ") or "sleep 30" in cmdline:
-                found.append(cmdline)
-    return found
+def _sandbox_processes(stack) -> list[str]:
+    """The sandboxes (bwrap and what runs in it) of this test's own executors."""
+    executors = [process.pid for key, process in stack.processes.items() if key.startswith("executor")]
+    return [
+        process.command
+        for process in descendants(executors).values()
+        if process.name == "bwrap" or "sleep 30" in process.command
+    ]
 
 
 def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(make_stack, api_for, tmp_path) -> None:
@@ -95,17 +92,15 @@ def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(make_stack, 
         lambda: sum(a["status"] == "running" for a in api.get(f"/runs/{run_id}/attempts")["attempts"]) >= 3,
         timeout=60,
     )
-    stopped_at = time.monotonic()
     assert api.http.post(f"/api/v1/runs/{run_id}/stop").status_code == 202
+    # That the running attempts were cancelled, not waited for, shows in their outcomes below.
     detail = api.wait_run(run_id, timeout=60)
-    elapsed = time.monotonic() - stopped_at
     assert detail["benchmark_run"]["status"] == "stopped"
-    assert elapsed < 15, f"stopping took {elapsed:.1f}s"
     attempts = api.get(f"/runs/{run_id}/attempts")["attempts"]
     outcomes = Counter(a["outcome"] for a in attempts)
     assert outcomes["passed"] == 2, "finished results stay on the run"
     assert outcomes["cancelled"] == 4 and outcomes[None] == 0
-    assert not _sandbox_processes(), "every sandbox was cleaned before the run became stopped"
+    assert not _sandbox_processes(stack), "every sandbox was cleaned before the run became stopped"
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     leftover = [m for m in mounts for a in attempts if a["attempt_id"] in m]
     assert leftover == [], "the sandboxes' tmpfs mounts (storage cap) were removed"
@@ -127,11 +122,11 @@ def test_a_stop_waits_for_the_sandboxes_of_attempts_not_yet_reported_started(
     api = api_for(stack)
     add_folder(api, write_tasks(tmp_path / "tasks", 3, prefix="slow", sleep=30), "slow")
     run_id = api.submit_toml(run_toml("slow", concurrency=3))["id"]
-    api.wait_for(lambda: sum("sleep 30" in p for p in _sandbox_processes()) >= 3, timeout=60)
+    api.wait_for(lambda: sum("sleep 30" in p for p in _sandbox_processes(stack)) >= 3, timeout=60)
     assert api.http.post(f"/api/v1/runs/{run_id}/stop").status_code == 202
     detail = api.wait_run(run_id, timeout=60)
     assert detail["benchmark_run"]["status"] == "stopped"
-    assert not _sandbox_processes(), "every sandbox was cleaned before the run became stopped"
+    assert not _sandbox_processes(stack), "every sandbox was cleaned before the run became stopped"
     events = run_events(stack, run_id)
     assert "AttemptStarted" not in [kind for kind, _ in events]
     finished = [d for kind, d in events if kind == "AttemptFinished"]
@@ -154,6 +149,10 @@ def test_two_executors_share_work_and_a_killed_one_loses_nothing(make_stack, api
     api.wait_for(executors_busy, timeout=60)
     # The run page is a projection: it may trail the store the line above reads by a few milliseconds.
     api.wait_for(lambda: api.get(f"/runs/{run_id}")["benchmark_run"]["status"] == "running", timeout=10)
+    # An executor's id is "<host>-<pid>" and the stack starts it as its own process.
+    killed, survivor = (
+        f"{socket.gethostname()}-{stack.processes[key].pid}" for key in ("executor-2", "executor-1")
+    )
     stack.kill("executor-2")
     detail = api.wait_run(run_id, timeout=240)
     assert detail["benchmark_run"]["status"] == "finished"
@@ -161,8 +160,10 @@ def test_two_executors_share_work_and_a_killed_one_loses_nothing(make_stack, api
     finished = Counter(d["attempt_id"] for kind, d in events if kind == "AttemptFinished")
     assert len(finished) == 16 and set(finished.values()) == {1}
     assert detail["totals"]["passed"] == 16
-    by_executor = Counter(d["executor_id"] for kind, d in events if kind == "AttemptFinished")
-    assert len(by_executor) >= 1
+    starters = {d["executor_id"] for kind, d in events if kind == "AttemptStarted"}
+    assert starters == {killed, survivor}, "both executors did work"
+    finishers = Counter(d["executor_id"] for kind, d in events if kind == "AttemptFinished")
+    assert set(finishers) <= {killed, survivor} and finishers[survivor] > 0, "the survivor carried on"
 
 
 def test_only_attempts_longer_than_the_delay_are_reported_started(make_stack, api_for, tmp_path) -> None:

@@ -37,7 +37,8 @@ def phone_shot(page: Page, name: str) -> None:
     """The same page at a phone's size; the page must not scroll sideways (only its tables may)."""
     size = page.viewport_size
     page.set_viewport_size(PHONE)
-    page.wait_for_timeout(300)
+    # Two animation frames: the new size has been laid out and painted (no fixed pause).
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], f"{name}: the page is {width}px wide on a phone"
     shot(page, f"{name}-phone")

@@ -1,6 +1,6 @@
 """Stand-in for the Harbor hub (Supabase PostgREST + Storage): the outside service of the hub source.
 
-It serves recorded datasets in the shapes Harbor's own client reads (harbor.md §2.2): tables
+It serves recorded datasets in the shapes Harbor's own client reads (docs/reference/harbor.md §2.2): tables
 `dataset_version_tag`, `dataset_version`, `dataset_version_task`, `dataset_version_file`, the RPC
 `resolve_task_version`, and objects of the Storage bucket `packages`. Every request is logged so a test can
 assert that Harbor's client, not a shortcut, did the talking.

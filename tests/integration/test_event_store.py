@@ -1,4 +1,5 @@
-"""The event-store contract, run against SQLite and Postgres alike (architecture.md invariants 1–2)."""
+"""The event-store contract, run against SQLite and Postgres alike (docs/reference/architecture.md,
+invariants 1–2)."""
 
 from __future__ import annotations
 

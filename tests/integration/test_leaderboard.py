@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from regatta_scoring.scorer import Scorer
+from regatta_shared.conditions import ScoringConditions, qualification
 from regatta_shared.events import (
     AgentSpec,
     AttemptFinished,
@@ -34,6 +35,8 @@ def finish_run(
     benchmark: str = "bm1",
     selection: TaskSelection | None = None,
     tasks: list[RunTask] | None = None,
+    execution: ExecutionSettings | None = None,
+    standard: ScoringConditions | None = None,
 ) -> None:
     """Record a run whose agent `model` passes exactly the listed task indices, then let scoring react."""
     tasks = tasks or TASKS
@@ -52,7 +55,8 @@ def finish_run(
         selection=selection or TaskSelection(),
         tasks=tasks,
         agents=specs,
-        execution=ExecutionSettings(attempts_per_task=1, pass_threshold=1.0),
+        execution=execution or ExecutionSettings(attempts_per_task=1, pass_threshold=1.0),
+        standard_conditions=standard or ScoringConditions(pass_threshold=1.0),
     )
     events = [new_event(submitted)]
     for spec, passing in zip(specs, agents.values(), strict=True):
@@ -161,3 +165,54 @@ def test_run_scores_carry_intervals_categories_and_the_runs_own_ranking(store: E
     assert {c["category"]: c["n_tasks"] for c in agents[0]["categories"]} == {"math": 4, "text": 8}
     assert agents[0]["passed"] == 12 and agents[1]["failed"] == 12 and agents[0]["complete"]
     assert [e.type for e in store.read_stream(run_stream("run1"))][-2:] == ["RunScored", "RunFinished"]
+
+
+def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(store: EventStore) -> None:
+    """Issue 21: a run at a lenient threshold (or more time, or retries) never ranks against honest runs,
+    even as the agent's latest run, and each row says which conditions it was scored under."""
+    scorer = Scorer(store)
+    finish_run(store, scorer, "honest", {"A": set(range(6)), "B": set(range(12))}, benchmark="bm3")
+    lenient = ExecutionSettings(attempts_per_task=1, pass_threshold=0.0)
+    finish_run(store, scorer, "lenient", {"A": set(range(12))}, benchmark="bm3", execution=lenient)
+    for name, execution in (
+        ("slow", ExecutionSettings(attempts_per_task=1, pass_threshold=1.0, timeout_multiplier=2.0)),
+        ("retried", ExecutionSettings(attempts_per_task=1, pass_threshold=1.0, max_retries=1)),
+    ):
+        finish_run(store, scorer, name, {"C": set(range(12))}, benchmark="bm3", execution=execution)
+    board = leaderboard(store, "bm3")
+    assert set(board) == {"A", "B"}, "runs under non-standard conditions never rank"
+    assert board["A"]["run_id"] == "honest", "a later lenient run does not replace the honest row"
+    assert board["A"]["pass_at_1"]["value"] == 0.5
+    assert board["A"]["conditions"] == {
+        "pass_threshold": 1.0,
+        "primary_reward_key": None,
+        "timeout_multiplier": 1.0,
+        "max_retries": 0,
+    }
+    assert ranks(board) == {"B": (1, False), "A": (2, False)}
+    # What the gateway shows for each run: the same rule, with the reason in words.
+    reasons = {
+        run: qualification(store.read_stream(run_stream(run))[0].data)["reasons"]
+        for run in ("honest", "lenient", "slow", "retried")
+    }
+    assert reasons == {
+        "honest": [],
+        "lenient": ["pass threshold 0 differs from the benchmark's 1"],
+        "slow": ["timeout multiplier 2 differs from the benchmark's 1"],
+        "retried": ["retries 1 differs from the benchmark's 0"],
+    }
+
+
+def test_runs_under_different_standard_conditions_are_ranked_apart(store: EventStore) -> None:
+    """A re-synced manifest may change the benchmark's threshold while its digest stays: runs at the old and
+    the new standard both qualify, but are different measurements, so they are never tested or tied."""
+    scorer = Scorer(store)
+    finish_run(store, scorer, "before", {"X": set(range(11))}, benchmark="bm4")
+    half = ScoringConditions(pass_threshold=0.5)
+    after = ExecutionSettings(attempts_per_task=1, pass_threshold=0.5)
+    finish_run(store, scorer, "after", {"Y": set(range(10))}, benchmark="bm4", execution=after, standard=half)
+    board = leaderboard(store, "bm4")
+    # One discordant task in one group would tie at rank 1 (p = 1); across groups they are never tied.
+    assert ranks(board) == {"X": (1, False), "Y": (2, False)}
+    assert board["Y"]["ranks"]["pass_at_1"]["comparison"]["p_value"] is None
+    assert board["Y"]["conditions"]["pass_threshold"] == 0.5

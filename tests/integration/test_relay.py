@@ -1,5 +1,5 @@
 """The relay (the store is the outbox): every event reaches JetStream once, also across a crash that
-lost the last second of checkpoints (architecture.md invariants 2 and 3)."""
+lost the last second of checkpoints (docs/reference/architecture.md invariants 2 and 3)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
-"""Properties of the statistics package (hypothesis), and agreement of its fast paths with exact counts."""
+"""Properties of the statistics package (hypothesis), checked against independent computations written from
+docs/reference/statistics.md in the plainest way (brute-force enumeration, exact fractions, the textbook
+closed forms), and agreement of its fast paths with exact counts."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from fractions import Fraction
 from math import comb
+from statistics import NormalDist
 
 import pytest
 from hypothesis import given, settings
@@ -99,6 +103,18 @@ def test_wilson_contains_the_estimate_and_lies_in_unit_interval(n_tasks: int, da
     low, high = wilson(estimate, n_tasks)
     assert 0.0 <= low <= float(estimate) <= high <= 1.0
     assert high > low
+    # Independently: the Wilson bounds are the roots in p of (ŷ - p)² = z² p (1 - p) / N, i.e.
+    # (2Nŷ + z² ∓ z sqrt(z² + 4Nŷ(1 - ŷ))) / (2(N + z²)), with z = Φ⁻¹(0.975) from the standard library.
+    z = NormalDist().inv_cdf(0.975)
+    y, n = float(estimate), n_tasks
+    root = z * math.sqrt(z * z + 4 * n * y * (1 - y))
+    expected = (
+        (2 * n * y + z * z - root) / (2 * (n + z * z)),
+        (2 * n * y + z * z + root) / (2 * (n + z * z)),
+    )
+    assert math.isfinite(low) and math.isfinite(high)
+    assert low == pytest.approx(max(0.0, expected[0]), abs=1e-12)
+    assert high == pytest.approx(min(1.0, expected[1]), abs=1e-12)
 
 
 # --- the paired test ---------------------------------------------------------------------------------
@@ -113,6 +129,45 @@ def test_paired_test_is_symmetric_and_a_probability(pair: tuple[list[Fraction], 
     assert 0.0 < p <= 1.0
     if sum(a) == sum(b):
         assert p == 1.0
+
+
+def brute_force_p(a: list[Fraction], b: list[Fraction]) -> float:
+    """statistics.md §4 by enumeration: flip the sign of every subset of the per-task differences and count
+    the sums at least as far from zero as the observed one; above m·S = 10^8 (S = Σ|D_i| once scaled to
+    coprime integers) the spec prescribes the normal approximation instead."""
+    differences = [y - x for x, y in zip(a, b, strict=True) if y != x]
+    if not differences:
+        return 1.0
+    scale = math.lcm(*(d.denominator for d in differences))
+    integers = [int(d * scale) for d in differences]
+    common = math.gcd(*integers)
+    integers = [d // common for d in integers]
+    observed = abs(sum(integers))
+    if len(integers) * sum(map(abs, integers)) > 10**8:
+        return math.erfc(observed / math.sqrt(2 * sum(d * d for d in integers)))
+    hits = sum(
+        1
+        for signs in itertools.product((1, -1), repeat=len(integers))
+        if abs(sum(s * d for s, d in zip(signs, integers, strict=True))) >= observed
+    )
+    return hits / 2 ** len(integers)
+
+
+@st.composite
+def small_score_pairs(draw: st.DrawFn) -> tuple[list[Fraction], list[Fraction]]:
+    pairs = draw(st.lists(st.tuples(scores, scores), max_size=11))
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+@MODERATE
+@given(small_score_pairs())
+def test_paired_test_equals_the_enumerated_sign_flip_distribution(
+    pair: tuple[list[Fraction], list[Fraction]],
+) -> None:
+    a, b = pair
+    p = paired_permutation_test(a, b)
+    assert math.isfinite(p)
+    assert p == pytest.approx(brute_force_p(a, b), rel=1e-12)
 
 
 @MODERATE
@@ -249,6 +304,28 @@ def test_holm_adjusted_values_are_monotone_capped_and_consistent(p: list[float])
     assert all(p[i] <= result.adjusted[i] <= 1.0 for i in range(len(p)))
     rejected = [result.rejected[i] for i in order]
     assert rejected == sorted(rejected, reverse=True)  # a prefix of the sorted order is rejected
+    expected_rejected, expected_adjusted = reference_holm(p)
+    assert result.rejected == expected_rejected
+    assert result.adjusted == pytest.approx(expected_adjusted, rel=1e-12, abs=0)
+
+
+def reference_holm(p: list[float], alpha: float = 0.05) -> tuple[list[bool], list[float]]:
+    """Holm's step-down procedure as statistics.md §5 states it: sort ascending, reject while
+    p_(j) ≤ α/(P − j + 1), stop at the first failure; adjusted p_(j) = min(1, max_{i ≤ j} (P − i + 1)
+    p_(i))."""
+    size = len(p)
+    order = sorted(range(size), key=lambda i: p[i])
+    rejected = [False] * size
+    for j, i in enumerate(order, start=1):
+        if p[i] > alpha / (size - j + 1):
+            break
+        rejected[i] = True
+    adjusted = [0.0] * size
+    running = 0.0
+    for j, i in enumerate(order, start=1):
+        running = max(running, (size - j + 1) * p[i])
+        adjusted[i] = min(1.0, running)
+    return rejected, adjusted
 
 
 # --- ranks -------------------------------------------------------------------------------------------
@@ -296,6 +373,58 @@ def test_ranks_do_not_depend_on_listing_order(board: list[Participant], rnd: ran
     assert [r.rank for r in expected] == sorted(r.rank for r in expected)
     counts = {rank: list(ranks.values()).count(rank) for rank in ranks.values()}
     assert all(r.tied == (counts[r.rank] > 1) for r in expected)
+
+
+def reference_ranks(board: list[Participant]) -> dict[str, tuple[int, bool]]:
+    """Ranks and ties exactly as statistics.md §5 defines them, from enumerated p values and exact Holm."""
+    alpha = 0.05
+    rejected: set[frozenset[str]] = set()
+    for group in {p.group for p in board}:
+        members = [p for p in board if p.group == group]
+        pairs = [
+            (
+                frozenset((x.id, y.id)),
+                brute_force_p(list(x.task_scores.values()), list(y.task_scores.values())),
+            )
+            for x, y in itertools.combinations(members, 2)
+        ]
+        pairs.sort(key=lambda pair: pair[1])
+        for j, (key, p) in enumerate(pairs, start=1):
+            if p > alpha / (len(pairs) - j + 1):
+                break
+            rejected.add(key)
+
+    def beats(b: Participant, a: Participant) -> bool:
+        return b.estimate > a.estimate and (b.group != a.group or frozenset((a.id, b.id)) in rejected)
+
+    top = max(board, key=lambda p: (p.estimate, -p.order))
+    ranks = {a.id: 1 if a is top or not beats(top, a) else 1 + sum(beats(b, a) for b in board) for a in board}
+    return {pid: (rank, list(ranks.values()).count(rank) > 1) for pid, rank in ranks.items()}
+
+
+@st.composite
+def small_leaderboards(draw: st.DrawFn) -> list[Participant]:
+    """As leaderboards(), with at most 10 tasks so that every pair's p can be enumerated."""
+    board = draw(leaderboards())
+    keep = min(10, len(board[0].task_scores))
+    return [
+        Participant(
+            p.id,
+            p.name,
+            p.order,
+            p.group,
+            sum(list(p.task_scores.values())[:keep], Fraction(0)) / keep,
+            dict(list(p.task_scores.items())[:keep]),
+        )
+        for p in board
+    ]
+
+
+@MODERATE
+@given(small_leaderboards())
+def test_ranks_and_ties_equal_the_reference_definition(board: list[Participant]) -> None:
+    ranked = {r.id: (r.rank, r.tied) for r in rank_participants(board)}
+    assert ranked == reference_ranks(board)
 
 
 def test_participants_of_one_group_must_share_the_task_list() -> None:

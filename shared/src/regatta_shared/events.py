@@ -10,6 +10,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .conditions import ScoringConditions
+
 EVENT_TYPES: dict[str, type[Event]] = {}
 
 
@@ -294,6 +296,9 @@ class RunSubmitted(Event):
     sealed_secrets: str | None = None
     config_toml: str = ""
     primary_reward_key: str | None = None
+    # The benchmark's standard conditions when the run was submitted (conditions.py): a run qualifies for
+    # the leaderboard only under them. None on runs recorded before they were: the platform's defaults apply.
+    standard_conditions: ScoringConditions | None = None
 
 
 class RunQueued(Event):

@@ -1,14 +1,16 @@
 """The gateway app (FastAPI, its lifespan, projections) on a real SQLite or Postgres store and real NATS.
 
-No registry-sync, scheduler, executor or scoring runs here: a benchmark's sync and a run's progress are
-seeded as the events those services record, so route tests are fast. tests/e2e covers the real flow.
+No registry-sync, scheduler or executor runs here: a benchmark's sync and a run's attempts are seeded as
+the events those services record, so route tests are fast. Scores, intervals, ranks and leaderboards are
+never written by hand: the real scoring code (regatta_scoring.Scorer) computes them from those attempts.
+tests/e2e covers the real flow.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -17,9 +19,9 @@ import nats
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
+from regatta_scoring.scorer import Scorer
 from regatta_shared.bus import ARTIFACTS_BUCKET
 from regatta_shared.events import (
-    AgentScores,
     ArtifactRef,
     AttemptFinished,
     AttemptScheduled,
@@ -28,10 +30,8 @@ from regatta_shared.events import (
     BenchmarkSyncCompleted,
     BenchmarkSyncStarted,
     BenchmarkTasksSynced,
-    MetricValue,
-    RunFinished,
+    RunExecutionCompleted,
     RunQueued,
-    RunScored,
     RunStarted,
     TaskInfo,
     Usage,
@@ -170,9 +170,17 @@ class Gateway:
         )
 
     def progress(
-        self, run_id: str, *, finish: bool = True, artifacts: dict[str, bytes] | None = None
+        self,
+        run_id: str,
+        *,
+        finish: bool = True,
+        artifacts: dict[str, bytes] | None = None,
+        passes: Callable[[int, str], bool] | None = None,
     ) -> None:
-        """Record what scheduler, executor and scoring would: every attempt passed (agent 0) or failed."""
+        """Record what scheduler and executor would: each attempt passes when `passes(agent, task)` (default:
+        agent 0 passes, the others fail). With `finish`, execution completes and the real scoring code
+        scores the run, finishes it and recomputes the benchmark's leaderboard."""
+        passes = passes or (lambda agent, _task: agent == 0)
         with self.store.read_engine.connect() as conn:
             row = conn.execute(text("SELECT submission FROM rm_runs WHERE id = :id"), {"id": run_id}).first()
         submission = row[0] if isinstance(row[0], dict) else json.loads(row[0])
@@ -191,7 +199,7 @@ class Gateway:
             for task in tasks:
                 for index in range(k):
                     aid = attempt_id(run_id, agent["index"], task, index)
-                    outcome = "passed" if agent["index"] == 0 else "failed"
+                    outcome = "passed" if passes(agent["index"], task) else "failed"
                     events += [
                         AttemptScheduled(
                             run_id=run_id,
@@ -217,28 +225,13 @@ class Gateway:
                         ),
                     ]
         if finish:
-            scores = [
-                AgentScores(
-                    agent_index=agent["index"],
-                    pass_at_1=MetricValue(
-                        value=1.0 if agent["index"] == 0 else 0.0, ci_low=0.2, ci_high=1.0, n=len(tasks)
-                    ),
-                    pass_at_k=[
-                        {"k": k, "value": 1.0 if agent["index"] == 0 else 0.0, "ci_low": 0.2, "ci_high": 1.0}
-                    ],
-                    k=k,
-                    passed=len(tasks) * k if agent["index"] == 0 else 0,
-                    failed=0 if agent["index"] == 0 else len(tasks) * k,
-                    input_tokens=100 * len(tasks) * k,
-                    output_tokens=20 * len(tasks) * k,
-                    cost_usd=0.01 * len(tasks) * k,
-                    complete=True,
-                    rank=agent["index"] + 1,
-                )
-                for agent in agents
-            ]
-            events += [RunScored(run_id=run_id, final=True, agents=scores), RunFinished(run_id=run_id)]
-        self.store.append(run_stream(run_id), [new_event(e, actor="run-scheduler") for e in events])
+            events.append(RunExecutionCompleted(run_id=run_id))
+        stored = self.store.append(run_stream(run_id), [new_event(e, actor="run-scheduler") for e in events])
+        if finish:
+            scorer = Scorer(self.store)
+            scorer.on_event(stored[-1])
+            finished = [e for e in self.store.read_stream(run_stream(run_id)) if e.type == "RunFinished"]
+            scorer.on_event(finished[0])
         self.settle()
 
 

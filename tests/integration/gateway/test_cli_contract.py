@@ -1,4 +1,5 @@
-"""`/api/cli` as the Osmosis CLI 0.3.8 calls it (osmosis-cli-contract.md §2-§4): shapes, errors, paging."""
+"""`/api/cli` as the Osmosis CLI 0.3.8 calls it (docs/reference/osmosis-cli-contract.md §2-§4): shapes,
+errors, paging."""
 
 from __future__ import annotations
 

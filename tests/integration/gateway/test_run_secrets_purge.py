@@ -14,10 +14,10 @@ import pytest
 from regatta_gateway.keys import DOWNLOAD_URLS, SECRETS_AT_REST
 from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler, build_job
+from regatta_scoring.scorer import Scorer
 from regatta_shared import run_keys
-from regatta_shared.events import RunFailed, RunFinished, RunSubmitted
+from regatta_shared.events import RunSubmitted
 from regatta_shared.eventstore import StoredEvent
-from regatta_shared.eventstore.records import new_event
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptReport
 from regatta_shared.sealing import (
@@ -123,7 +123,9 @@ def test_a_running_runs_jobs_open_their_secrets_and_the_ended_run_is_shredded(ga
     assert_shredded(gw, scheduler, run_id)
 
 
-@pytest.mark.parametrize("ending", ["stopped", "finished", "failed"])
+# Every end event some service emits: the scheduler's RunExecutionCompleted and RunStopped, scoring's
+# RunFinished. RunFailed is handled too, but no service emits it yet, so no test invents one.
+@pytest.mark.parametrize("ending", ["stopped", "completed", "finished"])
 def test_every_way_a_run_ends_deletes_its_key(pg_gateway: Gateway, ending: str) -> None:
     gw = pg_gateway
     scheduler = RunScheduler(gw.store)
@@ -136,13 +138,13 @@ def test_every_way_a_run_ends_deletes_its_key(pg_gateway: Gateway, ending: str) 
         gw.ok(gw.v1("POST", f"/runs/{run_id}/stop"), 202)
         scheduler.decide(run_id, aggregate.decide_on_stop_requested)
         (end,) = events_of(gw, run_id, "RunStopped")
-    elif ending == "finished":
+    elif ending == "completed":
         finish_all(scheduler, gw, run_id)
-        gw.store.append(run_stream(run_id), [new_event(RunFinished(run_id=run_id), actor="scoring")])
-        (end,) = events_of(gw, run_id, "RunFinished")
+        (end,) = events_of(gw, run_id, "RunExecutionCompleted")
     else:
-        gw.store.append(run_stream(run_id), [new_event(RunFailed(run_id=run_id, reason="x"), actor="test")])
-        (end,) = events_of(gw, run_id, "RunFailed")
+        finish_all(scheduler, gw, run_id)
+        Scorer(gw.store).on_event(events_of(gw, run_id, "RunExecutionCompleted")[0])
+        (end,) = events_of(gw, run_id, "RunFinished")
     assert scheduler.on_run_ended(end) is True
     assert_shredded(gw, scheduler, run_id)
     assert run_keys.run_ids(gw.store) == [bystander], "a running run keeps its key"

@@ -7,6 +7,7 @@ from typing import Any
 
 from regatta_shared import run_keys
 from regatta_shared.clock import isoformat
+from regatta_shared.conditions import standard_conditions
 from regatta_shared.events import (
     AgentSpec,
     BenchmarkAdded,
@@ -187,6 +188,9 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: Secr
         secret_scopes=scopes,
         sealed_secrets=seal_for_run(sealed, run_key, run_id) if run_key else None,
         primary_reward_key=metadata.get("primary_reward_key"),
+        standard_conditions=standard_conditions(
+            metadata.get("pass_threshold"), metadata.get("primary_reward_key")
+        ),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
     recorded = [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)]

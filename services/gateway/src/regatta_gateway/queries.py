@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from regatta_shared.conditions import standard_conditions
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
@@ -210,6 +211,9 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
         requires_judge_model=bool(metadata.get("requires_judge_model", False)),
         requires_judge_api_key=bool(metadata.get("requires_judge_api_key", False)),
         pass_threshold=float(metadata.get("pass_threshold", 1.0)),
+        scoring_conditions=standard_conditions(
+            metadata.get("pass_threshold"), metadata.get("primary_reward_key")
+        ).model_dump(),
     )
     for key_name in ("judge_model_default", "default_harness"):
         if metadata.get(key_name):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regatta_shared.conditions import qualification
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import func, literal_column, select
 
@@ -169,6 +170,7 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
             "resolved_secret_scopes": submission.get("secret_scopes") or {},
             "toml": submission.get("config_toml", ""),
         },
+        "leaderboard_qualification": qualification(submission),
         "agents": agents,
         "progress": {"ingested": int(row["ingested"] or 0), "expected": int(row["expected"] or 0)},
         "totals": totals,

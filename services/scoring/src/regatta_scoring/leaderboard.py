@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from regatta_shared.conditions import qualification
 from regatta_shared.events import AgentScores, RunScored, RunSubmitted
 from regatta_shared.eventstore import StoredEvent
 
@@ -30,15 +31,17 @@ class LeaderboardEntry:
     run_id: str
     run_name: str
     order: int
-    group: tuple[str, str]
+    group: tuple[Any, ...]
     task_set: str
     version: str
     k: int
     scores: AgentScores
+    conditions: dict[str, Any]
 
 
 def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
-    """The qualifying agents of one run: finished run, full list or parity set, every attempt scored."""
+    """The qualifying agents of one run: finished run, full list or parity set, the benchmark's standard
+    scoring conditions (regatta_shared.conditions), every attempt scored."""
     if not history or history[0].type != "RunSubmitted":
         return []
     submitted = history[0].payload()
@@ -47,10 +50,11 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
     final = next((e.payload() for e in reversed(history) if e.type == "RunScored" and e.data["final"]), None)
     if finished is None or not isinstance(final, RunScored):
         return []
-    selection = submitted.selection
-    if selection.kind == "filtered" or (selection.kind == "task_set" and selection.task_set != "parity"):
+    qualifies = qualification(history[0].data)
+    if not qualifies["qualifies"]:
         return []
-    task_set = selection.task_set or "full"
+    task_set = submitted.selection.task_set or "full"
+    conditions = qualifies["conditions"]
     entries = []
     for scores in final.agents:
         if not scores.complete or scores.pass_at_1 is None:
@@ -64,11 +68,15 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
                 run_id=submitted.run_id,
                 run_name=submitted.name,
                 order=finished.position,
-                group=(submitted.benchmark_digest, task_set),
+                # The conditions are in the key although every entry here is at its benchmark's standard
+                # ones: a re-synced manifest may change them while the task digests (and so the
+                # benchmark digest) stay the same.
+                group=(submitted.benchmark_digest, task_set, *sorted(conditions.items())),
                 task_set=task_set,
                 version=submitted.benchmark_version,
                 k=submitted.execution.attempts_per_task,
                 scores=scores,
+                conditions=conditions,
             )
         )
     return entries
@@ -160,6 +168,7 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
         "cost_per_task": scores.cost_per_task,
         "mean_duration_seconds": scores.mean_duration_seconds,
         "tokens_per_task": scores.tokens_per_task,
+        "conditions": entry.conditions,
         "ranks": {},
     }
 

@@ -1,0 +1,109 @@
+"""Scoring conditions: what decides whether an attempt passes and how many chances it gets.
+
+A leaderboard promises identical conditions, so a run qualifies only at its benchmark's standard conditions
+(docs/benchmarks.md, "Leaderboard qualification"). Shared by scoring (which ranks) and the gateway (which
+says why a run is or is not ranked), so both apply one rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+# The platform's defaults for what a benchmark cannot declare; a run that changes them changes the
+# measurement.
+STANDARD_TIMEOUT_MULTIPLIER = 1.0
+STANDARD_MAX_RETRIES = 0
+LABELS = {
+    "pass_threshold": "pass threshold",
+    "primary_reward_key": "primary reward key",
+    "timeout_multiplier": "timeout multiplier",
+    "max_retries": "retries",
+}
+
+
+class ScoringConditions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    pass_threshold: float = 1.0
+    primary_reward_key: str | None = None
+    timeout_multiplier: float = STANDARD_TIMEOUT_MULTIPLIER
+    max_retries: int = STANDARD_MAX_RETRIES
+
+    def key(self) -> tuple[Any, ...]:
+        """Part of a ranking group's key: runs under different conditions never share a group."""
+        return (self.pass_threshold, self.primary_reward_key, self.timeout_multiplier, self.max_retries)
+
+
+def standard_conditions(pass_threshold: float | None, primary_reward_key: str | None) -> ScoringConditions:
+    """A benchmark's standard conditions from its metadata (threshold and reward key) and the platform's."""
+    return ScoringConditions(
+        pass_threshold=1.0 if pass_threshold is None else float(pass_threshold),
+        primary_reward_key=primary_reward_key,
+    )
+
+
+def run_conditions(execution: dict[str, Any], primary_reward_key: str | None) -> ScoringConditions:
+    """The conditions a run was scored under, from its locked `execution` settings (RunSubmitted)."""
+    threshold = execution.get("pass_threshold")
+    return ScoringConditions(
+        pass_threshold=1.0 if threshold is None else float(threshold),
+        primary_reward_key=primary_reward_key,
+        timeout_multiplier=float(execution.get("timeout_multiplier", STANDARD_TIMEOUT_MULTIPLIER)),
+        max_retries=int(execution.get("max_retries", STANDARD_MAX_RETRIES)),
+    )
+
+
+def differences(run: ScoringConditions, standard: ScoringConditions) -> list[dict[str, Any]]:
+    """Each condition where the run departs from the standard: field, label, the run's and standard value."""
+    found = []
+    for field, label in LABELS.items():
+        used, expected = getattr(run, field), getattr(standard, field)
+        if used != expected:
+            found.append({"field": field, "label": label, "run": used, "standard": expected})
+    return found
+
+
+def describe(difference: dict[str, Any]) -> str:
+    """One difference in words, for pages and error-free API reasons."""
+    return (
+        f"{difference['label']} {_value(difference['run'])} differs from the benchmark's "
+        f"{_value(difference['standard'])}"
+    )
+
+
+def _value(value: Any) -> str:
+    return "(none)" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+
+
+def selection_reason(selection: dict[str, Any]) -> str | None:
+    """Why a run's task selection keeps it off the leaderboard (statistics.md §6), or None."""
+    if selection.get("task_names") or selection.get("categories"):
+        return "a category- or task-name-filtered run never ranks"
+    task_set = selection.get("task_set")
+    if task_set and task_set != "parity":
+        return f"task set {task_set!r} is neither the full task list nor the parity set"
+    return None
+
+
+def qualification(submission: dict[str, Any]) -> dict[str, Any]:
+    """Whether a run may rank, from its RunSubmitted payload: the conditions it used, the benchmark's
+    standard ones, each difference, and every reason it does not qualify (none: it ranks once finished
+    with every attempt scored)."""
+    primary = submission.get("primary_reward_key")
+    used = run_conditions(submission.get("execution") or {}, primary)
+    recorded = submission.get("standard_conditions")
+    standard = ScoringConditions.model_validate(recorded) if recorded else standard_conditions(None, primary)
+    found = differences(used, standard)
+    reasons = [describe(d) for d in found]
+    selection = selection_reason(submission.get("selection") or {})
+    if selection:
+        reasons.append(selection)
+    return {
+        "qualifies": not reasons,
+        "conditions": used.model_dump(),
+        "standard_conditions": standard.model_dump(),
+        "standard": not found,
+        "differences": found,
+        "reasons": reasons,
+    }
