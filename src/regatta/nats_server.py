@@ -176,12 +176,8 @@ def compose_config() -> str:
     """The compose deployment's nats.conf: passwords are `$REGATTA_NATS_<USER>_PASSWORD` variables
     that nats-server resolves from its environment (the operator's .env)."""
     placeholders = {user: f"@@{password_variable(user)}@@" for user in USERS}
-    config = {
-        "port": 4222,
-        "http_port": 8222,
-        "jetstream": {"store_dir": "/data"},
-        "authorization": {"users": _users(placeholders)},
-    }
+    # The store folder and the monitoring port are flags of compose's command (`-sd /data -m 8222`).
+    config = {"port": 4222, "jetstream": {}, "authorization": {"users": _users(placeholders)}}
     text = json.dumps(config, indent=2)
     for user in USERS:
         text = text.replace(f'"{placeholders[user]}"', f"${password_variable(user)}")
