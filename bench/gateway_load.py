@@ -70,13 +70,13 @@ def kept_database() -> str:
 
 def start_gateway(
     url: str, workdir: Path, workers: int = 1
-) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], str]:
+) -> tuple[subprocess.Popen[bytes], nats_server.NatsServer, str]:
     nats_port, port = nats_server.free_port(), nats_server.free_port()
     nats = nats_server.start(workdir / "nats", nats_port, workdir / "nats.log")
     env = {
         **os.environ,
         "DATABASE_URL": url,
-        "NATS_URL": f"nats://127.0.0.1:{nats_port}",
+        "NATS_URL": nats.url("gateway"),
         "REGATTA_BOOTSTRAP_TOKEN": TOKEN,
         "REGATTA_DATA_DIR": str(workdir / "data"),
         "REGATTA_GATEWAY_PORT": str(port),

@@ -44,7 +44,7 @@ class Samples:
 def processes(stack: Stack) -> dict[str, int]:
     pids = {key: process.pid for key, process in stack.processes.items() if process.poll() is None}
     if stack.nats is not None:
-        pids["nats-server"] = stack.nats.pid
+        pids["nats-server"] = stack.nats.process.pid
     return pids
 
 

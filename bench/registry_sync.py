@@ -153,7 +153,7 @@ def main() -> None:
             process = nats_server.start(root / f"nats-{attempt}", port)
             try:
                 database_url = args.database_url or f"sqlite:///{root / f'events-{attempt}.db'}"
-                url = f"nats://127.0.0.1:{port}"
+                url = process.url()
                 cold, warm, pages = asyncio.run(sync_twice(registry, database_url, url, args.page_size))
             finally:
                 process.terminate()

@@ -37,14 +37,14 @@ def unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The admin user's URL of a nats-server that, like production, refuses anonymous clients."""
     if os.environ.get("NATS_URL"):
         yield os.environ["NATS_URL"]
         return
-    port = nats_server.free_port()
-    process = nats_server.start(tmp_path_factory.mktemp("nats"), port)
-    yield f"nats://127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=10)
+    server = nats_server.start(tmp_path_factory.mktemp("nats"), nats_server.free_port())
+    yield server.url("admin")
+    server.terminate()
+    server.wait(timeout=10)
 
 
 def _create_database() -> str:

@@ -53,13 +53,15 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     health_ports: dict[str, int] = field(default_factory=dict)
-    nats: subprocess.Popen[bytes] | None = None
+    nats: nats_server.NatsServer | None = None
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
         self.logs = self.data_dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.token = ensure_token(self.data_dir)
+        # Each service connects to the embedded nats-server as its own user (nats_server.USERS).
+        self.nats_passwords = nats_server.ensure_credentials(self.data_dir)
 
     @property
     def url(self) -> str:
@@ -99,8 +101,16 @@ class Stack:
             return
         port = int(self.nats_url.rsplit(":", 1)[1]) if self.nats_url else None
         port = port or int(os.environ.get("REGATTA_NATS_PORT") or nats_server.free_port())
-        self.nats = nats_server.start(self.data_dir / "nats", port, self.logs / "nats-server.log")
-        self.nats_url = f"nats://127.0.0.1:{port}"
+        self.nats = nats_server.start(
+            self.data_dir / "nats", port, self.logs / "nats-server.log", self.nats_passwords
+        )
+        self.nats_url = self.nats.url("admin")
+
+    def service_nats_url(self, service: str) -> str:
+        """The embedded server's URL with the service's own user; a given NATS_URL as it is."""
+        if self.nats is None:
+            return self.nats_url or ""
+        return self.nats.url(nats_server.user_for(service))
 
     def kill_nats(self) -> None:
         """SIGKILL the embedded nats-server (its JetStream data stays on disk)."""
@@ -126,6 +136,7 @@ class Stack:
         key = key or service
         log = (self.logs / f"{key}.log").open("ab")
         env = self.env()
+        env["NATS_URL"] = self.service_nats_url(service)
         if service not in ("gateway", "relay"):
             self.health_ports.setdefault(key, nats_server.free_port())
             env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])

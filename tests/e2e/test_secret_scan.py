@@ -10,30 +10,81 @@ The run's data key is gone once it ended, so its sealed blob in the event log op
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
+import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import httpx
+import nats
 import pytest
+from regatta_shared.bus import ARTIFACTS_BUCKET
 from regatta_shared.sealing import SealError, sealing_key, unseal
 from regatta_shared.settings import Settings
 from sqlalchemy import create_engine, text
 
 from regatta.stack import Stack
+from tests.e2e.test_executor import add_folder, run_events
+from tests.support.tasks import write_task
 
-WORKSPACE_VALUE = "ws-scan-7d2c41f09b3e"
-PERSONAL_VALUE = "personal-scan-3e8a55c1d0f7"
-PROVIDED_VALUE = "provided-scan-b61f0e2a94c8"
+# Values whose encodings differ from the value: quotes, backslashes, shell metacharacters, unicode.
+WORKSPACE_VALUE = 'ws-"scan\\7d2c-ünï€-41f09b3e'
+PERSONAL_VALUE = "personal'scan\\3e8a-ß✓-55c1d0f7"
+PROVIDED_VALUE = 'provided$scan`b61f"0e2a-é94c8 x'
 VALUES = (WORKSPACE_VALUE, PERSONAL_VALUE, PROVIDED_VALUE)
-TASKS = ["hello-file", "rot13"]
+TASKS = ["leak-0", "leak-1"]
+
+# Run by the agent (the oracle's solve.sh) and by the verifier (test.sh): every secret it can see,
+# written in every encoding to its log, its artifacts and stdout, and a result.json-like env record.
+LEAK_SCRIPT = r"""python3 - "$1" <<'PY'
+import base64, json, os, shlex, sys, urllib.parse
+lines = []
+for name, value in sorted(os.environ.items()):
+    if not name.startswith("SCAN_") and name != "OPENAI_API_KEY":
+        continue
+    raw = value.encode()
+    lines += [value, json.dumps(value), json.dumps(value, ensure_ascii=False)]
+    lines += [urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value), shlex.quote(value)]
+    for prefix in (b"", b"a", b"ab"):
+        lines += [base64.b64encode(prefix + raw + b"!").decode()]
+        lines += [base64.urlsafe_b64encode(prefix + raw).decode()]
+    lines += [value[:4] + "****" + value[-3:], "********" + value[-4:]]
+    lines += [json.dumps({"env": {name: value}}), f"export {name}={shlex.quote(value)}"]
+text = "\n".join(lines) + "\n"
+sys.stdout.write(text)
+for folder in sys.argv[1].split(":"):
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "encodings.txt"), "a") as out:
+            out.write(text)
+    except OSError:
+        pass
+PY
+"""
+
+
+def write_leaky_tasks(root: Path) -> Path:
+    for name in TASKS:
+        task = write_task(
+            root,
+            name,
+            solve=LEAK_SCRIPT.replace('"$1"', "/logs/agent:/logs/artifacts") + "echo done > /app/out.txt",
+        )
+        verify = (task / "tests" / "test.sh").read_text()
+        (task / "tests" / "test.sh").write_text(verify + LEAK_SCRIPT.replace('"$1"', "/logs/verifier"))
+    return root
 
 
 def _submission() -> dict[str, Any]:
     hosted = {"type": "hosted", "base_model": "none", "lora_model_name": "none"}
     return {
         "name": "secret-scan",
-        "experiment_config": {"benchmark": "regatta-examples"},
+        "experiment_config": {"benchmark": "leaky"},
         "tasks_config": {"task_names": TASKS},
         "agents": [
             {
@@ -47,9 +98,53 @@ def _submission() -> dict[str, Any]:
     }
 
 
+_JSON_ESCAPE = re.compile(rb'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/_-]{12,}={0,2}")
+
+
+def _json_unescaped(blob: bytes) -> bytes:
+    def one(match: re.Match[bytes]) -> bytes:
+        escape = match[1]
+        if escape.startswith(b"u"):
+            return chr(int(escape[1:], 16)).encode("utf-8", "surrogatepass")
+        return {b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r", b"t": b"\t"}.get(escape, escape)
+
+    # Applied twice: a JSON string inside a JSON string (an env record in a log line).
+    return _JSON_ESCAPE.sub(one, _JSON_ESCAPE.sub(one, blob))
+
+
+def _base64_decoded(blob: bytes) -> bytes:
+    """What every base64-looking run in `blob` decodes to, at each of the 4 character alignments."""
+    decoded = []
+    for run in _BASE64_RUN.findall(blob):
+        run = run.rstrip(b"=").replace(b"-", b"+").replace(b"_", b"/")
+        for skip in range(4):
+            part = run[skip:]
+            part = part[: len(part) - len(part) % 4]
+            decoded.append(base64.b64decode(part + b"=" * (-len(part) % 4)))
+    return b"\n".join(decoded)
+
+
 def _leaks(data: bytes | str) -> list[str]:
+    """Each secret found in `data`, with the encoding it was found in. The decodings are the test's
+    own (not the executor's redaction), so an encoding the redaction misses is caught."""
     blob = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-    return [value for value in VALUES if value.encode() in blob]
+    views = {
+        "raw": blob,
+        "json": _json_unescaped(blob),
+        "url": unquote_to_bytes(blob),
+        "url+": unquote_to_bytes(blob.replace(b"+", b" ")),
+        "base64": _base64_decoded(blob),
+    }
+    found = []
+    for value in VALUES:
+        needles = {"value": value, "shell": shlex.quote(value)}
+        needles |= {"harbor mask": value[:4] + "****" + value[-3:], "auth mask": "****" + value[-4:]}
+        for view, haystack in views.items():
+            found += [
+                f"{value!r} as {kind} in {view}" for kind, n in needles.items() if n.encode() in haystack
+            ]
+    return found
 
 
 def _database_rows(stack: Stack) -> dict[str, list[str]]:
@@ -142,10 +237,10 @@ def _responses(stack: Stack, run_id: str, benchmark_id: str) -> list[httpx.Respo
     return got
 
 
-def test_secret_values_appear_nowhere_after_a_real_run(make_stack, api_for) -> None:
+def test_secret_values_appear_nowhere_after_a_real_run(make_stack, api_for, tmp_path) -> None:
     stack = make_stack(executors=1)
     api = api_for(stack)
-    benchmark = api.benchmark_ready("regatta-examples")
+    benchmark = add_folder(api, write_leaky_tasks(tmp_path / "tasks"), "leaky")
     for name, value, scope in (
         ("SCAN_WS_KEY", WORKSPACE_VALUE, "workspace"),
         ("SCAN_PERSONAL_KEY", PERSONAL_VALUE, "user"),
@@ -210,7 +305,22 @@ def test_secret_values_appear_nowhere_after_a_real_run(make_stack, api_for) -> N
     leaked_files = [str(p.relative_to(stack.data_dir)) for p in files if _leaks(_read(p))]
     assert not leaked_files, leaked_files
 
-    # 3. Every response a user can get about the run and its benchmark, and every download.
+    # 3. Every stored artifact. The agents and verifiers did write every encoding of the secrets they
+    # saw (so the scan has something to miss): each encodings.txt came out fully redacted.
+    stored = asyncio.run(_stored_artifacts(stack))
+    leaked_objects = {name: _leaks(data) for name, data in stored.items()}
+    assert not {name: found for name, found in leaked_objects.items() if found}, leaked_objects
+    finished = [data for kind, data in run_events(stack, run_id) if kind == "AttemptFinished"]
+    paths = {ref["path"]: ref["digest"] for data in finished for ref in data["artifacts"]}
+    for path in ("agent/encodings.txt", "verifier/encodings.txt"):
+        assert path in paths, sorted(paths)
+        written = stored[paths[path]].decode()
+        assert written.count("[REDACTED]") >= 14 and "****" not in written, written[:500]
+    recorded = json.loads(stored[paths["result.json"]])
+    assert set(recorded["config"]["agent"]["env"].values()) == {"[REDACTED]"}, "env values stripped"
+    assert "SCAN_WS_KEY" in recorded["config"]["agent"]["env"], "env names kept"
+
+    # 4. Every response a user can get about the run and its benchmark, and every download.
     responses = seen_running + _responses(stack, run_id, benchmark["id"])
     assert len(responses) > 40
     for response in responses:
@@ -218,8 +328,20 @@ def test_secret_values_appear_nowhere_after_a_real_run(make_stack, api_for) -> N
         assert not _leaks(response.content), response.request.url
 
 
+async def _stored_artifacts(stack: Stack) -> dict[str, bytes]:
+    """Every object in the artifact bucket (what downloads are made of), by name."""
+    nc = await nats.connect(stack.nats_url or "")
+    try:
+        store = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
+        return {info.name: (await store.get(info.name)).data or b"" for info in await store.list()}
+    finally:
+        await nc.close()
+
+
 def _read(path: Path) -> bytes:
+    """A file that cannot be read fails the scan (its content is unknown, not clean); only a file
+    removed while the scan ran (a rotated log, a finished sandbox) counts as empty."""
     try:
         return path.read_bytes()
-    except OSError:  # a file removed while the scan ran (a rotated log, a finished sandbox)
+    except FileNotFoundError:
         return b""

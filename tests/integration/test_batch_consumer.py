@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 async def test_waiting_messages_come_in_one_batch_and_a_lone_one_is_not_held(tmp_path: Path) -> None:
     port = nats_server.free_port()
     server = nats_server.start(tmp_path / "nats", port)
-    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    nc = await nats.connect(server.url())
     batches: list[tuple[float, list[bytes]]] = []
     arrived = asyncio.Event()
 

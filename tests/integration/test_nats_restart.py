@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(90)
 async def test_a_consumer_started_during_a_nats_restart_waits_and_then_consumes(tmp_path: Path) -> None:
     port = nats_server.free_port()
     server = nats_server.start(tmp_path / "nats", port)
-    nc = await nats.connect(f"nats://127.0.0.1:{port}", max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    nc = await nats.connect(server.url(), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
     received: list[bytes] = []
 
     async def handle(batch: list[Msg]) -> None:

@@ -23,7 +23,7 @@ async def test_a_relay_restarted_after_unsaved_progress_publishes_each_event_onc
 ) -> None:
     port = nats_server.free_port()
     server = nats_server.start(tmp_path / "nats", port)
-    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    nc = await nats.connect(server.url())
     try:
         store.append("run-a", [new_event(RunStarted(run_id="a")) for _ in range(3)])
         await ensure_streams(nc.jetstream())

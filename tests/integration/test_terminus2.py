@@ -59,7 +59,7 @@ async def run(job: AttemptJob, task_dir: Path, work: Path, secrets: dict[str, st
 
 def uploaded(trial_dir: Path, secrets: dict[str, str]) -> dict[str, bytes]:
     """What artifacts.upload would store: every collected file, secrets redacted."""
-    return {path: redact_bytes(data, list(secrets.values())) for path, data in collect(trial_dir)}
+    return {path: redact_bytes(data, list(secrets.values()), path) for path, data in collect(trial_dir)}
 
 
 def hello_file(tmp_path: Path) -> Path:

@@ -32,6 +32,11 @@ REPORT_SUBJECT = "reports.attempt"
 CANCEL_SUBJECT_PREFIX = "regatta.cancel"
 # Core NATS, no stream: an executor says it holds an attempt (run_scheduler.scheduler.RunScheduler.claim).
 CLAIM_SUBJECT_PREFIX = "regatta.claims"
+# The durable every executor pulls JOBS from.
+EXECUTORS_DURABLE = "executors"
+# Executors receive replies under their own prefix, the only inboxes their NATS user may subscribe to
+# (regatta.nats_server.EXECUTOR_PERMISSIONS).
+EXECUTOR_INBOX_PREFIX = "_INBOX.executor"
 
 TASKS_BUCKET = "regatta-tasks"
 ARTIFACTS_BUCKET = "regatta-artifacts"
@@ -118,6 +123,23 @@ async def _ensure_streams(js: JetStreamContext) -> None:
         await js.key_value(CANCELLED_RUNS_BUCKET)
     except (BucketNotFoundError, NotFoundError):
         await js.create_key_value(KeyValueConfig(bucket=CANCELLED_RUNS_BUCKET, storage=StorageType.FILE))
+
+
+async def await_streams(js: JetStreamContext) -> None:
+    """Wait until the streams and buckets an executor uses exist. Executors may not create or change
+    streams (their NATS user cannot): the platform services declare them."""
+    delay = 0.2
+    while True:
+        try:
+            await js.stream_info(JOBS_STREAM)
+            for bucket in (TASKS_BUCKET, ARTIFACTS_BUCKET):
+                await js.object_store(bucket)
+            await js.key_value(CANCELLED_RUNS_BUCKET)
+            return
+        except (*_UNAVAILABLE, BucketNotFoundError, NotFoundError) as error:
+            log.info("waiting for the streams (%r); retrying in %.1f s", error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 async def reconcile_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:

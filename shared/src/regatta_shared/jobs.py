@@ -25,6 +25,9 @@ class AttemptJob(BaseModel):
     verifier_env_names: list[str] = Field(default_factory=list)
     judge_model: str | None = None
     sealed_secrets: str | None = None
+    # The attempt's report key sealed for executors (regatta_shared.attempt_auth): reports without
+    # its MAC are dropped by the scheduler.
+    report_key: str | None = None
 
 
 class AttemptReport(BaseModel):

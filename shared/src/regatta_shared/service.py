@@ -37,9 +37,11 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def make_broker(settings: Settings) -> NatsBroker:
+def make_broker(settings: Settings, inbox_prefix: str = "_INBOX") -> NatsBroker:
     # Reconnect forever: a restarted nats-server must not take the service down with it.
-    return NatsBroker(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    return NatsBroker(
+        settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, inbox_prefix=inbox_prefix
+    )
 
 
 def make_store(settings: Settings) -> EventStore:
@@ -104,6 +106,7 @@ def build_app(
     on_startup: Sequence[Callable[..., Any]] = (),
     after_startup: Sequence[Callable[..., Any]] = (),
     on_shutdown: Sequence[Callable[..., Any]] = (),
+    declare_streams: bool = True,
 ) -> AsgiFastStream:
     async def _streams() -> None:
         await prepare_streams(settings)
@@ -111,7 +114,7 @@ def build_app(
     return AsgiFastStream(
         broker,
         asgi_routes=[("/health", make_ping_asgi(broker, timeout=5.0))],
-        on_startup=[_streams, *on_startup],
+        on_startup=[_streams, *on_startup] if declare_streams else list(on_startup),
         after_startup=[*after_startup, settle_heap],
         on_shutdown=list(on_shutdown),
     )

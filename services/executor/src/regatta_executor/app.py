@@ -6,6 +6,7 @@ import json
 import os
 
 import nats
+from regatta_shared.bus import EXECUTOR_INBOX_PREFIX
 from regatta_shared.sealing import sealing_key
 from regatta_shared.service import build_app, configure_logging, make_broker, run_app
 from regatta_shared.settings import load_settings
@@ -14,13 +15,18 @@ from .trials import EnvironmentChoice
 from .worker import Executor
 
 settings = load_settings()
-broker = make_broker(settings)
+broker = make_broker(settings, inbox_prefix=EXECUTOR_INBOX_PREFIX)
 executor: Executor | None = None
 
 
 async def start_worker() -> None:
     global executor
-    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    nc = await nats.connect(
+        settings.nats_url,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        inbox_prefix=EXECUTOR_INBOX_PREFIX,  # the only inboxes its NATS user may subscribe to
+    )
     environment = EnvironmentChoice(
         settings.executor_environment, json.loads(settings.executor_environment_kwargs or "{}")
     )
@@ -42,7 +48,10 @@ async def stop_worker() -> None:
         await executor.stop()
 
 
-app = build_app(broker, settings, after_startup=[start_worker], on_shutdown=[stop_worker])
+# Executors may not declare streams (their NATS user cannot): the worker waits for them instead.
+app = build_app(
+    broker, settings, after_startup=[start_worker], on_shutdown=[stop_worker], declare_streams=False
+)
 
 
 def main() -> None:

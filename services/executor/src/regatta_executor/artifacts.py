@@ -20,6 +20,8 @@ from nats.js.errors import NotFoundError
 from nats.js.object_store import ObjectStore
 from regatta_shared.events import ArtifactRef
 
+from .redaction import Redactor, strip_recorded_env
+
 COLLECTED = ("agent", "verifier", "artifacts")
 TOP_LEVEL = ("result.json", "trial.log", "exception.txt")
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -87,22 +89,28 @@ def _read_regular(dir_fd: int, name: str) -> bytes | None:
         os.close(fd)
 
 
-def redact_bytes(data: bytes, redact: list[str] | None) -> bytes:
-    for secret in sorted(redact or [], key=len, reverse=True):
-        if secret:
-            data = data.replace(secret.encode(), b"[REDACTED]")
-    return data
+def redact_bytes(data: bytes, redact: list[str] | None, path: str = "") -> bytes:
+    """A file as it may be stored: Harbor's recorded env stripped, then every encoding of every secret
+    value replaced (regatta_executor.redaction)."""
+    return _redact(data, Redactor(redact or []), path)
+
+
+def _redact(data: bytes, redactor: Redactor, path: str) -> bytes:
+    if path == "result.json":
+        data = strip_recorded_env(data)
+    return redactor.bytes(data)
 
 
 async def upload(store: ObjectStore, trial_dir: Path, redact: list[str] | None = None) -> list[ArtifactRef]:
     """Files go up a few at a time: each costs several JetStream round trips, which in sequence were a
     large share of a short attempt, while a bounded window keeps memory at a few files' worth."""
     refs: list[ArtifactRef] = []
+    redactor = Redactor(redact or [])
     files = collect(trial_dir)
     while window := list(itertools.islice(files, _UPLOAD_WINDOW)):
         contents: dict[str, bytes] = {}
         for relative, raw in window:
-            data = redact_bytes(raw, redact)
+            data = _redact(raw, redactor, relative)
             digest = "sha256:" + hashlib.sha256(data).hexdigest()
             contents[digest] = data  # equal files (empty logs, typically) are stored once
             refs.append(ArtifactRef(path=relative, digest=digest, size=len(data)))

@@ -11,6 +11,8 @@ from typing import Any
 
 from regatta_shared.events import Outcome, Timings, Usage
 
+from .redaction import Redactor
+
 
 @dataclass(frozen=True)
 class TrialOutcome:
@@ -92,10 +94,6 @@ def _iso(value: Any) -> str | None:
 
 
 def redact(text: str | None, secrets: dict[str, str]) -> str | None:
-    """`text` with every secret value replaced; reports and artifacts never carry a secret."""
-    if text is None:
-        return None
-    for value in sorted(secrets.values(), key=len, reverse=True):
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
+    """`text` with every form of every secret value replaced (regatta_executor.redaction): reports
+    and artifacts never carry a secret."""
+    return Redactor(secrets.values()).text(text)

@@ -22,17 +22,19 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import KeyNotFoundError
+from regatta_shared.attempt_auth import MAC_HEADER, open_key, sign
 from regatta_shared.bus import (
     ARTIFACTS_BUCKET,
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
     CLAIM_SUBJECT_PREFIX,
+    EXECUTORS_DURABLE,
     JOB_SUBJECT,
     JOBS_STREAM,
     REPORT_SUBJECT,
     REPORTS_STREAM,
     TASKS_BUCKET,
-    ensure_streams,
+    await_streams,
 )
 from regatta_shared.jobs import AttemptJob, AttemptReport
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
@@ -43,7 +45,7 @@ from .task_cache import TaskCache
 from .trials import EnvironmentChoice, run_trial, trial_config
 
 log = logging.getLogger("regatta.executor")
-DURABLE = "executors"
+DURABLE = EXECUTORS_DURABLE
 
 
 def executor_id() -> str:
@@ -77,7 +79,7 @@ class Executor:
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
-        await ensure_streams(self.js)
+        await await_streams(self.js)
         self.tasks = TaskCache(self.work_dir / "task-cache", await self.js.object_store(TASKS_BUCKET))
         self.artifact_store = await self.js.object_store(ARTIFACTS_BUCKET)
         self.cancelled = await self.js.key_value(CANCELLED_RUNS_BUCKET)
@@ -146,7 +148,10 @@ class Executor:
             # Registered first, so a stop announced from here on cancels the attempt. The claim tells
             # the scheduler that a stop must wait for this sandbox before the attempt reports started.
             with contextlib.suppress(Exception):  # a hint: without it a stop only waits less
-                await self.nc.publish(f"{CLAIM_SUBJECT_PREFIX}.{job.run_id}", job.attempt_id.encode())
+                claim = job.attempt_id.encode()
+                await self.nc.publish(
+                    f"{CLAIM_SUBJECT_PREFIX}.{job.run_id}", claim, headers=self._signed(job, claim)
+                )
             await attempt
         except asyncio.CancelledError:
             current = asyncio.current_task()
@@ -268,9 +273,23 @@ class Executor:
             executor_id=self.id,
             **fields,  # type: ignore[arg-type]
         )
+        payload = report.model_dump_json().encode()
         await self.js.publish(
-            REPORT_SUBJECT, report.model_dump_json().encode(), stream=REPORTS_STREAM, timeout=10
+            REPORT_SUBJECT, payload, stream=REPORTS_STREAM, timeout=10, headers=self._signed(job, payload)
         )
+
+    def _signed(self, job: AttemptJob, payload: bytes) -> dict[str, str]:
+        """The MAC that makes the scheduler believe this message (regatta_shared.attempt_auth). A job
+        whose key does not open gets none: its reports are dropped and logged by the scheduler."""
+        if not job.report_key or self.sealing_key is None:
+            log.error("job %s carries no report key this executor can open", job.attempt_id)
+            return {}
+        try:
+            key = open_key(job.report_key, self.sealing_key, job.run_id, job.attempt_id)
+        except SealError:
+            log.error("job %s: its report key does not open with this executor's key", job.attempt_id)
+            return {}
+        return {MAC_HEADER: sign(key, payload)}
 
 
 class _StartedReport:

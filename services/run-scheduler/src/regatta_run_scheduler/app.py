@@ -9,6 +9,7 @@ import asyncio
 import nats
 from nats.aio.msg import Msg
 from regatta_shared import run_keys
+from regatta_shared.attempt_auth import AttemptKeys
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
@@ -22,11 +23,12 @@ from regatta_shared.bus import (
 from regatta_shared.codec import decode_stored
 from regatta_shared.consumer import BatchConsumer
 from regatta_shared.eventstore import StoredEvent
-from regatta_shared.jobs import AttemptReport
 from regatta_shared.nudge import nudge_relay_on_commit
+from regatta_shared.sealing import master_key
 from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
 from regatta_shared.settings import load_settings
 
+from .reports import authentic_claim, authentic_reports
 from .scheduler import RUN_ENDED, RunScheduler
 
 settings = load_settings()
@@ -104,13 +106,19 @@ async def purge_ended_runs(batch: list[Msg]) -> None:
 
 
 async def record_reports(batch: list[Msg]) -> None:
-    reports = [AttemptReport.model_validate_json(msg.data) for msg in batch]
+    keys = scheduler().attempt_keys
+    assert keys is not None
+    reports = authentic_reports(keys, ((msg.data, msg.headers) for msg in batch))
     await asyncio.to_thread(scheduler().on_reports, reports)
     await dispatch_scheduled()
 
 
 async def record_claim(msg: Msg) -> None:
-    scheduler().claim(msg.subject.rsplit(".", 1)[-1], msg.data.decode())
+    keys = scheduler().attempt_keys
+    assert keys is not None
+    run_id = msg.subject.rsplit(".", 1)[-1]
+    if (attempt_id := authentic_claim(keys, run_id, msg.data, msg.headers)) is not None:
+        scheduler().claim(run_id, attempt_id)
 
 
 async def announce_cancel(run_id: str) -> None:
@@ -125,7 +133,7 @@ async def start_consumers() -> None:
     nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     js = nc.jetstream()
     state["nc"] = nc
-    state["scheduler"] = RunScheduler(make_store(settings))
+    state["scheduler"] = RunScheduler(make_store(settings), AttemptKeys(master_key(settings)))
     nudge_relay_on_commit(scheduler().store, nc)
     run_keys.create_table(scheduler().store)
     # Every instance hears every claim (no queue group): whichever decides a stop must know them.

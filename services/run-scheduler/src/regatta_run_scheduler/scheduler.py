@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from regatta_shared import run_keys
+from regatta_shared.attempt_auth import AttemptKeys
 from regatta_shared.events import AttemptScheduled, RunSubmitted, parse_event
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
@@ -29,8 +30,10 @@ _CLAIMS_KEPT = 100_000
 
 
 class RunScheduler:
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, attempt_keys: AttemptKeys | None = None) -> None:
         self.store = store
+        # Without keys, jobs carry no report key and no executor can sign a report the app accepts.
+        self.attempt_keys = attempt_keys
         self._states: dict[str, aggregate.RunState] = {}
         # The consumers call in from worker threads; the cached states are folded in place, so one
         # decision at a time (each takes milliseconds).
@@ -177,7 +180,10 @@ class RunScheduler:
                     continue
                 if run_id not in envelopes:
                     envelopes[run_id] = self._job_secrets(submitted)
-                jobs.append(build_job(submitted, scheduled, envelopes[run_id]))
+                job = build_job(submitted, scheduled, envelopes[run_id])
+                if self.attempt_keys is not None:
+                    job.report_key = self.attempt_keys.sealed_key(run_id, scheduled.attempt_id)
+                jobs.append(job)
         return jobs
 
     def _job_secrets(self, submitted: RunSubmitted) -> str | None:
