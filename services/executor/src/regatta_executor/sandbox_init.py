@@ -10,6 +10,7 @@ Protocol, one SOCK_SEQPACKET message each, fields separated by NUL:
   executor -> here: run <id> <cwd> <command> <NAME=value>…   with SCM_RIGHTS [stdout, stderr]
                     runfd <id>                               with [stdout, stderr, payload memfd]
                     kill <id>
+                    killall <id>    kill every process of the sandbox but this one, then answer exit
   here -> executor: exit <id> <return code>   (128 + signal number if killed by a signal)
                     fail <id> <message>       (the command could not be started, e.g. at the pid limit)
 Everything this process knows about is what the executor sent, so nothing inside the sandbox can make it
@@ -131,6 +132,10 @@ class Init:
 
     def handle(self, fields, fds):
         verb = fields[0]
+        if verb == b"killall":
+            self.kill_all()
+            self.send(b"exit", fields[1], 0)
+            return
         if verb == b"kill":
             for pid, command_id in self.commands.items():
                 if command_id == fields[1]:
@@ -188,6 +193,19 @@ class Init:
         except OSError:
             pass
         return pid
+
+    def kill_all(self):
+        """kill(-1) from a pid namespace's init reaches every other process of the namespace, whatever
+        its session or process group. Repeated until none is left: a process forking while the signal
+        is delivered, or a zombie not yet reparented here, keeps the round going."""
+        poller = select.poll()
+        while True:
+            self.reap()
+            try:
+                os.kill(-1, _signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            poller.poll(5)
 
     def reap(self):
         while True:

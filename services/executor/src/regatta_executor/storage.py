@@ -5,8 +5,9 @@ millisecond as two syscalls; a loop-mounted ext4 image costs ~130 ms for mkfs an
 and unmount, on every trial; ext4/XFS project quotas need a filesystem mounted with `prjquota`, which the
 executor cannot count on. tmpfs it is, with its trade-off: what the sandbox writes is held in memory and
 charged to the sandbox's memory cgroup, so with a memory cgroup the effective cap is the smaller of the
-memory and storage limits. The three log folders are host folders bound in and are not on the tmpfs;
-RLIMIT_FSIZE (set per command) bounds any single file there.
+memory and storage limits. The trial's log folders get tmpfs mounts of their own of the same size (one
+for the agent's logs and artifacts, one for the verifier's), so that what a sandbox writes to the host's
+disk through them is capped as a whole, not only file by file (sandbox.py copies them back at the end).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
-def mount_tmpfs(target: Path, size_bytes: int) -> None:
-    """Mount a tmpfs of `size_bytes` on `target` (an empty folder). Raises OSError if not permitted."""
+def mount_tmpfs(target: Path, size_bytes: int, owner: int = 0) -> None:
+    """Mount a tmpfs of `size_bytes` on `target` (an empty folder), its root owned by the host uid and
+    gid `owner`. Raises OSError if not permitted."""
     inodes = max(_MIN_INODES, size_bytes // _BYTES_PER_INODE)
-    options = f"size={size_bytes},nr_inodes={inodes},mode=0755".encode()
+    options = f"size={size_bytes},nr_inodes={inodes},mode=0755,uid={owner},gid={owner}".encode()
     flags = _MS_NOSUID | _MS_NODEV
     if _libc().mount(b"tmpfs", os.fsencode(target), b"tmpfs", flags, options) != 0:
         errno = ctypes.get_errno()
