@@ -64,18 +64,13 @@ async def test_example_tasks_pass_with_oracle_and_fail_with_nop(
     assert_cleaned_up(tmp_path, *(r.trial_name for r in results))
 
 
-@pytest.mark.parametrize(
-    ("network_mode", "share_host_network", "reachable"),
-    [
-        ("no-network", True, False),
-        ("allowlist", True, False),
-        ("public", True, True),
-        ("public", False, False),
-    ],
-)
-async def test_network_mode_decides_whether_the_host_is_reachable(
-    tmp_path: Path, network_mode: str, share_host_network: bool, reachable: bool
+@pytest.mark.parametrize("network_mode", ["no-network", "allowlist", "public"])
+async def test_the_hosts_loopback_is_unreachable_whatever_the_network_mode(
+    tmp_path: Path, network_mode: str
 ) -> None:
+    """The public case reaching the host: test_hostile_tasks.py (its own addresses too)."""
+    reachable = False
+
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"hello from the host\n")
         await writer.drain()
@@ -101,7 +96,7 @@ async def test_network_mode_decides_whether_the_host_is_reachable(
         with (task / "task.toml").open("a") as toml:
             toml.write('allowed_hosts = ["127.0.0.1"]\n')
     async with server:
-        result = await run_trial(task, "nop", tmp_path, share_host_network=share_host_network)
+        result = await run_trial(task, "nop", tmp_path)
 
     assert exception_type(result) is None
     assert rewards(result) == {"reward": 1 if reachable else 0}
@@ -164,8 +159,8 @@ async def test_a_task_that_fills_the_disk_is_capped(tmp_path: Path) -> None:
     fill = """
         dd if=/dev/zero of=/app/fill bs=1M count=200 2> /logs/agent/dd-root.txt
         dd if=/dev/zero of=/tmp/fill bs=1M count=200 2> /logs/agent/dd-tmp.txt
-        dd if=/dev/zero of=/logs/agent/fill bs=1M count=200 2> /logs/agent/dd-logs.txt
         df -k / > /logs/agent/df.txt
+        dd if=/dev/zero of=/logs/agent/fill bs=1M count=200 2> /logs/agent/dd-logs.txt
         for i in $(seq 1000); do echo $i > /app/small-$i || break; done
         exit 0
     """
@@ -178,7 +173,7 @@ async def test_a_task_that_fills_the_disk_is_capped(tmp_path: Path) -> None:
     agent = tmp_path / "trials" / result.trial_name / "agent"
     assert "No space left on device" in (agent / "dd-root.txt").read_text()
     assert "No space left on device" in (agent / "dd-tmp.txt").read_text()
-    # The log folders are on the host's disk, bounded per file by RLIMIT_FSIZE (the storage cap).
+    # The log folders are capped as a whole (test_hostile_tasks.py checks the total).
     assert (agent / "fill").stat().st_size <= 32 * 1024 * 1024
     assert int((agent / "df.txt").read_text().splitlines()[1].split()[1]) == 32 * 1024
     assert_cleaned_up(tmp_path, result.trial_name)
@@ -253,7 +248,14 @@ async def test_artifacts_never_follow_links_planted_by_the_agent(tmp_path: Path)
     task = write_task(tmp_path / "tasks", "plant-links", solve=plant)
     result = await run_trial(task, "oracle", tmp_path)
     trial_dir = tmp_path / "trials" / result.trial_name
-    assert (trial_dir / "agent" / "host-file").is_symlink()
+    # Links planted in the log folders do not even reach the host's trial folder (the sandbox's log
+    # folders are copied back as folders and regular files); a link made there on the host is still
+    # not followed by the collection.
+    assert not (trial_dir / "agent" / "host-file").is_symlink()
+    assert (trial_dir / "agent" / "kept.txt").read_text() == "kept\n"
+    (trial_dir / "agent" / "host-file").symlink_to(host_secret)
+    (trial_dir / "agent" / "host-dir").symlink_to(host_dir)
+    (trial_dir / "verifier" / "passwd").symlink_to("/etc/passwd")
 
     files = dict(await asyncio.wait_for(asyncio.to_thread(lambda: list(collect(trial_dir))), 10))
 
