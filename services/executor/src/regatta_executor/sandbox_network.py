@@ -6,9 +6,10 @@ Docker bridge); a task that allows the network must reach the internet and nothi
 - the sandbox never shares the host's network namespace (bubblewrap always unshares it);
 - slirp4netns runs with --disable-host-loopback, so its gateway address (10.0.2.2) does not lead to
   the host's 127.0.0.1;
-- inside the namespace, unreachable routes cover every address of the host and every private,
-  link-local (cloud metadata), shared and reserved IPv4 range; only slirp4netns's own 10.0.2.0/24
-  (gateway refused, DNS forwarder at 10.0.2.3) stays reachable. The sandbox has no CAP_NET_ADMIN and
+- inside the namespace, unreachable routes cover every address of the host, the networks the host
+  is on (its LAN, Docker bridges) and every private, link-local (cloud metadata), shared (CGNAT),
+  multicast and reserved IPv4 range; only slirp4netns's own 10.0.2.0/24 (gateway refused, DNS
+  forwarder at 10.0.2.3) stays reachable. The sandbox has no CAP_NET_ADMIN and
   cannot remove them. There is no IPv6 (slirp4netns runs without --enable-ipv6).
 slirp4netns itself runs sandboxed (its own mount namespace, seccomp) and exits with the executor's end
 of its exit pipe, so a crashed executor leaves none behind.
@@ -31,8 +32,7 @@ DNS_SERVER = "10.0.2.3"
 RESOLV_CONF = f"nameserver {DNS_SERVER}\n".encode()
 _BLOCKED_RANGES = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
-    "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+    "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
 )  # fmt: skip
 _MTU = 65520
 
@@ -45,8 +45,9 @@ def tools() -> dict[str, str]:
     return {name: path for name, path in found.items() if path is not None}
 
 
-async def host_addresses(ip: str) -> list[ipaddress.IPv4Address]:
-    """Every IPv4 address of the host's interfaces (read fresh per sandbox: bridges come and go)."""
+async def host_addresses(ip: str) -> list[ipaddress.IPv4Interface]:
+    """Every IPv4 address of the host's interfaces with its network (read fresh per sandbox:
+    bridges come and go)."""
     process = await asyncio.create_subprocess_exec(
         ip, "-j", "-4", "addr", "show",
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
@@ -58,15 +59,17 @@ async def host_addresses(ip: str) -> list[ipaddress.IPv4Address]:
     for interface in json.loads(out or b"[]"):
         for info in interface.get("addr_info", []):
             with contextlib.suppress(ValueError, KeyError):
-                addresses.append(ipaddress.IPv4Address(info["local"]))
+                addresses.append(ipaddress.IPv4Interface(f"{info['local']}/{info['prefixlen']}"))
     return addresses
 
 
-def blocking_routes(host: list[ipaddress.IPv4Address]) -> list[str]:
+def blocking_routes(host: list[ipaddress.IPv4Interface]) -> list[str]:
     """`ip -batch` lines for the sandbox's namespace; slirp4netns's /24 is more specific than
-    10.0.0.0/8 and stays reachable, every host address is covered even if it is public."""
-    networks = {ipaddress.ip_network(r) for r in _BLOCKED_RANGES}
-    networks |= {ipaddress.ip_network(a) for a in host if a not in SLIRP_NETWORK}
+    10.0.0.0/8 and stays reachable; every host address and network is covered even if public."""
+    networks: set[ipaddress.IPv4Network] = {ipaddress.IPv4Network(r) for r in _BLOCKED_RANGES}
+    for interface in host:
+        if interface.ip not in SLIRP_NETWORK:
+            networks |= {interface.network, ipaddress.IPv4Network(interface.ip)}
     return [f"route add unreachable {network}" for network in sorted(networks)]
 
 
