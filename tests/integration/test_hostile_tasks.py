@@ -200,6 +200,9 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
                 sleep 0.05
             done' > /dev/null 2>&1 &
         while [ ! -s /logs/artifacts/alive.txt ]; do sleep 0.05; done
+        # pid 1 kills the loop before the verifier: it must not be open to ptrace or memory reads.
+        head -c1 /proc/1/mem > /dev/null 2>&1 || cat /proc/1/maps > /dev/null 2>&1 \
+            && echo open > /logs/artifacts/pid1.txt || echo closed > /logs/artifacts/pid1.txt
     """
     test = """
         echo 0 > /logs/verifier/reward.txt
@@ -222,6 +225,7 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
     # The loop ran, and scanned (stolen.txt exists), during the agent's phase.
     assert [p.read_text() for p in (trial / "artifacts").rglob("alive.txt")] == ["alive\n"]
     assert [p.name for p in (trial / "artifacts").rglob("stolen.txt")] == ["stolen.txt"]
+    assert [p.read_text() for p in (trial / "artifacts").rglob("pid1.txt")] == ["closed\n"]
     left = [trial / folder for folder in ("agent", "artifacts", "verifier")]
     files = [p for folder in left for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     assert [p.name for p in files if secret.encode() in p.read_bytes()] == []
