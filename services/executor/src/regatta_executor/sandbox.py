@@ -3,7 +3,7 @@
 A sandbox's workspace folder on the host holds `root/` (the sandbox's `/`, a size-limited tmpfs when a
 storage cap is set), `tests/` (the sandbox's /tests: a tmpfs of its own, so that an agent that filled
 its root cannot keep the verifier's tests out), `logs/` and `verifier-logs/` (the trial's log folders
-while the sandbox runs, on capped tmpfs mounts of their own; see stage_log_folders), `io/` (output
+while the sandbox runs, on capped tmpfs mounts of their own; see _stage_log_folders), `io/` (output
 files of running commands), `sandbox.log` (bubblewrap's own messages) and `.lock` (see sandbox_janitor).
 
 Everything inside runs as an unprivileged host uid of its own (`SandboxSpec.uid`), root only inside
@@ -141,8 +141,8 @@ class Sandbox:
         if os.geteuid() != 0:
             raise RuntimeError("the local environment needs root to run bubblewrap")
         self._tools = sandbox_command.host_tools(self.spec.host_dirs)
-        if self.spec.uid not in SANDBOX_UIDS and self.spec.uid < 1000:
-            raise ValueError(f"sandbox uid {self.spec.uid} is a system account's")
+        if self.spec.uid < 1000:
+            raise ValueError(f"sandbox uid {self.spec.uid} is root or a system account's")
         _check_reachable(self.spec.workspace.parent)
         if not sandbox_janitor.swept(self.spec.workspace.parent):
             await asyncio.to_thread(sandbox_janitor.sweep_once, self.spec.workspace.parent)
@@ -329,10 +329,11 @@ class Sandbox:
             self._extra_limits.add("pids")
 
     def _log_mounts(self) -> list[Path]:
-        staged = [self._host_folder(b) for b in self.spec.binds if b.log_folder and not b.read_only]
-        return [self.spec.workspace / n for n in sandbox_janitor.TMPFS_DIRS[2:] if any(
-            f == self.spec.workspace / n or f.parent == self.spec.workspace / n for f in staged
-        )]  # fmt: skip
+        """The workspace folders that hold staged log folders; each gets a capped tmpfs."""
+        staged = {self._host_folder(b) for b in self.spec.binds if b.log_folder and not b.read_only}
+        logs = self.spec.workspace / sandbox_janitor.LOGS_DIR
+        verifier = self.spec.workspace / sandbox_janitor.VERIFIER_LOGS_DIR
+        return [f for f in (logs, verifier) if f in staged or any(s.parent == f for s in staged)]
 
     def _stage_log_folders(self) -> None:
         """Hold the trial's log folders in the workspace (on capped tmpfs mounts when a storage cap is
