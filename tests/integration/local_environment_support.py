@@ -3,6 +3,7 @@ run in them, and the host-side traces (processes, cgroups, mounts) a clean-up mu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -43,7 +44,14 @@ def sandboxes_dir(work: Path) -> Path:
         real = Path(tempfile.mkdtemp(prefix="regatta-test-sandboxes-", dir="/tmp"))
         real.chmod(0o711)
         link.symlink_to(real)
+        # Empty once every sandbox is gone (assert_cleaned_up checks); left if a test leaked one.
+        atexit.register(_remove_if_empty, real)
     return link
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def marker(label: str) -> str:
