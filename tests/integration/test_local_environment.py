@@ -265,3 +265,43 @@ async def test_artifacts_never_follow_links_planted_by_the_agent(tmp_path: Path)
     assert leaked == []
     assert not {"agent/host-file", "verifier/passwd", "agent/fifo"} & set(files)
     assert not [p for p in files if p.startswith(("agent/host-dir/", "artifacts/sub/up/"))]
+
+
+async def test_a_multi_step_task_runs_each_step_and_keeps_its_logs(tmp_path: Path) -> None:
+    """Harbor moves each step's log folders aside between steps and refuses paths through links: the
+    staged (capped) log folders must look like plain folders to it."""
+    task = tmp_path / "tasks" / "two-steps"
+    (task / "environment").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (task / "task.toml").write_text(
+        'schema_version = "1.4"\n\n[environment]\nnetwork_mode = "no-network"\nstorage_mb = 64\n\n'
+        '[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
+    )
+    for step, check in (("one", "[ -f /app/one ]"), ("two", "[ -f /app/one ] && [ -f /app/two ]")):
+        folder = task / "steps" / step
+        for sub in ("solution", "tests"):
+            (folder / sub).mkdir(parents=True)
+        (folder / "instruction.md").write_text(f"Step {step}.\n")
+        (folder / "solution" / "solve.sh").write_text(
+            f"#!/bin/bash\necho {step} > /app/{step}\necho log-{step} > /logs/agent/{step}.txt\n"
+        )
+        (folder / "tests" / "test.sh").write_text(
+            f"#!/bin/bash\n{check} && echo 1 > /logs/verifier/reward.txt"
+            " || echo 0 > /logs/verifier/reward.txt\n"
+        )
+    result = await run_trial(task, "oracle", tmp_path)
+
+    assert exception_type(result) is None
+    assert [
+        (s.step_name, s.verifier_result.rewards if s.verifier_result else None)
+        for s in result.step_results or []
+    ] == [
+        ("one", {"reward": 1}),
+        ("two", {"reward": 1}),
+    ]
+    trial_dir = tmp_path / "trials" / result.trial_name
+    logs = sorted(
+        p.relative_to(trial_dir).as_posix() for p in trial_dir.rglob("*.txt") if "log-" in p.read_text()
+    )
+    assert len(logs) == 2, logs
+    assert_cleaned_up(tmp_path, result.trial_name)

@@ -337,34 +337,38 @@ class Sandbox:
 
     def _stage_log_folders(self) -> None:
         """Hold the trial's log folders in the workspace (on capped tmpfs mounts when a storage cap is
-        set) while the sandbox runs: the host folder becomes a link to its staged copy, so that Harbor
-        reads and writes it as before, and is restored, with what the sandbox wrote, by stop()."""
+        set) while the sandbox runs. Each staged folder is bind-mounted over its host folder, so that
+        Harbor reads and writes it at the same path (a mount, not a link: Harbor refuses output paths
+        that traverse links); stop() puts back a plain folder holding what the sandbox wrote. The host
+        folders are recorded in the workspace for the janitor, should the executor die first."""
+        uid = self.spec.uid
         for bind in self.spec.binds:
             staged = self._host_folder(bind)
             if staged == bind.source:
                 continue
             staged.mkdir(exist_ok=True)
-            os.chown(staged, self.spec.uid, self.spec.uid)
+            os.chown(staged, uid, uid)
             bind.source.mkdir(parents=True, exist_ok=True)
             fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
-                sandbox_files.copy_tree_in(bind.source, fd, self.spec.uid)
+                sandbox_files.copy_tree_in(bind.source, fd, uid)
             finally:
                 os.close(fd)
-            parked = bind.source.with_name(f".{bind.source.name}.{secrets.token_hex(4)}")
-            bind.source.rename(parked)
-            bind.source.symlink_to(staged)
+            _empty(bind.source)
+            sandbox_janitor.record_host_mount(self.spec.workspace, bind.source)
+            storage.bind_mount(staged, bind.source)
             self._staged.append((bind.source, staged))
-            shutil.rmtree(parked)
 
     def _unstage_log_folders(self) -> None:
-        """Put the log folders back as real host folders holding what the sandbox wrote (folders and
+        """Put the log folders back as plain host folders holding what the sandbox wrote (folders and
         regular files only: a link planted by the sandbox must not lead a host reader elsewhere)."""
         staged_folders, self._staged = self._staged, []
         for source, staged in staged_folders:
-            if source.is_symlink() and Path(os.readlink(source)) == staged:
-                source.unlink()
-            source.mkdir(parents=True, exist_ok=True)
+            try:
+                storage.unmount(source)
+            except OSError as exc:
+                self._log.warning("cannot unmount %s: %s", source, exc)
+                continue
             try:
                 fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except FileNotFoundError:
@@ -502,6 +506,14 @@ def _check_reachable(base: Path) -> None:
                 f"the sandbox folder {base} must be reachable by unprivileged users, and {folder} is "
                 "not (it needs o+x): sandboxes run as unprivileged uids"
             )
+
+
+def _empty(folder: Path) -> None:
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def _tree(root: Path, paths: tuple[str, ...]) -> set[Path]:

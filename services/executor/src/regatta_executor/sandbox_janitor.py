@@ -25,6 +25,8 @@ VERIFIER_LOGS_DIR = "verifier-logs"
 TMPFS_DIRS = (ROOT_DIR, TESTS_DIR, LOGS_DIR, VERIFIER_LOGS_DIR)
 """Host folders of a workspace that may hold the sandbox's own tmpfs mounts (root, /tests, logs)."""
 KEPT_MARKER = ".kept"
+HOST_MOUNTS = "host-mounts"
+"""Host folders (the trial's log folders) that a workspace's folders are bind-mounted on, one a line."""
 _UNLOCKED_GRACE_SEC = 600.0
 
 logger = logging.getLogger(__name__)
@@ -40,10 +42,21 @@ def lock_workspace(workspace: Path) -> int:
     return fd
 
 
+def record_host_mount(workspace: Path, host_folder: Path) -> None:
+    with open(workspace / HOST_MOUNTS, "a") as listing:
+        listing.write(f"{host_folder}\n")
+
+
 def remove_workspace(workspace: Path) -> None:
-    """Unmount the sandbox's tmpfs mounts (the storage cap), then rmtree, unless something else is
-    mounted inside: deleting through a bind mount would delete host files. Sandbox mounts live in the
-    sandbox's own mount namespace, so that should never happen."""
+    """Unmount the workspace's folders from the host folders they were bound on (left there if the
+    executor died), and the sandbox's tmpfs mounts (the storage cap), then rmtree, unless something
+    else is mounted inside: deleting through a bind mount would delete host files. Sandbox mounts
+    live in the sandbox's own mount namespace, so that should never happen."""
+    with contextlib.suppress(FileNotFoundError):
+        mounted = storage.mount_points()
+        for line in (workspace / HOST_MOUNTS).read_text().splitlines():
+            if Path(line) in mounted:
+                storage.unmount(Path(line))
     ours = {workspace / name for name in TMPFS_DIRS}
     for mount_point in storage.mount_points_under(workspace):
         if mount_point not in ours:

@@ -21,6 +21,7 @@ from pathlib import Path
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
 _MNT_DETACH = 0x2
+_MS_BIND = 0x1000
 _BYTES_PER_INODE = 16 * 1024
 _MIN_INODES = 65536
 
@@ -41,11 +42,26 @@ def mount_tmpfs(target: Path, size_bytes: int, owner: int = 0) -> None:
         raise OSError(errno, f"cannot mount a tmpfs on {target}: {os.strerror(errno)}")
 
 
+def bind_mount(source: Path, target: Path) -> None:
+    """Bind the folder `source` over the folder `target`. Raises OSError if not permitted."""
+    if _libc().mount(os.fsencode(source), os.fsencode(target), None, _MS_BIND, None) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"cannot bind {source} on {target}: {os.strerror(errno)}")
+
+
 def unmount(target: Path) -> None:
     """Detach the mount on `target`; its memory is freed once no process uses it any more."""
     if _libc().umount2(os.fsencode(target), _MNT_DETACH) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"cannot unmount {target}: {os.strerror(errno)}")
+
+
+def mount_points() -> set[Path]:
+    """Every mount point in this process's mount namespace."""
+    return {
+        Path(line.split()[4].replace("\\040", " "))
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    }
 
 
 def mount_points_under(folder: Path) -> list[Path]:
