@@ -18,6 +18,7 @@ from regatta_executor.local_environment import LocalEnvironment
 from tests.integration.local_environment_support import (
     assert_cleaned_up,
     marker,
+    mounts_under,
     processes_mentioning,
     require_sandbox_host,
     rewards,
@@ -185,10 +186,13 @@ async def test_sandbox_of_a_killed_executor_dies_and_is_swept_later(tmp_path: Pa
         import asyncio, sys
         from pathlib import Path, PurePosixPath
         from regatta_executor.limits import Limits
-        from regatta_executor.sandbox import Sandbox, SandboxSpec
+        from regatta_executor.sandbox import Bind, Sandbox, SandboxSpec
 
         async def main() -> None:
-            spec = SandboxSpec(Path(sys.argv[1]), PurePosixPath("/"), False, limits=Limits(max_processes=32))
+            logs = Bind(Path(sys.argv[3]), PurePosixPath("/logs/agent"), log_folder=True)
+            spec = SandboxSpec(
+                Path(sys.argv[1]), PurePosixPath("/"), False, binds=(logs,), limits=Limits(max_processes=32)
+            )
             sandbox = Sandbox(spec)
             await sandbox.start()
             await sandbox.exec(f"(exec -a {sys.argv[2]} sleep 1000) &", cwd="/")
@@ -197,8 +201,15 @@ async def test_sandbox_of_a_killed_executor_dies_and_is_swept_later(tmp_path: Pa
 
         asyncio.run(main())
     """)
+    trial_logs = tmp_path / "trial" / "agent"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", executor, str(workspace), sleeper, stdout=asyncio.subprocess.PIPE
+        sys.executable,
+        "-c",
+        executor,
+        str(workspace),
+        sleeper,
+        str(trial_logs),
+        stdout=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None
     assert await asyncio.wait_for(process.stdout.readline(), 20) == b"running\n"
@@ -211,8 +222,11 @@ async def test_sandbox_of_a_killed_executor_dies_and_is_swept_later(tmp_path: Pa
         await asyncio.sleep(0.05)
     assert processes_mentioning(str(workspace), sleeper) == []
     assert workspace.is_dir()
+    # The dead executor left its staged log folder bound over the trial's.
+    assert mounts_under(trial_logs) == [str(trial_logs.resolve())]
 
     result = await run_trial(write_task(tmp_path / "tasks", "after-crash"), "nop", tmp_path)
     assert rewards(result) == {"reward": 0}
     assert not workspace.exists()
+    assert mounts_under(trial_logs) == []
     assert_cleaned_up(tmp_path, workspace.name, result.trial_name)
