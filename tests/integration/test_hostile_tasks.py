@@ -281,9 +281,11 @@ async def test_log_folders_have_a_total_cap(environment: Environment, tmp_path: 
 
 async def test_the_sandbox_is_not_host_root(environment: Environment, tmp_path: Path) -> None:
     """Seen from the host, the sandbox's processes run as an unprivileged uid in a user namespace
-    of their own."""
+    of their own, in which they cannot make further user namespaces."""
     sleeper = marker("sandbox-uid")
     solve = f"""
+        unshare --user --map-root-user true 2>/dev/null && echo nested > /logs/agent/userns.txt \\
+            || echo refused > /logs/agent/userns.txt
         (exec -a {sleeper} sleep 1000) &
         while [ ! -e /logs/agent/seen ]; do sleep 0.05; done
     """
@@ -306,3 +308,5 @@ async def test_the_sandbox_is_not_host_root(environment: Environment, tmp_path: 
     uids = {int(v) for v in status["Uid"].split()} | {int(v) for v in status["Gid"].split()}
     assert 0 not in uids and min(uids) >= 1000, status["Uid"]
     assert user_ns != os.readlink("/proc/self/ns/user")
+    # Nor can it make user namespaces of its own (each a full capability set over new namespaces).
+    assert (tmp_path / "trials" / result.trial_name / "agent" / "userns.txt").read_text() == "refused\n"

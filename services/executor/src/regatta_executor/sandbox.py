@@ -151,6 +151,7 @@ class Sandbox:
             # A millisecond of mkdir/mount/cgroup writes: cheaper inline than a hop to a thread.
             self._prepare()
             await self._spawn()
+            await self._forbid_user_namespaces()
             if self.spec.network:
                 assert self._pid1 is not None
                 self._network = SlirpNetwork()
@@ -471,6 +472,20 @@ class Sandbox:
         if self.spec.storage_bytes is not None:
             rlimits["RLIMIT_FSIZE"] = self.spec.storage_bytes
         return rlimits
+
+    async def _forbid_user_namespaces(self) -> None:
+        assert self._pid1 is not None
+        process = await asyncio.create_subprocess_exec(
+            *sandbox_command.forbid_user_namespaces_argv(self._tools, self._pid1),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            cwd="/",
+            env={"PATH": HOST_PATH},
+        )
+        _, err = await asyncio.wait_for(process.communicate(), self.spec.start_timeout_sec)
+        if process.returncode != 0:
+            raise RuntimeError(f"cannot forbid nested user namespaces: {err.decode(errors='replace')}")
 
     async def _await_ready(self, ready_fd: int, info_fd: int) -> None:
         ready = await subprocesses.read_until(ready_fd, lambda data: b"\n" in data)

@@ -30,7 +30,12 @@ _CAPABILITIES = (
 
 
 def host_tools(host_dirs: tuple[str, ...]) -> dict[str, str]:
-    return {"bwrap": _tool("bwrap"), "setpriv": _tool("setpriv"), "python3": _python(host_dirs)}
+    return {
+        "bwrap": _tool("bwrap"),
+        "setpriv": _tool("setpriv"),
+        "nsenter": _tool("nsenter"),
+        "python3": _python(host_dirs),
+    }
 
 
 def bwrap_argv(
@@ -78,6 +83,16 @@ def bwrap_argv(
         tools["setpriv"], f"--bounding-set={bounding}", "--",
         tools["python3"], "-I", "-S", "-X", "frozen_modules=on", "-c", _init_source(), *init_args,
     ]  # fmt: skip
+
+
+def forbid_user_namespaces_argv(tools: dict[str, str], pid1: int) -> list[str]:
+    """Set the sandbox user namespace's own limit of nested user namespaces to 0, from the host: no
+    nested namespace (as with Docker's default seccomp profile), each of which would hand the sandbox
+    a full capability set over new namespaces and so more of the kernel to attack. The sandbox lacks
+    CAP_SYS_RESOURCE and cannot raise it again. (bwrap's --disable-userns nests the sandbox one user
+    namespace deeper, where slirp4netns can no longer join its network namespace.)"""
+    write = "echo 0 > /proc/sys/user/max_user_namespaces"
+    return [tools["nsenter"], "-t", str(pid1), "-U", "--", "/bin/sh", "-c", write]
 
 
 @functools.cache
