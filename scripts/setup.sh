@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(bubblewrap tmux util-linux procps)
+packages=(bubblewrap tmux util-linux procps slirp4netns iproute2)
 if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
   packages+=(docker-compose chromium)
 fi

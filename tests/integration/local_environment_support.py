@@ -3,10 +3,12 @@ run in them, and the host-side traces (processes, cgroups, mounts) a clean-up mu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
 import shutil
+import tempfile
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,6 +33,25 @@ def require_sandbox_host(monkeypatch: pytest.MonkeyPatch) -> None:
         unavailable("the local environment needs root, bubblewrap and util-linux")
     # Harbor otherwise imports litellm and phones home after a run.
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")
+
+
+def sandboxes_dir(work: Path) -> Path:
+    """`work`/sandboxes, linked to a folder that unprivileged users can reach (sandboxes run as
+    unprivileged uids and bubblewrap must walk to them; pytest's tmp_path is private to root)."""
+    link = work / "sandboxes"
+    if not link.is_symlink():
+        work.mkdir(parents=True, exist_ok=True)
+        real = Path(tempfile.mkdtemp(prefix="regatta-test-sandboxes-", dir="/tmp"))
+        real.chmod(0o711)
+        link.symlink_to(real)
+        # Empty once every sandbox is gone (assert_cleaned_up checks); left if a test leaked one.
+        atexit.register(_remove_if_empty, real)
+    return link
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def marker(label: str) -> str:
@@ -77,7 +98,7 @@ async def run_trial(task: Path, agent: str, work: Path, **kwargs: object) -> Tri
         environment={
             "import_path": LOCAL_ENVIRONMENT,
             "delete": True,
-            "kwargs": {"sandbox_dir": str(work / "sandboxes"), **kwargs},
+            "kwargs": {"sandbox_dir": str(sandboxes_dir(work)), **kwargs},
         },
     )
     trial = await Trial.create(config)
@@ -103,10 +124,11 @@ def cgroups_named(fragment: str) -> list[Path]:
 
 
 def mounts_under(folder: Path) -> list[str]:
+    real = str(folder.resolve())
     return [
         line.split()[4]
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        if line.split()[4].startswith(str(folder))
+        if line.split()[4].startswith(real)
     ]
 
 
@@ -118,7 +140,7 @@ def assert_cleaned_up(work: Path, *names: str) -> None:
     sandboxes = work / "sandboxes"
     assert not sandboxes.exists() or not any(sandboxes.iterdir()), list(sandboxes.iterdir())
     assert mounts_under(sandboxes) == []
-    assert processes_mentioning(str(sandboxes), *names) == []
+    assert processes_mentioning(str(sandboxes), str(sandboxes.resolve()), *names) == []
     for name in names:
         assert cgroups_named(name) == []
 
@@ -143,7 +165,7 @@ async def started_environment(tmp_path: Path, **kwargs: object) -> AsyncIterator
         session_id=f"{marker('direct')}__env",
         trial_paths=paths,
         task_env_config=task.config.environment,
-        sandbox_dir=str(tmp_path / "sandboxes"),
+        sandbox_dir=str(sandboxes_dir(tmp_path)),
         **kwargs,
     )
     await env.start(force_build=False)

@@ -18,6 +18,7 @@ from regatta_shared.events import AgentSpec, ModelSpec
 from regatta_shared.jobs import AttemptJob
 
 from tests.conftest import EXAMPLES, unavailable
+from tests.integration.local_environment_support import sandboxes_dir
 from tests.support.scripted_llm import ScriptedLLM, terminus_reply
 
 # The machine is offline: litellm must price models from its bundled table, not fetch one.
@@ -52,7 +53,7 @@ def job(
 
 
 async def run(job: AttemptJob, task_dir: Path, work: Path, secrets: dict[str, str]) -> dict[str, Any]:
-    environment = EnvironmentChoice("local", {"sandbox_dir": str(work / "sandboxes")})
+    environment = EnvironmentChoice("local", {"sandbox_dir": str(sandboxes_dir(work))})
     config = trial_config(job, task_dir, work / "trials", environment, secrets)
     return await run_trial(config)
 

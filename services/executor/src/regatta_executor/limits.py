@@ -1,5 +1,5 @@
-"""Resource limits of a sandbox: cgroup leaves for memory, CPU bandwidth and the number of processes,
-and a pid-namespace fallback for the process limit where no pids cgroup is usable.
+"""Resource limits of a sandbox: cgroup leaves for memory, CPU bandwidth and the number of processes
+(without a usable pids or memory cgroup, sandbox.py falls back to RLIMIT_NPROC and RLIMIT_AS).
 
 Works with a unified (v2) hierarchy, legacy (v1) per-controller hierarchies, or a hybrid of both. Leaves
 are created *below the executor's own cgroup* in every hierarchy, so whatever limits the executor itself
@@ -8,12 +8,10 @@ runs under keep applying to its sandboxes and the executor never moves processes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import logging
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass
@@ -21,9 +19,6 @@ from pathlib import Path
 
 _CONTROLLERS = ("pids", "memory", "cpu")
 _CFS_PERIOD_US = 100_000
-# Once a pid namespace has used up its low pids, the kernel allocates them from this number up.
-_RESERVED_PIDS = 300
-_PID_MAX = Path("/proc/sys/kernel/pid_max")
 
 logger = logging.getLogger(__name__)
 
@@ -256,25 +251,3 @@ def _apply(version: int, leaf: Path, controllers: frozenset[str], limits: Limits
         if ok:
             enforced.add("cpu")
     return enforced
-
-
-async def cap_pid_namespace(nsenter: str, pid1: int, max_processes: int) -> bool:
-    """Bound the processes of the pid namespace whose init is `pid1` through that namespace's own
-    pid_max (Linux >= 6.14): pids are allocated below pid_max, so at most max_processes + 300 processes
-    can live in it at once. Older kernels have one global pid_max, which must not be touched."""
-    release = tuple(int(n) for n in re.findall(r"\d+", os.uname().release)[:2])
-    if release < (6, 14):
-        return False
-    host_value = _PID_MAX.read_text()
-    # The kernel applies a pid_max write to the *writer's* pid namespace, so write from inside.
-    process = await asyncio.create_subprocess_exec(
-        nsenter, "-t", str(pid1), "-m", "-p", "-r", "--",
-        "/bin/sh", "-c", f"echo {max_processes + _RESERVED_PIDS} > /proc/sys/kernel/pid_max",
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL, cwd="/",
-    )  # fmt: skip
-    await process.wait()
-    if _PID_MAX.read_text() != host_value:
-        _PID_MAX.write_text(host_value)
-        raise RuntimeError("pid_max is not per pid namespace on this kernel; restored the host's value")
-    return process.returncode == 0

@@ -5,11 +5,24 @@ Reach it from Harbor with::
     environment={"import_path": "regatta_executor.local_environment:LocalEnvironment",
                  "delete": True, "kwargs": {...LocalEnvironmentOptions fields...}}
 
-The task's Dockerfile is not built; only its last WORKDIR is used. The host's /usr, /etc, /opt and /var
-are mounted read-only, so tasks can use what the host has installed but cannot install anything, and
-can read everything in those folders. Commands run as root (a task's `user` is ignored) with Docker's
-default capabilities minus MKNOD and NET_RAW. The writable root is a tmpfs of `[environment].storage_mb`
-(else `default_storage_mb`); see storage.py for why, and what it costs.
+The task's Dockerfile is not built; only its last WORKDIR is used. The host's /usr, /etc and /opt are
+mounted read-only, so tasks can use what the host has installed but cannot install anything; /var is
+the sandbox's own (empty), and the host's secrets in /etc (shadow, SSH host keys) are masked.
+
+Commands run as root *inside a user namespace*: outside, every process of the sandbox is an unprivileged
+host uid of its own (a task's `user` is ignored: every command runs as that namespace's root), with
+Docker's default capabilities minus MKNOD and NET_RAW, valid in the sandbox's own namespaces only. Kernel
+tunables (/proc/sys, /proc/sysrq-trigger) are owned by the host's root and stay read-only; /sys is not
+mounted.
+
+The sandbox always has its own network namespace. `no-network` and `allowlist` tasks get loopback only
+(an allowlist is enforced as no network at all); `public` tasks get outbound access through slirp4netns,
+with the host's loopback, the host's addresses and private networks unreachable (sandbox_network.py).
+
+The writable root is a tmpfs of `[environment].storage_mb` (else `default_storage_mb`), and so are the
+log folders /logs/agent and /logs/artifacts together, and /logs/verifier; see storage.py for why, and
+what it costs. Before the verifier runs (when Harbor uploads /tests), every process the agent left is
+killed and /logs/verifier emptied.
 """
 
 from __future__ import annotations
@@ -67,11 +80,6 @@ class LocalEnvironmentOptions(EnvironmentOptions):
         default=list(DEFAULT_HOST_DIRS),
         description="Host folders mounted read-only at the same place; the sandbox can read all of them.",
     )
-    share_host_network: bool = Field(
-        default=True,
-        description="Give `public` tasks the host's network namespace, loopback services included; "
-        "false runs them without network like every other task.",
-    )
     start_timeout_sec: float = Field(default=30.0, gt=0)
 
     @field_validator("host_dirs")
@@ -91,12 +99,7 @@ class LocalEnvironmentOptions(EnvironmentOptions):
 
 
 class LocalEnvironment(BaseEnvironment):
-    """One long-lived bubblewrap sandbox per trial; its pid 1 starts every command (see sandbox.py).
-
-    Network: `no-network` and `allowlist` tasks get a private network namespace with only loopback
-    (an allowlist is enforced as no network at all); `public` tasks share the host's network namespace,
-    including services listening on the host's loopback, unless `share_host_network` is false.
-    """
+    """One long-lived bubblewrap sandbox per trial; its pid 1 starts every command (see sandbox.py)."""
 
     options_model = LocalEnvironmentOptions
     options: LocalEnvironmentOptions
@@ -158,18 +161,20 @@ class LocalEnvironment(BaseEnvironment):
             self.logger.warning("network_mode 'allowlist' runs without any network in the local environment")
         base = Path(self.options.sandbox_dir or Path(tempfile.gettempdir(), "regatta-sandboxes"))
         workspace = base / f"{self.session_id}-{secrets.token_hex(4)}"
-        binds = tuple(
-            Bind(Path(m["source"]), PurePosixPath(m["target"]), bool(m.get("read_only")))
-            for m in self._mounts
-        )
-        for bind in binds:
-            if bind.source.resolve().is_relative_to(self.trial_paths.trial_dir.resolve()):
-                bind.source.mkdir(parents=True, exist_ok=True)
+        trial_dir = self.trial_paths.trial_dir.resolve()
+        binds = []
+        for mount in self._mounts:
+            source = Path(mount["source"])
+            in_trial = source.resolve().is_relative_to(trial_dir)
+            if in_trial:
+                source.mkdir(parents=True, exist_ok=True)
+            target, read_only = PurePosixPath(mount["target"]), bool(mount.get("read_only"))
+            binds.append(Bind(source, target, read_only, log_folder=in_trial))
         spec = SandboxSpec(
             workspace=workspace,
             workdir=self._workdir,
-            network=self._network_is_public and self.options.share_host_network,
-            binds=binds,
+            network=self._network_is_public,
+            binds=tuple(binds),
             host_dirs=tuple(self.options.host_dirs),
             limits=self._limits(),
             cpu_time_sec=self.options.cpu_time_sec,
@@ -215,11 +220,14 @@ class LocalEnvironment(BaseEnvironment):
         source = Path(source_dir)
         files = self._running().files
         if PurePosixPath("/", target_dir) == TESTS and not self._uploading_tests:
-            # The verifier's tests arrive in a /tests the agent could write to: anything it left
-            # there (a conftest.py that passes everything, junk filling the folder's tmpfs) goes
-            # first. Harbor uploads a multi-step task's tests in several calls, without an exec
-            # between them; only the first of those clears.
+            # The verifier's phase begins. Whatever the agent left running could rig the verifier's
+            # output or read its secrets: every process goes, and /logs/verifier starts empty. The
+            # tests arrive in a /tests the agent could write to: anything it left there (a
+            # conftest.py that passes everything, junk filling the folder's tmpfs) goes too. Harbor
+            # uploads a multi-step task's tests in several calls, without an exec between them; only
+            # the first of those clears.
             self._uploading_tests = True
+            await self._running().reset_for_verifier()
             await asyncio.to_thread(files.clear_dir, str(TESTS))
         await _copy(files.upload_dir, source, target_dir, small=_is_small(source))
 

@@ -2,8 +2,12 @@
 
 A sandbox's workspace folder on the host holds `root/` (the sandbox's `/`, a size-limited tmpfs when a
 storage cap is set), `tests/` (the sandbox's /tests: a tmpfs of its own, so that an agent that filled
-its root cannot keep the verifier's tests out), `io/` (output files of running commands),
-`sandbox.log` (bubblewrap's own messages) and `.lock` (see sandbox_janitor).
+its root cannot keep the verifier's tests out), `logs/` and `verifier-logs/` (the trial's log folders
+while the sandbox runs, on capped tmpfs mounts of their own; see _stage_log_folders), `io/` (output
+files of running commands), `sandbox.log` (bubblewrap's own messages) and `.lock` (see sandbox_janitor).
+
+Everything inside runs as an unprivileged host uid of its own (`SandboxSpec.uid`), root only inside
+the sandbox's user namespace (see sandbox_command.py); what the executor puts inside belongs to it.
 
 Commands are not entered from outside with nsenter: pid 1 (sandbox_init.py, run by the host's python3)
 already sits in the sandbox's namespaces, cgroups and capability set and forks them itself, so a command
@@ -17,22 +21,33 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from regatta_executor import limits, sandbox_command, sandbox_janitor, storage, subprocesses
+from regatta_executor import sandbox_command, sandbox_files, sandbox_janitor, storage, subprocesses
 from regatta_executor.limits import CgroupLeaf, Limits
 from regatta_executor.sandbox_command import HOST_PATH
 from regatta_executor.sandbox_control import SandboxControl, StartFailed
 from regatta_executor.sandbox_files import SandboxFiles
+from regatta_executor.sandbox_network import RESOLV_CONF, SlirpNetwork
 from regatta_executor.subprocesses import OutputCallback
 
-DEFAULT_HOST_DIRS = ("/usr", "/etc", "/opt", "/var")
+# Not /var: its lib/, log/, cache/ and spool/ hold other services' data; the sandbox gets empty ones.
+DEFAULT_HOST_DIRS = ("/usr", "/etc", "/opt")
 TESTS = PurePosixPath("/tests")
-_SKELETON = ("root", "tests", "solution", "logs/agent", "logs/verifier", "logs/artifacts")
+VERIFIER_LOGS = PurePosixPath("/logs/verifier")
+# Host uids for sandboxes: unused by any account, one picked at random per sandbox so that no two
+# sandboxes (nor any host service) share one in practice.
+SANDBOX_UIDS = range(2_000_000_000, 2_001_000_000)
+_SKELETON = (
+    "root", "tests", "solution", "logs/agent", "logs/verifier", "logs/artifacts", "run",
+    "var/lib", "var/cache", "var/log", "var/spool",
+)  # fmt: skip
+_STICKY = ("tmp", "var/tmp")
 _BASE_ENV = {"PATH": HOST_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
 # Processes kept free for a new command: pid 1's fork and what bash starts first.
 _PROCESS_RESERVE = 4
@@ -41,11 +56,18 @@ _KILL_GRACE_SEC = 5.0
 logger = logging.getLogger(__name__)
 
 
+def pick_uid() -> int:
+    return SANDBOX_UIDS.start + secrets.randbelow(len(SANDBOX_UIDS))
+
+
 @dataclass(frozen=True)
 class Bind:
     source: Path
     target: PurePosixPath
     read_only: bool = False
+    log_folder: bool = False
+    """A trial log folder: staged in the workspace (capped) while the sandbox runs, copied back to
+    `source` when it stops."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,7 @@ class SandboxSpec:
     storage_bytes: int | None = None
     use_cgroups: bool = True
     start_timeout_sec: float = 30.0
+    uid: int = field(default_factory=pick_uid)
 
 
 @dataclass(frozen=True)
@@ -71,7 +94,8 @@ class CommandResult:
 
 class Sandbox:
     def __init__(self, spec: SandboxSpec, log: logging.Logger | None = None) -> None:
-        self.spec = spec
+        # Resolved: mount points and bubblewrap's view of its sources are real paths.
+        self.spec = spec = replace(spec, workspace=spec.workspace.resolve())
         self._log = log or logger
         self._tools: dict[str, str] = {}
         self._cgroup: CgroupLeaf | None = None
@@ -81,12 +105,14 @@ class Sandbox:
         self._fds: dict[str, int] = {}
         self._commands = 0
         self._extra_limits: set[str] = set()
+        self._network: SlirpNetwork | None = None
+        self._staged: list[tuple[Path, Path]] = []
         foreign = [PurePosixPath(p) for p in (*spec.host_dirs, "/proc", "/dev")]
         foreign += [b.target for b in spec.binds if b.read_only]
-        writable = {b.target: b.source for b in spec.binds if not b.read_only}
+        writable = {b.target: self._host_folder(b) for b in spec.binds if not b.read_only}
         if spec.storage_bytes is not None:
             writable[TESTS] = self._tests_dir
-        self.files = SandboxFiles(self.root, writable, foreign)
+        self.files = SandboxFiles(self.root, writable, foreign, owner=spec.uid)
 
     @property
     def root(self) -> Path:
@@ -95,6 +121,15 @@ class Sandbox:
     @property
     def _tests_dir(self) -> Path:
         return self.spec.workspace / sandbox_janitor.TESTS_DIR
+
+    def _host_folder(self, bind: Bind) -> Path:
+        """Where the sandbox's writes to a bind land while it runs."""
+        if not bind.log_folder or bind.read_only:
+            return bind.source
+        if bind.target == VERIFIER_LOGS:
+            return self.spec.workspace / sandbox_janitor.VERIFIER_LOGS_DIR
+        index = self.spec.binds.index(bind)
+        return self.spec.workspace / sandbox_janitor.LOGS_DIR / str(index)
 
     @property
     def enforced_limits(self) -> frozenset[str]:
@@ -106,6 +141,9 @@ class Sandbox:
         if os.geteuid() != 0:
             raise RuntimeError("the local environment needs root to run bubblewrap")
         self._tools = sandbox_command.host_tools(self.spec.host_dirs)
+        if self.spec.uid < 1000:
+            raise ValueError(f"sandbox uid {self.spec.uid} is root or a system account's")
+        _check_reachable(self.spec.workspace.parent)
         if not sandbox_janitor.swept(self.spec.workspace.parent):
             await asyncio.to_thread(sandbox_janitor.sweep_once, self.spec.workspace.parent)
         self._fds["lock"] = sandbox_janitor.lock_workspace(self.spec.workspace)
@@ -113,7 +151,11 @@ class Sandbox:
             # A millisecond of mkdir/mount/cgroup writes: cheaper inline than a hop to a thread.
             self._prepare()
             await self._spawn()
-            await self._cap_processes_without_cgroup()
+            await self._forbid_user_namespaces()
+            if self.spec.network:
+                assert self._pid1 is not None
+                self._network = SlirpNetwork()
+                await self._network.attach(self._pid1, self.spec.start_timeout_sec)
         except BaseException as exc:
             log_path = self.spec.workspace / "sandbox.log"
             log_text = log_path.read_text(errors="replace").strip() if log_path.exists() else ""
@@ -169,8 +211,22 @@ class Sandbox:
             stderr = subprocesses.take_output(err_path) if err_path else None
         return CommandResult(return_code=code, stdout=stdout, stderr=stderr)
 
+    async def reset_for_verifier(self) -> None:
+        """Make the sandbox ready for a verifier: kill every process but pid 1 (whatever the agent
+        left running could otherwise rig the verifier's output or read its secrets from
+        /proc/<pid>/environ) and empty the verifier's log folder. No process that ran before
+        survives, so none holds a file or folder of the new verifier output open."""
+        control = self._control
+        if control is None:
+            raise RuntimeError("the sandbox is not running")
+        self._commands += 1
+        await control.kill_all(f"killall-{self._commands}")
+        if any(b.target == VERIFIER_LOGS for b in self.spec.binds):
+            await asyncio.to_thread(self.files.clear_dir, str(VERIFIER_LOGS))
+
     async def stop(self, *, delete: bool) -> None:
-        """Kill every process of the sandbox, then delete its workspace or mark it kept. Idempotent."""
+        """Kill every process of the sandbox, copy its log folders back to the host, then delete its
+        workspace or mark it kept. Idempotent."""
         self._pid1 = None
         if "pid1" in self._fds:
             # SIGKILL to the namespace's pid 1 makes the kernel kill everything else inside.
@@ -181,6 +237,11 @@ class Sandbox:
         if self._process is not None:
             subprocesses.kill(self._process)
             await self._process.wait()
+        if self._network is not None:
+            await self._network.close()
+            self._network = None
+        if self._staged:
+            await asyncio.to_thread(self._unstage_log_folders)
         cgroup, self._cgroup = self._cgroup, None
         if cgroup is not None or delete:
             # One hop to a thread for both: a busy cgroup is retried with sleeps, and a root without
@@ -234,30 +295,91 @@ class Sandbox:
             raise
 
     def _prepare(self) -> None:
-        """Blocking set-up, in a thread: the root folder (on its tmpfs) and the cgroups."""
+        """Blocking set-up: the root folder (on its tmpfs), the staged log folders and the cgroups."""
         (self.spec.workspace / "io").mkdir()
-        root = self.root
+        root, uid = self.root, self.spec.uid
         root.mkdir()
+        capped = [self._tests_dir, *self._log_mounts()]
+        for folder in capped:
+            folder.mkdir()
         if self.spec.storage_bytes is not None:
-            self._tests_dir.mkdir()
             try:
-                storage.mount_tmpfs(root, self.spec.storage_bytes)
-                storage.mount_tmpfs(self._tests_dir, self.spec.storage_bytes)
+                for folder in (root, *capped):
+                    storage.mount_tmpfs(folder, self.spec.storage_bytes, owner=uid)
                 self._extra_limits.add("storage")
             except OSError as exc:
                 self._log.warning("no storage cap: %s", exc)
-        for path in ("tmp", *_SKELETON):
+        for path in (*_STICKY, *_SKELETON):
             (root / path).mkdir(parents=True, exist_ok=True)
-        (root / "tmp").chmod(0o1777)
+        for path in (root, *capped, *_tree(root, (*_STICKY, *_SKELETON))):
+            os.chown(path, uid, uid, follow_symlinks=False)
+        for path in _STICKY:
+            (root / path).chmod(0o1777)
         for name in sandbox_command.TOP_LEVEL_LINKS:
             host = Path("/", name)
             if host.is_symlink():
                 (root / name).symlink_to(os.readlink(host))
         with contextlib.suppress(PermissionError):
             self.files.make_dirs(str(self.spec.workdir))
+        self._stage_log_folders()
         if self.spec.use_cgroups:
             name = sandbox_janitor.cgroup_name(self.spec.workspace)
             self._cgroup = CgroupLeaf.create(name, self.spec.limits)
+        if self.spec.limits.max_processes is not None and "pids" not in self.enforced_limits:
+            # Counted per user namespace: the sandbox's own processes, whatever else the host runs.
+            self._extra_limits.add("pids")
+
+    def _log_mounts(self) -> list[Path]:
+        """The workspace folders that hold staged log folders; each gets a capped tmpfs."""
+        staged = {self._host_folder(b) for b in self.spec.binds if b.log_folder and not b.read_only}
+        logs = self.spec.workspace / sandbox_janitor.LOGS_DIR
+        verifier = self.spec.workspace / sandbox_janitor.VERIFIER_LOGS_DIR
+        return [f for f in (logs, verifier) if f in staged or any(s.parent == f for s in staged)]
+
+    def _stage_log_folders(self) -> None:
+        """Hold the trial's log folders in the workspace (on capped tmpfs mounts when a storage cap is
+        set) while the sandbox runs. Each staged folder is bind-mounted over its host folder, so that
+        Harbor reads and writes it at the same path (a mount, not a link: Harbor refuses output paths
+        that traverse links); stop() puts back a plain folder holding what the sandbox wrote. The host
+        folders are recorded in the workspace for the janitor, should the executor die first."""
+        uid = self.spec.uid
+        for bind in self.spec.binds:
+            staged = self._host_folder(bind)
+            if staged == bind.source:
+                continue
+            staged.mkdir(exist_ok=True)
+            os.chown(staged, uid, uid)
+            bind.source.mkdir(parents=True, exist_ok=True)
+            fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                sandbox_files.copy_tree_in(bind.source, fd, uid)
+            finally:
+                os.close(fd)
+            _empty(bind.source)
+            sandbox_janitor.record_host_mount(self.spec.workspace, bind.source)
+            storage.bind_mount(staged, bind.source)
+            self._staged.append((bind.source, staged))
+
+    def _unstage_log_folders(self) -> None:
+        """Put the log folders back as plain host folders holding what the sandbox wrote (folders and
+        regular files only: a link planted by the sandbox must not lead a host reader elsewhere)."""
+        staged_folders, self._staged = self._staged, []
+        for source, staged in staged_folders:
+            try:
+                storage.unmount(source)
+            except OSError as exc:
+                self._log.warning("cannot unmount %s: %s", source, exc)
+                continue
+            try:
+                fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                sandbox_files.copy_tree_out(fd, source)
+            except OSError as exc:
+                self._log.warning("cannot copy %s back from the sandbox: %s", source, exc)
+            finally:
+                os.close(fd)
 
     async def _spawn(self) -> None:
         info_r, info_w = os.pipe()
@@ -265,11 +387,12 @@ class Sandbox:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         procs_files = self._cgroup.procs_files if self._cgroup else []
         procs = [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in procs_files]
-        inherited = [info_w, ready_w, theirs.fileno(), *procs]
+        mounts = self._mount_fds()
+        inherited = [info_w, ready_w, theirs.fileno(), *procs, *mounts.values()]
         try:
             with open(self.spec.workspace / "sandbox.log", "wb") as log:
                 self._process = await asyncio.create_subprocess_exec(
-                    *self._bwrap_argv(theirs.fileno(), ready_w, info_w, procs),
+                    *self._bwrap_argv(theirs.fileno(), ready_w, info_w, procs, mounts),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
@@ -280,7 +403,7 @@ class Sandbox:
                 )
             # Only the sandbox may hold these, so that its death reads as EOF here.
             theirs.close()
-            for fd in (info_w, ready_w, *procs):
+            for fd in (info_w, ready_w, *procs, *mounts.values()):
                 os.close(fd)
             inherited = []
             self._control = SandboxControl(ours)
@@ -295,43 +418,74 @@ class Sandbox:
             if inherited:
                 theirs.close()
 
-    def _bwrap_argv(self, control_fd: int, ready_fd: int, info_fd: int, procs_fds: list[int]) -> list[str]:
-        binds = [(b.source, b.target, b.read_only) for b in self.spec.binds]
+    def _mount_fds(self) -> dict[str, int]:
+        """O_PATH descriptors of the host folders bubblewrap binds (it runs as the sandbox's uid, which
+        may not be allowed to walk to them), and the public sandbox's resolv.conf as a pipe."""
+        fds: dict[str, int] = {}
+        try:
+            fds["/"] = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            for bind in self.spec.binds:
+                fds[str(bind.target)] = os.open(self._host_folder(bind), os.O_PATH | os.O_CLOEXEC)
+            if self.spec.storage_bytes is not None:
+                fds[str(TESTS)] = os.open(self._tests_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            if self.spec.network:
+                read_end, write_end = os.pipe()
+                fds["resolv.conf"] = read_end
+                os.write(write_end, RESOLV_CONF)
+                os.close(write_end)
+        except BaseException:
+            for fd in fds.values():
+                os.close(fd)
+            raise
+        return fds
+
+    def _bwrap_argv(
+        self, control_fd: int, ready_fd: int, info_fd: int, procs_fds: list[int], mounts: dict[str, int]
+    ) -> list[str]:
+        binds = [(mounts[str(b.target)], b.target, b.read_only) for b in self.spec.binds]
         if self.spec.storage_bytes is not None:
-            binds.append((self._tests_dir, TESTS, False))
+            binds.append((mounts[str(TESTS)], TESTS, False))
         return sandbox_command.bwrap_argv(
             self.spec,
             self._tools,
-            self.root,
+            mounts["/"],
             binds,
             fds=(control_fd, ready_fd, info_fd, procs_fds),
             rlimits=self._rlimits(),
+            resolv_conf_fd=mounts.get("resolv.conf"),
         )
 
     def _rlimits(self) -> dict[str, int]:
-        """Per-command rlimits: RLIMIT_AS stands in for a missing memory cgroup; RLIMIT_FSIZE bounds a
-        single file, also in the log folders, which are on the host's disk rather than the tmpfs."""
+        """Per-command rlimits: RLIMIT_AS stands in for a missing memory cgroup, RLIMIT_NPROC for a
+        missing pids cgroup (the kernel counts it per user namespace and applies it to the sandbox's
+        "root", which is root in that namespace only); RLIMIT_FSIZE bounds a single file."""
         rlimits: dict[str, int] = {}
+        cgroup_limits = self._cgroup.enforced if self._cgroup else frozenset()
         memory_bytes = self.spec.limits.memory_bytes
-        if memory_bytes is not None and "memory" not in self.enforced_limits:
+        if memory_bytes is not None and "memory" not in cgroup_limits:
             rlimits["RLIMIT_AS"] = memory_bytes
+        max_processes = self.spec.limits.max_processes
+        if max_processes is not None and "pids" not in cgroup_limits:
+            rlimits["RLIMIT_NPROC"] = max_processes
         if self.spec.cpu_time_sec is not None:
             rlimits["RLIMIT_CPU"] = self.spec.cpu_time_sec
         if self.spec.storage_bytes is not None:
             rlimits["RLIMIT_FSIZE"] = self.spec.storage_bytes
         return rlimits
 
-    async def _cap_processes_without_cgroup(self) -> None:
-        """RLIMIT_NPROC would be no use here: the kernel does not apply it to root."""
-        max_processes = self.spec.limits.max_processes
-        if max_processes is None or "pids" in self.enforced_limits:
-            return
+    async def _forbid_user_namespaces(self) -> None:
         assert self._pid1 is not None
-        nsenter = shutil.which("nsenter", path=HOST_PATH)
-        if nsenter and await limits.cap_pid_namespace(nsenter, self._pid1, max_processes):
-            self._extra_limits.add("pids")
-        else:
-            self._log.warning("no pids cgroup, no per-namespace pid_max: the process limit is not enforced")
+        process = await asyncio.create_subprocess_exec(
+            *sandbox_command.forbid_user_namespaces_argv(self._tools, self._pid1),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            cwd="/",
+            env={"PATH": HOST_PATH},
+        )
+        _, err = await asyncio.wait_for(process.communicate(), self.spec.start_timeout_sec)
+        if process.returncode != 0:
+            raise RuntimeError(f"cannot forbid nested user namespaces: {err.decode(errors='replace')}")
 
     async def _await_ready(self, ready_fd: int, info_fd: int) -> None:
         ready = await subprocesses.read_until(ready_fd, lambda data: b"\n" in data)
@@ -356,6 +510,35 @@ class Sandbox:
         assert self._cgroup is not None and self._pid1 is not None
         self._log.warning("the sandbox hit its process limit; killing all its processes")
         self._cgroup.kill(spare=frozenset({self._pid1}))
+
+
+def _check_reachable(base: Path) -> None:
+    """bubblewrap runs as the sandbox's uid and must walk to the workspace to bind its folders."""
+    base.mkdir(mode=0o711, parents=True, exist_ok=True)
+    for folder in (base, *base.parents):
+        if not folder.stat().st_mode & 0o001:
+            raise RuntimeError(
+                f"the sandbox folder {base} must be reachable by unprivileged users, and {folder} is "
+                "not (it needs o+x): sandboxes run as unprivileged uids"
+            )
+
+
+def _empty(folder: Path) -> None:
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _tree(root: Path, paths: tuple[str, ...]) -> set[Path]:
+    """`paths` under `root` with every folder between."""
+    found: set[Path] = set()
+    for path in paths:
+        relative = Path(path)
+        found |= {root / parent for parent in relative.parents if parent != Path(".")}
+        found.add(root / relative)
+    return found
 
 
 def _is_json(data: bytes) -> bool:

@@ -56,6 +56,15 @@ class SandboxControl:
         with contextlib.suppress(OSError):
             self._sock.sendmsg([b"kill\0" + command_id.encode()])
 
+    async def kill_all(self, request_id: str) -> None:
+        """Have pid 1 SIGKILL every other process of the sandbox; returns once none is left."""
+        done = self._pending[request_id] = self._loop.create_future()
+        try:
+            await self._send(b"killall\0" + request_id.encode(), [])
+            await done
+        finally:
+            self.forget(request_id)
+
     def forget(self, command_id: str) -> None:
         self._pending.pop(command_id, None)
 

@@ -8,7 +8,6 @@ in after resolution makes the copy fail instead of escaping.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -32,12 +31,16 @@ class SandboxFiles:
         root: Path,
         writable_binds: Mapping[PurePosixPath, Path],
         foreign: list[PurePosixPath],
+        owner: int | None = None,
     ) -> None:
         """`writable_binds` maps sandbox mount points to host folders; `foreign` lists sandbox paths
-        backed by something else (read-only host folders, /proc, /dev) that copies must not touch."""
+        backed by something else (read-only host folders, /proc, /dev) that copies must not touch;
+        `owner` is the host uid (and gid) that what a copy creates belongs to: the sandbox's own,
+        so that its processes can change what the executor put there."""
         self._root = root
         self._binds = dict(writable_binds)
         self._foreign = foreign
+        self._owner = owner
 
     def upload_file(self, source: Path, target: str) -> None:
         resolved = self.resolve(target)
@@ -47,14 +50,14 @@ class SandboxFiles:
             directory, name = resolved.parent, resolved.name
         dir_fd = self._open_dir(directory, create=True)
         try:
-            _copy_file_in(source, name, dir_fd)
+            _copy_file_in(source, name, dir_fd, self._owner)
         finally:
             os.close(dir_fd)
 
     def upload_dir(self, source: Path, target: str) -> None:
         dir_fd = self._open_dir(self.resolve(target), create=True)
         try:
-            _copy_tree_in(source, dir_fd)
+            _copy_tree_in(source, dir_fd, self._owner)
         finally:
             os.close(dir_fd)
 
@@ -161,8 +164,7 @@ class SandboxFiles:
         try:
             for part in rest.parts:
                 if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=fd)
+                    _make_dir(part, fd, self._owner)
                 next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = next_fd
@@ -172,30 +174,42 @@ class SandboxFiles:
         return fd
 
 
-def _copy_file_in(source: Path, name: str, dir_fd: int) -> None:
+def _make_dir(name: str, dir_fd: int, owner: int | None) -> None:
+    try:
+        os.mkdir(name, 0o755, dir_fd=dir_fd)
+    except FileExistsError:
+        return
+    if owner is not None:
+        os.chown(name, owner, owner, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _copy_file_in(source: Path, name: str, dir_fd: int, owner: int | None) -> None:
     mode = stat.S_IMODE(os.stat(source).st_mode)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(name, flags, mode, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as dst, open(source, "rb") as src:
         shutil.copyfileobj(src, dst)
+        if owner is not None:
+            os.fchown(fd, owner, owner)
         os.fchmod(fd, mode)
 
 
-def _copy_tree_in(source: Path, dir_fd: int) -> None:
+def _copy_tree_in(source: Path, dir_fd: int, owner: int | None) -> None:
     for entry in os.scandir(source):
         if entry.is_symlink():
             _remove_entry(entry.name, dir_fd)
             os.symlink(os.readlink(entry.path), entry.name, dir_fd=dir_fd)
+            if owner is not None:
+                os.chown(entry.name, owner, owner, dir_fd=dir_fd, follow_symlinks=False)
         elif entry.is_dir():
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(entry.name, 0o755, dir_fd=dir_fd)
+            _make_dir(entry.name, dir_fd, owner)
             child = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
             try:
-                _copy_tree_in(Path(entry.path), child)
+                _copy_tree_in(Path(entry.path), child, owner)
             finally:
                 os.close(child)
         elif entry.is_file():
-            _copy_file_in(Path(entry.path), entry.name, dir_fd)
+            _copy_file_in(Path(entry.path), entry.name, dir_fd, owner)
 
 
 def _remove_entry(name: str, dir_fd: int) -> None:
@@ -215,6 +229,16 @@ def _open_regular(name: str, dir_fd: int) -> int:
         raise IsADirectoryError(f"{name!r} is not a regular file")
     os.set_blocking(fd, True)
     return fd
+
+
+def copy_tree_in(source: Path, dir_fd: int, owner: int | None) -> None:
+    """Copy the host folder `source` into the folder open at `dir_fd`, what it creates owned by `owner`."""
+    _copy_tree_in(source, dir_fd, owner)
+
+
+def copy_tree_out(dir_fd: int, target: Path) -> None:
+    """Copy the folder open at `dir_fd` to the host folder `target`: directories and regular files."""
+    _copy_tree_out(dir_fd, target)
 
 
 def _copy_tree_out(dir_fd: int, target: Path) -> None:
