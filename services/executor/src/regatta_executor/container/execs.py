@@ -1,0 +1,168 @@
+"""Commands in a running container: exec with a deadline, and killing what a command or a phase left.
+
+An exec's first process is a session leader inside the container (runc calls setsid), and every exec
+carries a unique REGATTA_EXEC token in its environment, which its children inherit. A command that
+times out or is cancelled is killed by session and by token, from a second exec running as root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+
+import docker
+
+EXEC_TOKEN = "REGATTA_EXEC"
+_KILL_GRACE_SEC = 10.0
+
+# Kills every process carrying the token (argument 1) and every process in the sessions they lead or
+# belong to. POSIX sh, /proc only, so that it runs in any Linux image.
+KILL_EXEC = r"""
+token=$1; sessions=" "
+for d in /proc/[0-9]*; do
+  [ -r "$d/environ" ] || continue
+  if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "REGATTA_EXEC=$token"; then
+    read -r stat < "$d/stat" 2>/dev/null || continue
+    set -- ${stat##*) }
+    sessions="$sessions$4 "
+    kill -KILL "${d#/proc/}" 2>/dev/null
+  fi
+done
+for d in /proc/[0-9]*; do
+  read -r stat < "$d/stat" 2>/dev/null || continue
+  set -- ${stat##*) }
+  case "$sessions" in *" $4 "*) kill -KILL "${d#/proc/}" 2>/dev/null;; esac
+done
+exit 0
+"""
+
+# Kills every process but the container's init (pid 1), its main process (argument 1) and itself.
+# Processes are stopped first, round after round until no new one appears, so that none can fork
+# its way out between the listing and the kill.
+KILL_ALL_BUT = r"""
+keep=$1; previous=""
+for round in 1 2 3 4 5 6 7 8 9 10; do
+  current=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$keep"|"$$") continue;; esac
+    kill -STOP "$p" 2>/dev/null && current="$current $p"
+  done
+  [ "$current" = "$previous" ] && break
+  previous=$current
+done
+for p in $previous; do kill -KILL "$p" 2>/dev/null; done
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case "$p" in 1|"$keep"|"$$") continue;; esac
+  kill -KILL "$p" 2>/dev/null
+done
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class Output:
+    stdout: str
+    stderr: str
+    return_code: int
+
+
+class CommandTimeoutError(RuntimeError):
+    pass
+
+
+def _run(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    user: str,
+    workdir: str | None,
+    max_output_bytes: int,
+) -> Output:
+    exec_id = api.exec_create(
+        container_id, argv, environment=env, user=user, workdir=workdir, stdout=True, stderr=True
+    )["Id"]
+    streams: list[bytearray] = [bytearray(), bytearray()]
+    for chunk in api.exec_start(exec_id, stream=True, demux=True):
+        for index, data in enumerate(chunk):
+            # Keep reading past the cap (the command must not block on a full pipe), keep nothing more.
+            if data and len(streams[index]) < max_output_bytes:
+                streams[index] += data[: max_output_bytes - len(streams[index])]
+    code = api.exec_inspect(exec_id).get("ExitCode")
+    return Output(
+        streams[0].decode("utf-8", "replace"),
+        streams[1].decode("utf-8", "replace"),
+        -1 if code is None else int(code),
+    )
+
+
+async def run_command(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    user: str,
+    workdir: str | None,
+    timeout_sec: float | None,
+    max_output_bytes: int,
+) -> Output:
+    """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started)."""
+    token = secrets.token_hex(12)
+    running = asyncio.ensure_future(
+        asyncio.to_thread(
+            _run,
+            api,
+            container_id,
+            argv,
+            env={**env, EXEC_TOKEN: token},
+            user=user,
+            workdir=workdir,
+            max_output_bytes=max_output_bytes,
+        )
+    )
+    try:
+        return await asyncio.wait_for(asyncio.shield(running), timeout=timeout_sec)
+    except TimeoutError:
+        await _kill(api, container_id, token, running)
+        raise CommandTimeoutError(f"Command timed out after {timeout_sec} seconds") from None
+    except asyncio.CancelledError:
+        await _kill(api, container_id, token, running)
+        raise
+
+
+async def _kill(api: docker.APIClient, container_id: str, token: str, running: asyncio.Future) -> None:
+    try:
+        await asyncio.to_thread(
+            _run,
+            api,
+            container_id,
+            ["/bin/sh", "-c", KILL_EXEC, "kill-exec", token],
+            env={},
+            user="0",
+            workdir="/",
+            max_output_bytes=4096,
+        )
+    except docker.errors.DockerException:
+        return  # the container is gone, and the command with it
+    # The exec's stream ends once its processes are gone; don't wait forever if it does not.
+    await asyncio.wait([running], timeout=_KILL_GRACE_SEC)
+
+
+async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int) -> None:
+    result = await asyncio.to_thread(
+        _run,
+        api,
+        container_id,
+        ["/bin/sh", "-c", KILL_ALL_BUT, "kill-all", str(main_pid)],
+        env={},
+        user="0",
+        workdir="/",
+        max_output_bytes=4096,
+    )
+    if result.return_code != 0:
+        raise RuntimeError(f"cannot end the agent's processes: {result.stderr.strip()}")
