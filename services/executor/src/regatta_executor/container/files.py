@@ -81,7 +81,7 @@ def download_dir(api: docker.APIClient, container_id: str, source: str, target: 
             member.name = str(PurePosixPath(*parts[1:]))
             _refuse_symlinked_parent(target, member.name)
             members.append(member)
-        archive.extractall(target, members=members, filter="data")
+        archive.extractall(target, members=members, filter=_skip_unsafe)
     return size
 
 
@@ -100,6 +100,15 @@ def download_file(api: docker.APIClient, container_id: str, source: str, target:
             while block := content.read(1024 * 1024):
                 out.write(block)
     return size
+
+
+def _skip_unsafe(member: tarfile.TarInfo, dest_path: str) -> tarfile.TarInfo | None:
+    """tarfile's `data` filter, except that a member it refuses (a link out of the folder, an absolute
+    path) is left out instead of ending the whole download: an agent can make such links easily."""
+    try:
+        return tarfile.data_filter(member, dest_path)
+    except tarfile.FilterError:
+        return None
 
 
 def _refuse_symlinked_parent(target: Path, name: str) -> None:

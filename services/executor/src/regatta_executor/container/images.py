@@ -24,7 +24,7 @@ from typing import TextIO
 import docker
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
 from harbor.environments.definition import environment_content_hash
-from requests.exceptions import ReadTimeout
+from requests.exceptions import ReadTimeout, RequestException
 
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 
@@ -39,6 +39,10 @@ class ImageUnavailableError(RuntimeError):
 
 class ImageBuildError(RuntimeError):
     """A task's Dockerfile does not build, or not within its build timeout."""
+
+
+class _BuildTimeout(Exception):
+    pass
 
 
 @dataclass(frozen=True)
@@ -121,38 +125,53 @@ class ImageCache:
     ) -> None:
         log.write(f"building {reference} from {environment_dir.name}/Dockerfile\n")
         deadline = time.monotonic() + timeout_sec
-        # The read timeout bounds a silent step (a RUN that sleeps); closing the connection makes the
-        # engine cancel the build.
+        # The read timeout bounds a silent step (a RUN that sleeps). The engine does not cancel a build
+        # whose client went away, so on a timeout the step's container is removed (which fails the
+        # build), and the image is tagged only by us, after a build that ended in time.
         builder = docker.DockerClient.from_env(timeout=max(1, int(timeout_sec)))
-        api = builder.api
+        image_id, step_container = None, None
         try:
-            stream = api.build(
+            stream = builder.api.build(
                 path=str(environment_dir),
-                tag=reference,
                 labels={LABEL_MANAGED: "1", LABEL_DIGEST: digest},
                 rm=True,
                 forcerm=True,
                 pull=False,
                 decode=True,
                 network_mode=network_mode,
+                timeout=max(1, int(timeout_sec)),
             )
             for chunk in stream:
-                if "stream" in chunk:
-                    log.write(str(chunk["stream"]))
+                text = str(chunk.get("stream", ""))
+                log.write(text)
+                if text.startswith(" ---> Running in "):
+                    step_container = text.split()[-1]
+                if "aux" in chunk:
+                    image_id = chunk["aux"].get("ID")
                 if "error" in chunk:
                     raise ImageBuildError(f"the Dockerfile does not build: {str(chunk['error']).strip()}")
                 if time.monotonic() > deadline:
-                    raise ImageBuildError(f"the image build took longer than {timeout_sec:g} s")
-        except ReadTimeout as exc:
-            raise ImageBuildError(f"the image build took longer than {timeout_sec:g} s") from exc
+                    raise _BuildTimeout
+        except (_BuildTimeout, RequestException) as exc:
+            self._abort(step_container)
+            if time.monotonic() > deadline or isinstance(exc, _BuildTimeout | ReadTimeout):
+                raise ImageBuildError(f"the image build took longer than {timeout_sec:g} s") from None
+            raise ImageBuildError(f"the image build was interrupted: {exc}") from exc
         except (BuildError, APIError) as exc:
             raise ImageBuildError(f"the Dockerfile does not build: {exc}") from exc
         finally:
             builder.close()
             log.flush()
-        if not self._exists(reference):
+        if not image_id:
             raise ImageBuildError("the image build ended without an image")
+        repository, tag = reference.split(":", 1)
+        self.client.images.get(image_id).tag(repository, tag)
         log.write(f"built {reference}\n")
+
+    def _abort(self, step_container: str | None) -> None:
+        if step_container and re.fullmatch(r"[0-9a-f]{12,64}", step_container):
+            with contextlib.suppress(DockerException):
+                self.client.api.remove_container(step_container, force=True)
 
     @contextlib.contextmanager
     def _locked(self, digest: str, *, blocking: bool = True) -> Iterator[bool]:
