@@ -5,6 +5,8 @@ survives into the verifier, and no container outlives its attempt."""
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import secrets
 import socket
 import subprocess
@@ -17,9 +19,10 @@ from pathlib import Path
 import docker
 import pytest
 from harbor.environments.base import SandboxBuildFailedError
+from regatta_executor.container import janitor
 from regatta_executor.container.engine import LABEL_DIGEST, engine_answers
 from regatta_executor.container.execs import CommandTimeoutError
-from regatta_executor.container.images import environment_digest
+from regatta_executor.container.images import ImageCache, environment_digest
 
 from tests.integration.container_support import (
     BASE_IMAGE,
@@ -371,3 +374,77 @@ async def test_missing_image_is_an_error_naming_it(engine: docker.DockerClient, 
     result = await run_trial(task, "oracle", tmp_path)
     assert exception_type(result) == "ImageUnavailableError"
     assert "regatta-test/absent:1" in (result.exception_info.exception_message or "")
+
+
+HOLD_A_CONTAINER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from tests.integration.container_support import started_environment
+
+async def main():
+    async with started_environment(Path(sys.argv[1])) as env:
+        print(env.container_name, flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_janitor_removes_containers_of_a_killed_executor_only(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    root = str(Path(__file__).resolve().parents[2])
+    killed, alive = (
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_A_CONTAINER, str(tmp_path / name), root],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HARBOR_TELEMETRY": "0"},
+        )
+        for name in ("killed", "alive")
+    )
+    try:
+        assert killed.stdout and alive.stdout
+        killed_name, alive_name = killed.stdout.readline().strip(), alive.stdout.readline().strip()
+        assert killed_name and alive_name
+        killed.kill()  # SIGKILL: no clean-up runs
+        killed.wait(timeout=30)
+        assert engine.containers.get(killed_name).status == "running"
+
+        removed = janitor.sweep(engine, tmp_path / "killed" / "state" / "owners")
+        assert removed == [killed_name], (removed, killed_name)
+        with pytest.raises(docker.errors.NotFound):
+            engine.containers.get(killed_name)
+        # another live executor's container (its own owners folder) is not touched
+        assert janitor.sweep(engine, tmp_path / "alive" / "state" / "owners") == []
+        assert engine.containers.get(alive_name).status == "running"
+    finally:
+        for process in (killed, alive):
+            process.kill()
+            process.wait(timeout=30)
+        janitor.sweep(engine, tmp_path / "alive" / "state" / "owners")
+
+
+async def test_built_images_are_pruned_least_recently_used_first(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    cache = ImageCache(engine, tmp_path / "state", max_bytes=None)
+    folders = []
+    for name in ("old", "new"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN echo {secrets.token_hex(8)} > /x\n")
+        folders.append(folder)
+    log = io.StringIO()
+    built = [cache.built(folder, timeout_sec=120, network_mode="none", log=log) for folder in folders]
+    assert all(image.built for image in built)
+    os.utime(cache.locks / f"{environment_digest(folders[0])}.lock", (1, 1))  # used long ago
+    size = engine.images.get(built[1].reference).attrs["Size"]
+    cache.max_bytes = size + size // 2  # room for one of the two
+
+    assert cache.prune() == [environment_digest(folders[0])]
+    with pytest.raises(docker.errors.ImageNotFound):
+        engine.images.get(built[0].reference)
+    engine.images.get(built[1].reference)
+    engine.images.remove(built[1].reference)

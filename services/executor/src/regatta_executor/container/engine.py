@@ -15,6 +15,7 @@ CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnviron
 LABEL_MANAGED = "dev.regatta.managed"
 LABEL_OWNER = "dev.regatta.owner"
 LABEL_HOST = "dev.regatta.host"
+LABEL_OWNERS = "dev.regatta.owners"
 LABEL_SESSION = "dev.regatta.session"
 LABEL_DIGEST = "dev.regatta.environment-digest"
 

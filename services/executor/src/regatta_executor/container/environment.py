@@ -33,6 +33,7 @@ from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
     LABEL_OWNER,
+    LABEL_OWNERS,
     LABEL_SESSION,
     client,
     host_name,
@@ -267,6 +268,7 @@ class ContainerEnvironment(BaseEnvironment):
                 LABEL_MANAGED: "1",
                 LABEL_OWNER: janitor.owner_id(self._owners_dir),
                 LABEL_HOST: host_name(),
+                LABEL_OWNERS: janitor.owners_label(self._owners_dir),
                 LABEL_SESSION: _NAME_CHARS.sub("-", self.session_id)[:200],
             },
         }

@@ -4,7 +4,8 @@ The same digest is never built twice: a build holds an exclusive flock on `<stat
 (so concurrent attempts of one task, in this process or in another executor on this host, wait for the
 one build and then find its image), and a built image carries the digest as a label and in its tag.
 The lock file's mtime is the image's last use; past `max_bytes`, images are removed least recently used
-first (never one a container still uses, never one being built or used right now).
+first (never one a container still uses, never one being built right now). Only images built with
+this state folder are counted and pruned: executors sharing an engine should share it.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ class ImageCache:
             try:
                 used = (self.locks / f"{digest}.lock").stat().st_mtime
             except FileNotFoundError:
-                used = 0.0
+                continue  # built by executors with another state folder: theirs to prune
             entries.append((used, digest, image))
         total = sum(int(image.attrs.get("Size") or 0) for _, _, image in entries)
         removed = []
