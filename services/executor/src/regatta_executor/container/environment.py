@@ -57,11 +57,24 @@ _MAIN = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!;
 # sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
 DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-# Children of the container's init when nothing but the main process runs: one line per pid.
-_INIT_CHILDREN = (
-    'for d in /proc/[0-9]*; do read -r s < "$d/stat" 2>/dev/null || continue; '
-    'set -- ${s##*) }; [ "$2" = 1 ] && echo "${d#/proc/}"; done; exit 0'
-)
+# Prints the pid of the container's main process (the only child of its init, which may not have
+# started it yet when the engine says the container runs), then runs the set-up commands given.
+_FIND_MAIN = """
+tries=0
+while :; do
+  main=""
+  for d in /proc/[0-9]*; do
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- ${s##*) }
+    [ "$2" = 1 ] && main="$main ${d#/proc/}"
+  done
+  set -- $main
+  if [ "$#" = 1 ]; then echo "$1"; break; fi
+  tries=$((tries + 1))
+  if [ "$tries" -gt 200 ]; then echo "init has $# children: $main" >&2; exit 1; fi
+  sleep 0.05
+done
+"""
 
 
 class ContainerEnvironmentOptions(EnvironmentOptions):
@@ -197,14 +210,9 @@ class ContainerEnvironment(BaseEnvironment):
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
         self._container_id = await asyncio.to_thread(self._create_and_start, self.image.reference, network)
-        pids = (await self._root_shell(_INIT_CHILDREN)).split()
-        if len(pids) != 1:
-            raise RuntimeError(f"the container's init has {len(pids)} children at start, expected 1")
-        self._main_pid = int(pids[0])
         dirs = [*LOG_DIRS, *([self.task_env_config.workdir] if self.task_env_config.workdir else [])]
-        await self._root_shell(
-            self._ensure_dirs_command(dirs, chmod=False) + " && chmod 777 " + " ".join(LOG_DIRS)
-        )
+        make_dirs = self._ensure_dirs_command(dirs, chmod=False) + " && chmod 777 " + " ".join(LOG_DIRS)
+        self._main_pid = int((await self._root_shell(f"{_FIND_MAIN}\n{make_dirs}")).strip())
         await self._upload_environment_dir_after_start()
 
     @property
