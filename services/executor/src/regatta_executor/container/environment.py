@@ -378,10 +378,12 @@ class ContainerEnvironment(BaseEnvironment):
             # multi-step task's tests in several calls without an exec between them; only the first
             # of those clears.
             self._uploading_tests = True
-            await execs.kill_all_but_main(self._client.api, self._running(), self._main_pid)
-            await self._root_shell(
-                self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-                + f" && chmod 777 {VERIFIER_LOGS}"
+            await execs.kill_all_but_main(
+                self._client.api,
+                self._running(),
+                self._main_pid,
+                then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
+                + f" && chmod 777 {VERIFIER_LOGS}",
             )
         await self._put(files.upload_dir, Path(source_dir), target, target)
 

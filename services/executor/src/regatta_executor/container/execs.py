@@ -153,16 +153,17 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
     await asyncio.wait([running], timeout=_KILL_GRACE_SEC)
 
 
-async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int) -> None:
+async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int, then: str) -> None:
+    """Kill every process but init and the main one, then run the shell command `then` (as root)."""
     result = await asyncio.to_thread(
         _run,
         api,
         container_id,
-        ["/bin/sh", "-c", KILL_ALL_BUT, "kill-all", str(main_pid)],
+        ["/bin/sh", "-c", KILL_ALL_BUT.replace("exit 0\n", then + "\n"), "kill-all", str(main_pid)],
         env={},
         user="0",
         workdir="/",
         max_output_bytes=4096,
     )
     if result.return_code != 0:
-        raise RuntimeError(f"cannot end the agent's processes: {result.stderr.strip()}")
+        raise RuntimeError(f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}")
