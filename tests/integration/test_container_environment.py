@@ -56,8 +56,10 @@ async def _eventually(check: Callable[[], bool], deadline_sec: float = 30.0) -> 
     return check()
 
 
-def test_engine_answers() -> None:
+def test_engine_answers(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert engine_answers() is True
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    assert engine_answers() is False
 
 
 async def test_dockerfile_is_built_oracle_passes_nop_fails_and_second_attempt_reuses_it(
@@ -358,6 +360,7 @@ async def test_build_failure_and_build_timeout_are_reported(
     result = await run_trial(slow, "oracle", tmp_path)
     assert exception_type(result) in (SandboxBuildFailedError.__name__, "EnvironmentStartTimeoutError")
     assert containers_of(engine, result.trial_name) == []
+
     # The abandoned build's step is killed (it would sleep for ten minutes), so it never becomes an
     # image that a later attempt would take as built.
     def step_running() -> bool:

@@ -8,13 +8,27 @@ times out or is cancelled is killed by session and by token, from a second exec 
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import docker
 
 EXEC_TOKEN = "REGATTA_EXEC"
 _KILL_GRACE_SEC = 10.0
+# A command holds a thread (reading its output) for as long as it runs, which may be the whole agent
+# phase. Asyncio's default pool has min(32, cores + 4) threads: with more long commands than that, every
+# other call, the kill of a timed-out command included, would queue behind them.
+_STREAMS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="regatta-exec")
+
+
+async def _in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_STREAMS, functools.partial(function, *args, **kwargs))
+
 
 # Kills every process carrying the token (argument 1) and every process in the sessions they lead or
 # belong to. POSIX sh, /proc only, so that it runs in any Linux image.
@@ -114,7 +128,7 @@ async def run_command(
     """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started)."""
     token = secrets.token_hex(12)
     running = asyncio.ensure_future(
-        asyncio.to_thread(
+        _in_thread(
             _run,
             api,
             container_id,
@@ -137,7 +151,7 @@ async def run_command(
 
 async def _kill(api: docker.APIClient, container_id: str, token: str, running: asyncio.Future) -> None:
     try:
-        await asyncio.to_thread(
+        await _in_thread(
             _run,
             api,
             container_id,
@@ -155,7 +169,7 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
 
 async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int, then: str) -> None:
     """Kill every process but init and the main one, then run the shell command `then` (as root)."""
-    result = await asyncio.to_thread(
+    result = await _in_thread(
         _run,
         api,
         container_id,
