@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import docker
 
 EXEC_TOKEN = "REGATTA_EXEC"
 _KILL_GRACE_SEC = 10.0
+_EXIT_CODE_WAIT_SEC = 30.0
 # A command holds a thread (reading its output) for as long as it runs, which may be the whole agent
 # phase. Asyncio's default pool has min(32, cores + 4) threads: with more long commands than that, every
 # other call, the kill of a timed-out command included, would queue behind them.
@@ -106,7 +108,12 @@ def _run(
             # Keep reading past the cap (the command must not block on a full pipe), keep nothing more.
             if data and len(streams[index]) < max_output_bytes:
                 streams[index] += data[: max_output_bytes - len(streams[index])]
-    code = api.exec_inspect(exec_id).get("ExitCode")
+    # The output stream can end a moment before the engine records the exit code (more so under load):
+    # until then the exec still shows as running, without one.
+    deadline = time.monotonic() + _EXIT_CODE_WAIT_SEC
+    while (state := api.exec_inspect(exec_id)).get("Running") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    code = state.get("ExitCode")
     return Output(
         streams[0].decode("utf-8", "replace"),
         streams[1].decode("utf-8", "replace"),
