@@ -52,6 +52,17 @@ def archive(name: str, text: str) -> bytes:
     return buffer.getvalue()
 
 
+def run(container, argv: list[str]) -> int:
+    """exec_run, then wait until the engine records the exit code: under load the output stream of a
+    command can end before it does (the container environment waits the same way)."""
+    api = container.client.api
+    exec_id = api.exec_create(container.id, argv)["Id"]
+    api.exec_start(exec_id)
+    while (state := api.exec_inspect(exec_id)).get("Running"):
+        time.sleep(0.01)
+    return int(state["ExitCode"])
+
+
 def plain_attempt(client: docker.DockerClient, image: str) -> float:
     """The same steps with the SDK and nothing else; returns the reward."""
     container = client.containers.create(
@@ -67,11 +78,11 @@ def plain_attempt(client: docker.DockerClient, image: str) -> float:
     )
     try:
         container.start()
-        container.exec_run(["mkdir", "-p", "/logs/verifier", "/solution", "/tests"])
+        run(container, ["mkdir", "-p", "/logs/verifier", "/solution", "/tests"])
         container.put_archive("/solution", archive("solve.sh", SOLVE))
-        container.exec_run(["bash", "-c", "/solution/solve.sh > /logs/oracle.txt 2>&1"])
+        run(container, ["bash", "-c", "/solution/solve.sh > /logs/oracle.txt 2>&1"])
         container.put_archive("/tests", archive("test.sh", TEST))
-        container.exec_run(["bash", "-c", "/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"])
+        run(container, ["bash", "-c", "/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"])
         stream, _ = container.get_archive("/logs/verifier/reward.txt")
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
@@ -118,7 +129,7 @@ async def environment_round(task: Path, work: Path, attempts: int, concurrency: 
             result = await run_trial(config)
         reward = (result.get("verifier_result") or {}).get("rewards", {}).get("reward", -1.0)
         if reward != 1.0:
-            print(f"{label}-{index}: {result.get('exception_info')}")
+            print(f"{label}-{index}: {(result.get('exception_info') or {}).get('exception_traceback')}")
         return reward
 
     started = time.perf_counter()

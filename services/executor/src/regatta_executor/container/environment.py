@@ -210,7 +210,9 @@ class ContainerEnvironment(BaseEnvironment):
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
         self._container_id = await asyncio.to_thread(self._create_and_start, self.image.reference, network)
-        dirs = [*LOG_DIRS, *([self.task_env_config.workdir] if self.task_env_config.workdir else [])]
+        # /solution and /tests made now save each upload a failed put and an exec for its folder.
+        dirs = [*LOG_DIRS, "/solution", str(TESTS)]
+        dirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []
         make_dirs = self._ensure_dirs_command(dirs, chmod=False) + " && chmod 777 " + " ".join(LOG_DIRS)
         self._main_pid = int((await self._root_shell(f"{_FIND_MAIN}\n{make_dirs}")).strip())
         await self._upload_environment_dir_after_start()
