@@ -451,3 +451,36 @@ async def test_built_images_are_pruned_least_recently_used_first(
         engine.images.get(built[0].reference)
     engine.images.get(built[1].reference)
     engine.images.remove(built[1].reference)
+
+
+async def test_container_gets_no_privileges_kernel_tunables_or_engine(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """What an attacker in a root task would try: rewrite a kernel tunable run by the host kernel as host
+    root (core_pattern), gain privileges through setuid, send raw packets, or talk to the engine."""
+    async with started_environment(tmp_path) as env:
+        attrs = engine.api.inspect_container(env.container_name)
+        host = attrs["HostConfig"]
+        assert host["Privileged"] is False and host["Init"] is True
+        assert "no-new-privileges" in host["SecurityOpt"]
+        assert set(host["CapDrop"]) >= {"NET_RAW", "MKNOD"}
+        assert host["Binds"] in (None, []) and attrs["Mounts"] == []
+
+        core = await env.exec("echo '|/tmp/x' > /proc/sys/kernel/core_pattern", user="root")
+        assert core.return_code != 0 and "Read-only file system" in (core.stderr or "")
+        status = (await env.exec("grep -E '^(NoNewPrivs|CapEff)' /proc/self/status")).stdout or ""
+        fields = dict(line.split(":\t") for line in status.splitlines())
+        assert fields["NoNewPrivs"].strip() == "1"
+        cap_net_raw = 13
+        assert not int(fields["CapEff"], 16) & (1 << cap_net_raw)
+        sockets = await env.exec("ls /var/run/docker.sock /run/docker.sock 2>&1; echo $DOCKER_HOST")
+        assert "No such file" in (sockets.stdout or "") and "docker.sock\n" not in (sockets.stdout or "")
+
+
+async def test_exec_as_a_missing_user_fails_with_the_runtime_message(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    async with started_environment(tmp_path) as env:
+        result = await env.exec("echo never", user="no-such-user")
+        assert result.return_code == 126
+        assert "no-such-user" in (result.stderr or "") and "never" not in (result.stdout or "")

@@ -21,6 +21,7 @@ import docker
 EXEC_TOKEN = "REGATTA_EXEC"
 _KILL_GRACE_SEC = 10.0
 _EXIT_CODE_WAIT_SEC = 30.0
+_START_RETRIES = (0.1, 0.2, 0.4, 0.8, 0.0)
 # A command holds a thread (reading its output) for as long as it runs, which may be the whole agent
 # phase. Asyncio's default pool has min(32, cores + 4) threads: with more long commands than that, every
 # other call, the kill of a timed-out command included, would queue behind them.
@@ -99,6 +100,36 @@ def _run(
     workdir: str | None,
     max_output_bytes: int,
 ) -> Output:
+    """Run one exec to its end. An exec the runtime failed to start (no process: pid 0) never ran,
+    so it is tried again a few times: under load runc sometimes fails to start one right after another
+    operation on the container (exit 126, "unable to find user root: no matching entries in passwd
+    file", or no message at all), and Harbor would take that for the command's own failure."""
+    for delay in _START_RETRIES:
+        output, started = _run_once(
+            api, container_id, argv, env=env, user=user, workdir=workdir, max_output_bytes=max_output_bytes
+        )
+        if started:
+            return output
+        time.sleep(delay)
+    reason = output.stderr or output.stdout or "the runtime gave no reason"
+    return Output(
+        output.stdout,
+        f"the command could not be started in the container as user {user or '(image default)'!r} "
+        f"in {workdir or '(image WORKDIR)'!r}: {reason.strip()}\n",
+        output.return_code,
+    )
+
+
+def _run_once(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    user: str,
+    workdir: str | None,
+    max_output_bytes: int,
+) -> tuple[Output, bool]:
     exec_id = api.exec_create(
         container_id, argv, environment=env, user=user, workdir=workdir, stdout=True, stderr=True
     )["Id"]
@@ -114,11 +145,12 @@ def _run(
     while (state := api.exec_inspect(exec_id)).get("Running") and time.monotonic() < deadline:
         time.sleep(0.01)
     code = state.get("ExitCode")
-    return Output(
+    output = Output(
         streams[0].decode("utf-8", "replace"),
         streams[1].decode("utf-8", "replace"),
         -1 if code is None else int(code),
     )
+    return output, bool(state.get("Pid")) or code is None
 
 
 async def run_command(
