@@ -313,11 +313,10 @@ class ContainerEnvironment(BaseEnvironment):
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
             try:
-                container = self._client.containers.get(ident)
                 if delete:
-                    container.remove(force=True)
+                    self._client.api.remove_container(ident, force=True)
                 else:
-                    container.kill()
+                    self._client.api.kill(ident)
                 return
             except NotFound:
                 continue
