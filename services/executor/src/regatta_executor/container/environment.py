@@ -50,6 +50,7 @@ TESTS = PurePosixPath("/tests")
 VERIFIER_LOGS = PurePosixPath("/logs/verifier")
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 BUILD_LOG = "environment-build.log"
+_PUT_RETRIES = (0.0, 0.2, 0.5, 1.0, None)
 # The main process: a loop rather than `sleep infinity` (busybox's sleep has no infinity, and an
 # image's CMD is appended as arguments, which `sh -c` ignores).
 _MAIN = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done", "regatta-main"]
@@ -390,11 +391,17 @@ class ContainerEnvironment(BaseEnvironment):
 
     async def _put(self, upload: Any, source: Path, target: str, folder: str) -> None:
         container_id = self._running()
-        try:
-            await asyncio.to_thread(upload, self._client.api, container_id, source, target)
-        except NotFound:
+        for delay in _PUT_RETRIES:
+            try:
+                await asyncio.to_thread(upload, self._client.api, container_id, source, target)
+                return
+            except NotFound:
+                if delay is None:
+                    raise
+            # A missing folder is made; if the engine still does not see it, its view of the
+            # container's files lagged (seen on a loaded engine), so try again shortly.
             await self._root_shell(self._ensure_dirs_command([folder], chmod=False))
-            await asyncio.to_thread(upload, self._client.api, container_id, source, target)
+            await asyncio.sleep(delay)
 
     @override
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
