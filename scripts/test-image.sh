@@ -17,7 +17,11 @@ if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
     mkdir -p "$CACHE"
     root=$(mktemp -d "$CACHE/rootfs.XXXXXX")
     trap 'rm -rf "$root"' EXIT
-    debootstrap --variant=minbase --include="$PACKAGES" bookworm "$root" >"$CACHE/debootstrap.log" 2>&1 \
+    # The mirror apt already uses (deb822 sources first, then sources.list), else Debian's own.
+    mirror=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '$2 !~ /security/ {print $2; exit}')
+    [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    debootstrap --variant=minbase --include="$PACKAGES" bookworm "$root" "$mirror" >"$CACHE/debootstrap.log" 2>&1 \
       || { tail -n 20 "$CACHE/debootstrap.log"; exit 1; }
     apt-get clean -o RootDir="$root" 2>/dev/null || true
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
