@@ -160,9 +160,14 @@ class ImageCache:
             raise ImageBuildError(f"the image build was interrupted: {exc}") from exc
         except (BuildError, APIError) as exc:
             raise ImageBuildError(f"the Dockerfile does not build: {exc}") from exc
+        except Exception:
+            # e.g. the attempt's log closed under us because Harbor gave up waiting: stop the build too.
+            self._abort(step_container)
+            raise
         finally:
             builder.close()
-            log.flush()
+            with contextlib.suppress(ValueError):
+                log.flush()
         if not image_id:
             raise ImageBuildError("the image build ended without an image")
         repository, tag = reference.split(":", 1)
