@@ -5,10 +5,12 @@ up:
 	@./scripts/setup.sh
 	.venv/bin/regatta up
 
-# Run every test (unit, integration, end to end) against real NATS, Postgres, SQLite and bubblewrap.
+# Run every test (unit, integration, end to end) against real NATS, Postgres, SQLite, bubblewrap and
+# a Docker engine (started if needed; the containers' base image is built once per machine).
 test:
 	@REGATTA_SETUP_TEST_DEPS=1 ./scripts/setup.sh
 	@./scripts/services.sh
+	@./scripts/test-image.sh
 	.venv/bin/ruff check shared services src tests bench
 	.venv/bin/python -m pytest -p no:cacheprovider
 

@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 packages=(bubblewrap tmux util-linux procps slirp4netns iproute2)
 if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
-  packages+=(docker-compose chromium)
+  # The container environment's tests: a Docker engine, and debootstrap to make their base image
+  # offline (scripts/test-image.sh); slirp4netns and passt for user-mode networking.
+  packages+=(docker-compose chromium docker.io iptables debootstrap slirp4netns passt)
 fi
 missing=()
 for package in "${packages[@]}"; do

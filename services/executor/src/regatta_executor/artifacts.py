@@ -23,7 +23,7 @@ from regatta_shared.events import ArtifactRef
 from .redaction import Redactor, strip_recorded_env
 
 COLLECTED = ("agent", "verifier", "artifacts")
-TOP_LEVEL = ("result.json", "trial.log", "exception.txt")
+TOP_LEVEL = ("result.json", "trial.log", "exception.txt", "environment-build.log")
 MAX_FILE_BYTES = 20 * 1024 * 1024
 _UPLOAD_WINDOW = 8
 MAX_FILES = 200

@@ -1,0 +1,176 @@
+"""Attempts per second of the `container` environment next to a plain docker-SDK script doing the same
+steps (create, start, exec the solution, exec the tests, read the reward, remove) on the same prebuilt
+image at the same concurrency, side by side in one run. Rounds alternate the two, and each figure is
+the median over rounds, so load drifting on a shared machine hits both alike. Goal: >= 0.8x.
+
+    .venv/bin/python bench/containers.py [--attempts 16] [--concurrency 4] [--rounds 3]
+
+Needs a Docker engine and the test base image (scripts/services.sh, scripts/test-image.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import statistics
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLVE = "#!/bin/bash\necho done > /app/out.txt\n"
+TEST = "#!/bin/bash\nif grep -q done /app/out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+
+
+def write_task(root: Path) -> Path:
+    task = root / "bench-task"
+    for folder in ("environment", "solution", "tests"):
+        (task / folder).mkdir(parents=True, exist_ok=True)
+    (task / "task.toml").write_text(
+        '[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n'
+        '[environment]\nnetwork_mode = "no-network"\n'
+    )
+    (task / "instruction.md").write_text("Write done to /app/out.txt\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (task / "solution" / "solve.sh").write_text(SOLVE)
+    (task / "tests" / "test.sh").write_text(TEST)
+    return task
+
+
+def archive(name: str, text: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        data = text.encode()
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def run(container, argv: list[str]) -> int:
+    """exec_run, then wait until the engine records the exit code: under load the output stream of a
+    command can end before it does (the container environment waits the same way)."""
+    api = container.client.api
+    exec_id = api.exec_create(container.id, argv)["Id"]
+    api.exec_start(exec_id)
+    while (state := api.exec_inspect(exec_id)).get("Running"):
+        time.sleep(0.01)
+    return int(state["ExitCode"])
+
+
+def plain_attempt(client: docker.DockerClient, image: str) -> float:
+    """The same steps with the SDK and nothing else; returns the reward."""
+    container = client.containers.create(
+        image,
+        entrypoint=["/bin/sh", "-c", "while :; do sleep 3600 & wait $!; done"],
+        init=True,
+        network_mode="none",
+        security_opt=["no-new-privileges"],
+        mem_limit=2048 * 1024 * 1024,
+        memswap_limit=2048 * 1024 * 1024,
+        pids_limit=1024,
+        log_config={"type": "none", "config": {}},
+    )
+    try:
+        container.start()
+        run(container, ["mkdir", "-p", "/logs/verifier", "/solution", "/tests"])
+        container.put_archive("/solution", archive("solve.sh", SOLVE))
+        run(container, ["bash", "-c", "/solution/solve.sh > /logs/oracle.txt 2>&1"])
+        container.put_archive("/tests", archive("test.sh", TEST))
+        run(container, ["bash", "-c", "/tests/test.sh > /logs/verifier/test-stdout.txt 2>&1"])
+        stream, _ = container.get_archive("/logs/verifier/reward.txt")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            assert member is not None
+            content = tar.extractfile(member)
+            return float(content.read()) if content else 0.0
+    finally:
+        container.remove(force=True)
+
+
+async def plain_round(client: docker.DockerClient, image: str, attempts: int, concurrency: int) -> float:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one() -> float:
+        async with gate:
+            return await asyncio.to_thread(plain_attempt, client, image)
+
+    started = time.perf_counter()
+    rewards = await asyncio.gather(*(one() for _ in range(attempts)))
+    elapsed = time.perf_counter() - started
+    assert rewards == [1.0] * attempts, rewards
+    return attempts / elapsed
+
+
+async def environment_round(task: Path, work: Path, attempts: int, concurrency: int, label: str) -> float:
+    from regatta_executor.container.engine import CONTAINER_ENVIRONMENT
+    from regatta_executor.trials import run_trial
+
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(index: int) -> float:
+        config = {
+            "task": {"path": str(task)},
+            "trial_name": f"{label}-{index}",
+            "trials_dir": str(work / "trials"),
+            "agent": {"name": "oracle"},
+            "environment": {
+                "import_path": CONTAINER_ENVIRONMENT,
+                "delete": True,
+                "kwargs": {"state_dir": str(work / "state")},
+            },
+        }
+        async with gate:
+            result = await run_trial(config)
+        reward = (result.get("verifier_result") or {}).get("rewards", {}).get("reward", -1.0)
+        if reward != 1.0:
+            print(f"{label}-{index}: {(result.get('exception_info') or {}).get('exception_traceback')}")
+        return reward
+
+    started = time.perf_counter()
+    rewards = await asyncio.gather(*(one(index) for index in range(attempts)))
+    elapsed = time.perf_counter() - started
+    assert rewards == [1.0] * attempts, rewards
+    return attempts / elapsed
+
+
+async def main(attempts: int, concurrency: int, rounds: int) -> None:
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    work = Path(tempfile.mkdtemp(prefix="bench-containers-"))
+    task = write_task(work)
+    # Warm-up: builds (or finds) the task's image, imports Harbor, sweeps, makes the state folder.
+    await environment_round(task, work, 1, 1, "warm-up")
+    from regatta_executor.container.images import IMAGE_REPOSITORY, environment_digest
+
+    image = f"{IMAGE_REPOSITORY}:{environment_digest(task / 'environment')}"
+    client = docker.from_env(max_pool_size=64)
+    await plain_round(client, image, 1, 1)
+    ours, plain = [], []
+    for index in range(rounds):
+        ours.append(await environment_round(task, work, attempts, concurrency, f"round{index}"))
+        plain.append(await plain_round(client, image, attempts, concurrency))
+        print(f"round {index + 1}: container environment {ours[-1]:.2f}/s, plain SDK {plain[-1]:.2f}/s")
+    ratios = [a / b for a, b in zip(ours, plain, strict=True)]
+    print(
+        f"{attempts} attempts at concurrency {concurrency}, {rounds} rounds; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+        f"container environment: {statistics.median(ours):.2f} attempts/s (median)\n"
+        f"plain docker SDK:      {statistics.median(plain):.2f} attempts/s (median)\n"
+        f"ratio: {statistics.median(ratios):.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f}); goal >= 0.8x"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--attempts", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.attempts, args.concurrency, args.rounds))

@@ -1,0 +1,50 @@
+"""The Docker engine this executor talks to: one shared client per process, and a cheap liveness check."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+
+import docker
+from docker.errors import DockerException
+
+CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
+
+# Labels on everything Regatta creates on an engine, so that it finds (and only removes) its own.
+LABEL_MANAGED = "dev.regatta.managed"
+LABEL_OWNER = "dev.regatta.owner"
+LABEL_HOST = "dev.regatta.host"
+LABEL_OWNERS = "dev.regatta.owners"
+LABEL_SESSION = "dev.regatta.session"
+LABEL_DIGEST = "dev.regatta.environment-digest"
+
+_API_TIMEOUT_SEC = 120
+# Every attempt holds a thread on a pooled connection while a command runs; the pool must not be the
+# limit on concurrent attempts.
+_POOL_SIZE = 64
+
+
+@functools.cache
+def client() -> docker.DockerClient:
+    """The process's client, from DOCKER_HOST (default: the local socket)."""
+    return docker.DockerClient.from_env(timeout=_API_TIMEOUT_SEC, max_pool_size=_POOL_SIZE)
+
+
+def engine_answers(timeout_sec: float = 2.0) -> bool:
+    """Whether a Docker engine answers a ping within `timeout_sec` (never raises)."""
+    try:
+        probe = docker.DockerClient.from_env(timeout=timeout_sec)
+    except DockerException:
+        return False
+    try:
+        return bool(probe.ping())
+    except (DockerException, OSError, ValueError):
+        return False
+    finally:
+        probe.close()
+
+
+def host_name() -> str:
+    """The name this executor's containers are labelled with; the janitor only sweeps its own host's."""
+    return os.environ.get("REGATTA_EXECUTOR_HOST") or socket.gethostname()

@@ -1,0 +1,222 @@
+"""Commands in a running container: exec with a deadline, and killing what a command or a phase left.
+
+An exec's first process is a session leader inside the container (runc calls setsid), and every exec
+carries a unique REGATTA_EXEC token in its environment, which its children inherit. A command that
+times out or is cancelled is killed by session and by token, from a second exec running as root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+
+EXEC_TOKEN = "REGATTA_EXEC"
+_KILL_GRACE_SEC = 10.0
+_EXIT_CODE_WAIT_SEC = 30.0
+_START_RETRIES = (0.1, 0.2, 0.4, 0.8, 0.0)
+# A command holds a thread (reading its output) for as long as it runs, which may be the whole agent
+# phase. Asyncio's default pool has min(32, cores + 4) threads: with more long commands than that, every
+# other call, the kill of a timed-out command included, would queue behind them.
+_STREAMS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="regatta-exec")
+
+
+async def _in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_STREAMS, functools.partial(function, *args, **kwargs))
+
+
+# Kills every process carrying the token (argument 1) and every process in the sessions they lead or
+# belong to. POSIX sh, /proc only, so that it runs in any Linux image.
+KILL_EXEC = r"""
+token=$1; sessions=" "
+for d in /proc/[0-9]*; do
+  [ -r "$d/environ" ] || continue
+  if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "REGATTA_EXEC=$token"; then
+    read -r stat < "$d/stat" 2>/dev/null || continue
+    set -- ${stat##*) }
+    sessions="$sessions$4 "
+    kill -KILL "${d#/proc/}" 2>/dev/null
+  fi
+done
+for d in /proc/[0-9]*; do
+  read -r stat < "$d/stat" 2>/dev/null || continue
+  set -- ${stat##*) }
+  case "$sessions" in *" $4 "*) kill -KILL "${d#/proc/}" 2>/dev/null;; esac
+done
+exit 0
+"""
+
+# Kills every process but the container's init (pid 1), its main process (argument 1) and itself.
+# Processes are stopped first, round after round until no new one appears, so that none can fork
+# its way out between the listing and the kill.
+KILL_ALL_BUT = r"""
+keep=$1; previous=""
+for round in 1 2 3 4 5 6 7 8 9 10; do
+  current=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$p" in 1|"$keep"|"$$") continue;; esac
+    kill -STOP "$p" 2>/dev/null && current="$current $p"
+  done
+  [ "$current" = "$previous" ] && break
+  previous=$current
+done
+for p in $previous; do kill -KILL "$p" 2>/dev/null; done
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case "$p" in 1|"$keep"|"$$") continue;; esac
+  kill -KILL "$p" 2>/dev/null
+done
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class Output:
+    stdout: str
+    stderr: str
+    return_code: int
+
+
+class CommandTimeoutError(RuntimeError):
+    pass
+
+
+def _run(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    user: str,
+    workdir: str | None,
+    max_output_bytes: int,
+) -> Output:
+    """Run one exec to its end. An exec the runtime failed to start (no process: pid 0) never ran,
+    so it is tried again a few times: under load runc sometimes fails to start one right after another
+    operation on the container (exit 126, "unable to find user root: no matching entries in passwd
+    file", or no message at all), and Harbor would take that for the command's own failure."""
+    for delay in _START_RETRIES:
+        output, started = _run_once(
+            api, container_id, argv, env=env, user=user, workdir=workdir, max_output_bytes=max_output_bytes
+        )
+        if started:
+            return output
+        time.sleep(delay)
+    reason = output.stderr or output.stdout or "the runtime gave no reason"
+    return Output(
+        output.stdout,
+        f"the command could not be started in the container as user {user or '(image default)'!r} "
+        f"in {workdir or '(image WORKDIR)'!r}: {reason.strip()}\n",
+        output.return_code,
+    )
+
+
+def _run_once(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    user: str,
+    workdir: str | None,
+    max_output_bytes: int,
+) -> tuple[Output, bool]:
+    exec_id = api.exec_create(
+        container_id, argv, environment=env, user=user, workdir=workdir, stdout=True, stderr=True
+    )["Id"]
+    streams: list[bytearray] = [bytearray(), bytearray()]
+    for chunk in api.exec_start(exec_id, stream=True, demux=True):
+        for index, data in enumerate(chunk):
+            # Keep reading past the cap (the command must not block on a full pipe), keep nothing more.
+            if data and len(streams[index]) < max_output_bytes:
+                streams[index] += data[: max_output_bytes - len(streams[index])]
+    # The output stream can end a moment before the engine records the exit code (more so under load):
+    # until then the exec still shows as running, without one.
+    deadline = time.monotonic() + _EXIT_CODE_WAIT_SEC
+    while (state := api.exec_inspect(exec_id)).get("Running") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    code = state.get("ExitCode")
+    output = Output(
+        streams[0].decode("utf-8", "replace"),
+        streams[1].decode("utf-8", "replace"),
+        -1 if code is None else int(code),
+    )
+    return output, bool(state.get("Pid")) or code is None
+
+
+async def run_command(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    user: str,
+    workdir: str | None,
+    timeout_sec: float | None,
+    max_output_bytes: int,
+) -> Output:
+    """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started)."""
+    token = secrets.token_hex(12)
+    running = asyncio.ensure_future(
+        _in_thread(
+            _run,
+            api,
+            container_id,
+            argv,
+            env={**env, EXEC_TOKEN: token},
+            user=user,
+            workdir=workdir,
+            max_output_bytes=max_output_bytes,
+        )
+    )
+    try:
+        return await asyncio.wait_for(asyncio.shield(running), timeout=timeout_sec)
+    except TimeoutError:
+        await _kill(api, container_id, token, running)
+        raise CommandTimeoutError(f"Command timed out after {timeout_sec} seconds") from None
+    except asyncio.CancelledError:
+        await _kill(api, container_id, token, running)
+        raise
+
+
+async def _kill(api: docker.APIClient, container_id: str, token: str, running: asyncio.Future) -> None:
+    try:
+        await _in_thread(
+            _run,
+            api,
+            container_id,
+            ["/bin/sh", "-c", KILL_EXEC, "kill-exec", token],
+            env={},
+            user="0",
+            workdir="/",
+            max_output_bytes=4096,
+        )
+    except docker.errors.DockerException:
+        return  # the container is gone, and the command with it
+    # The exec's stream ends once its processes are gone; don't wait forever if it does not.
+    await asyncio.wait([running], timeout=_KILL_GRACE_SEC)
+
+
+async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int, then: str) -> None:
+    """Kill every process but init and the main one, then run the shell command `then` (as root)."""
+    result = await _in_thread(
+        _run,
+        api,
+        container_id,
+        ["/bin/sh", "-c", KILL_ALL_BUT.replace("exit 0\n", then + "\n"), "kill-all", str(main_pid)],
+        env={},
+        user="0",
+        workdir="/",
+        max_output_bytes=4096,
+    )
+    if result.return_code != 0:
+        raise RuntimeError(f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}")

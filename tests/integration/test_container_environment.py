@@ -1,0 +1,486 @@
+"""The `container` environment on a real Docker engine: the task's Dockerfile is built (once per digest),
+the attempt runs in its own container with the task's limits and network, nothing the agent started
+survives into the verifier, and no container outlives its attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import pytest
+from harbor.environments.base import SandboxBuildFailedError
+from regatta_executor.container import janitor
+from regatta_executor.container.engine import LABEL_DIGEST, engine_answers
+from regatta_executor.container.execs import CommandTimeoutError
+from regatta_executor.container.images import ImageCache, environment_digest
+
+from tests.integration.container_support import (
+    BASE_IMAGE,
+    baked_task,
+    build_log,
+    containers_of,
+    exception_type,
+    host_addresses,
+    outcome,
+    require_engine,
+    rewards,
+    run_trial,
+    started_environment,
+    trial_dir,
+    write_task,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
+    return require_engine(monkeypatch)
+
+
+async def _eventually(check: Callable[[], bool], deadline_sec: float = 30.0) -> bool:
+    for _ in range(int(deadline_sec / 0.1)):
+        if check():
+            return True
+        await asyncio.sleep(0.1)
+    return check()
+
+
+def test_engine_answers(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert engine_answers() is True
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    assert engine_answers() is False
+
+
+async def test_dockerfile_is_built_oracle_passes_nop_fails_and_second_attempt_reuses_it(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = baked_task(tmp_path / "tasks", "baked")
+
+    first = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(first) is None, first.exception_info
+    assert rewards(first) == {"reward": 1.0}
+    assert "Successfully built" in build_log(tmp_path, first)
+
+    second = await run_trial(task, "nop", tmp_path)
+    assert rewards(second) == {"reward": 0.0}
+    assert outcome(second) == "failed"
+    log = build_log(tmp_path, second)
+    assert "not built again" in log and "Step 1/" not in log
+
+    digest = engine.images.get(log.split()[1]).labels[LABEL_DIGEST]
+    assert len(engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"})) == 1
+    assert containers_of(engine, first.trial_name) == containers_of(engine, second.trial_name) == []
+
+
+def test_two_executor_processes_on_one_host_build_once(engine: docker.DockerClient, tmp_path: Path) -> None:
+    task = baked_task(tmp_path / "tasks", "shared", extra="RUN sleep 2")
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from pathlib import Path
+        from tests.integration.container_support import run_trial, rewards
+        result = asyncio.run(run_trial(Path(sys.argv[1]), "oracle", Path(sys.argv[2])))
+        print(rewards(result))
+        """
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(task), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=240) for p in processes]
+    assert [out.strip() for out, _ in outputs] == ["{'reward': 1.0}"] * 2, outputs
+    logs = [p.read_text() for p in (tmp_path / "trials").glob("*/environment-build.log")]
+    assert len(logs) == 2
+    assert sum("Successfully built" in log for log in logs) == 1, logs
+    assert sum("not built again" in log for log in logs) == 1, logs
+
+
+async def test_no_network_task_has_only_loopback(engine: docker.DockerClient, tmp_path: Path) -> None:
+    task = write_task(
+        tmp_path / "tasks",
+        "offline",
+        solve="ls /sys/class/net > /logs/agent/interfaces.txt",
+        test="echo 1 > /logs/verifier/reward.txt",
+    )
+    result = await run_trial(task, "oracle", tmp_path)
+    assert rewards(result) == {"reward": 1.0}, result.exception_info
+    assert (trial_dir(tmp_path, result) / "agent" / "interfaces.txt").read_text().split() == ["lo"]
+
+
+CONNECT = """
+import socket, sys
+for address in sys.argv[2:]:
+    try:
+        socket.create_connection((address, int(sys.argv[1])), timeout=2).close()
+        print(address, "open")
+    except OSError as exc:
+        print(address, "blocked", type(exc).__name__)
+"""
+
+
+def _listen_on_all_addresses() -> tuple[socket.socket, int, threading.Event]:
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+                connection.close()
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, server.getsockname()[1], stop
+
+
+async def test_public_task_cannot_reach_the_host(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """A service of this machine listening on every address (as NATS, the gateway or Postgres could)
+    is reachable from a plain bridge network the test makes, and from none of its addresses out of a
+    `public` task's container."""
+    server, port, stop = _listen_on_all_addresses()
+    addresses = host_addresses()
+    assert addresses, "the machine has no address but loopback"
+    network = engine.networks.create(f"regatta-test-{port}", driver="bridge")
+    try:
+        gateway = engine.networks.get(network.id).attrs["IPAM"]["Config"][0]["Gateway"]
+        control = engine.containers.run(
+            BASE_IMAGE,
+            ["python3", "-c", CONNECT, str(port), gateway],
+            network=network.name,
+            remove=True,
+        )
+        assert b"open" in control, control  # the test can see a reachable host
+
+        task = write_task(
+            tmp_path / "tasks",
+            "public",
+            network_mode="public",
+            solve=f"python3 -c '{CONNECT}' {port} {' '.join(addresses)} > /logs/agent/connect.txt\n"
+            "ip -4 route | awk '/default/ {print $3}' | xargs python3 -c '"
+            + CONNECT
+            + f"' {port} >> /logs/agent/connect.txt\n",
+            test="echo 1 > /logs/verifier/reward.txt",
+        )
+        result = await run_trial(task, "oracle", tmp_path)
+    finally:
+        network.remove()
+        stop.set()
+        server.close()
+    lines = (trial_dir(tmp_path, result) / "agent" / "connect.txt").read_text().splitlines()
+    assert len(lines) == len(addresses) + 1, lines
+    assert all(" blocked " in line for line in lines), lines
+
+
+FORKS = """
+import os, signal, time
+children, error = [], ""
+try:
+    for _ in range(200):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children.append(pid)
+except OSError as exc:
+    error = str(exc)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+print(len(children), error)
+"""
+
+
+async def test_memory_and_process_limits_end_the_attempt_as_failed(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = write_task(
+        tmp_path / "tasks",
+        "greedy",
+        environment="memory_mb = 64\n",
+        solve="""
+            python3 -c 'b = bytearray(400 * 1024 * 1024); open("/app/allocated", "w").write("yes")'
+            echo $? > /logs/agent/memory-exit.txt
+            python3 -c "$FORKS" > /logs/agent/forks.txt
+        """,
+        test="if [ -f /app/allocated ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt",
+    )
+    solve = task / "solution" / "solve.sh"
+    solve.write_text(solve.read_text().replace("#!/bin/bash\n", f"#!/bin/bash\nFORKS='{FORKS}'\n", 1))
+    result = await run_trial(task, "oracle", tmp_path, max_processes=64)
+    agent = trial_dir(tmp_path, result) / "agent"
+    assert (agent / "memory-exit.txt").read_text().strip() == "137"  # killed by the OOM killer
+    forked, error = (agent / "forks.txt").read_text().split(" ", 1)
+    assert 0 < int(forked) < 64
+    assert "Resource temporarily unavailable" in error
+    assert rewards(result) == {"reward": 0.0}
+    assert outcome(result) == "failed"
+    assert containers_of(engine, result.trial_name) == []
+
+
+async def test_never_ending_verifier_times_out_and_its_container_is_gone(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = write_task(tmp_path / "tasks", "endless", test="sleep 100000\n", verifier_timeout_sec=2)
+    result = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(result) == "VerifierTimeoutError"
+    assert outcome(result) == "errored"
+    assert containers_of(engine, result.trial_name) == []
+
+
+async def test_agent_leftovers_are_gone_before_the_verifier_and_verifier_env_stays_with_it(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = write_task(
+        tmp_path / "tasks",
+        "leftovers",
+        solve="""
+            env > /logs/agent/env.txt
+            nohup setsid bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' \\
+              >/dev/null 2>&1 &
+            echo planted > /logs/verifier/planted.txt
+            mkdir -p /tests && echo 'echo 1 > /logs/verifier/reward.txt; exit' > /tests/evil.sh
+        """,
+        test="""
+            sleep 1
+            if [ ! -e /logs/verifier/planted.txt ] && [ ! -e /tests/evil.sh ] \\
+               && [ ! -e /logs/verifier/reward.txt ] && [ "$VERIFIER_ONLY" = "for-the-verifier" ]; then
+              echo 1 > /logs/verifier/reward.txt
+            else
+              echo 0 > /logs/verifier/reward.txt
+            fi
+            ps -eo pid,ppid,comm,args > /logs/verifier/processes.txt
+        """,
+    )
+    result = await run_trial(task, "oracle", tmp_path, verifier_env={"VERIFIER_ONLY": "for-the-verifier"})
+    verifier = trial_dir(tmp_path, result) / "verifier"
+    processes = (verifier / "processes.txt").read_text()
+    assert rewards(result) == {"reward": 1.0}, processes
+    assert "do echo 1" not in processes
+    # init, the main loop and its sleep, the verifier's command: nothing else
+    assert len(processes.splitlines()) == 1 + 6, processes
+    agent_env = (trial_dir(tmp_path, result) / "agent" / "env.txt").read_text()
+    assert "REGATTA" not in agent_env or "VERIFIER_ONLY" not in agent_env
+    assert "for-the-verifier" not in agent_env
+
+
+async def test_timed_out_command_is_killed_with_what_it_started(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    async with started_environment(tmp_path) as env:
+        with pytest.raises(CommandTimeoutError):
+            await env.exec("sleep 1000 & sleep 1001 & sleep 1002", timeout_sec=1)
+        left = await env.exec("ps -eo args")
+        assert "sleep 100" not in (left.stdout or ""), left.stdout
+        # the container itself lives on
+        assert (await env.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_exec_honours_user_workdir_and_env(engine: docker.DockerClient, tmp_path: Path) -> None:
+    async with started_environment(tmp_path) as env:
+        result = await env.exec("id -u; pwd; echo $ONE", cwd="/tmp", env={"ONE": "1"}, user="nobody")
+        assert result.stdout == "65534\n/tmp\n1\n"
+        assert (await env.exec("pwd")).stdout == "/app\n"  # the image's WORKDIR
+        assert (await env.exec("exit 7")).return_code == 7
+
+
+async def test_files_in_and_out_and_the_download_cap(engine: docker.DockerClient, tmp_path: Path) -> None:
+    source = tmp_path / "upload"
+    (source / "nested").mkdir(parents=True)
+    (source / "nested" / "a.txt").write_text("A")
+    (source / "b.txt").write_text("B")
+    async with started_environment(tmp_path, max_download_mb=1) as env:
+        await env.upload_dir(source, "/deep/new/dir")
+        await env.upload_file(source / "b.txt", "/other/place/c.txt")
+        listing = await env.exec("cat /deep/new/dir/nested/a.txt /deep/new/dir/b.txt /other/place/c.txt")
+        assert listing.stdout == "ABB"
+        assert (await env.exec("stat -c %a /tmp")).stdout == "1777\n"
+
+        await env.exec("mkdir -p /out/sub && echo x > /out/sub/x && ln -s /etc/shadow /out/link")
+        await env.download_dir("/out", tmp_path / "down")
+        assert (tmp_path / "down" / "sub" / "x").read_text() == "x\n"
+        assert not (tmp_path / "down" / "link").exists() or (tmp_path / "down" / "link").is_symlink()
+
+        await env.exec("head -c 3000000 /dev/zero > /out/big")
+        with pytest.raises(RuntimeError, match="bring back"):
+            await env.download_file("/out/big", tmp_path / "big")
+
+
+async def test_stop_during_an_attempt_removes_its_container(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = write_task(tmp_path / "tasks", "slow", solve="sleep 1000\n", agent_timeout_sec=600)
+    running = asyncio.create_task(run_trial(task, "oracle", tmp_path))
+    name = ""
+    for _ in range(600):  # until the agent runs in its container (30 s at most)
+        trials = list((tmp_path / "trials").glob("*/agent")) if (tmp_path / "trials").exists() else []
+        if trials and containers_of(engine, trials[0].parent.name):
+            name = trials[0].parent.name
+            break
+        await asyncio.sleep(0.05)
+    assert name, "the attempt's container never started"
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert containers_of(engine, name) == []
+
+
+async def test_build_failure_and_build_timeout_are_reported(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    broken = write_task(tmp_path / "tasks", "broken", dockerfile=f"FROM {BASE_IMAGE}\nRUN exit 3\n")
+    result = await run_trial(broken, "oracle", tmp_path)
+    assert exception_type(result) == SandboxBuildFailedError.__name__
+    assert "exit" in (result.exception_info.exception_message or "").lower()
+
+    token = secrets.token_hex(4)
+    slow = write_task(
+        tmp_path / "tasks",
+        "slow-build",
+        dockerfile=f"FROM {BASE_IMAGE}\nRUN sleep 600 # {token}\n",
+        environment="build_timeout_sec = 2\n",
+    )
+    result = await run_trial(slow, "oracle", tmp_path)
+    assert exception_type(result) in (SandboxBuildFailedError.__name__, "EnvironmentStartTimeoutError")
+    assert containers_of(engine, result.trial_name) == []
+
+    # The abandoned build's step is killed (it would sleep for ten minutes), so it never becomes an
+    # image that a later attempt would take as built.
+    def step_running() -> bool:
+        return any(token in str(c["Command"]) for c in engine.api.containers(all=True))
+
+    assert await _eventually(lambda: not step_running())
+    digest = environment_digest(slow / "environment")
+    assert engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"}) == []
+
+
+async def test_missing_image_is_an_error_naming_it(engine: docker.DockerClient, tmp_path: Path) -> None:
+    task = write_task(tmp_path / "tasks", "prebuilt", environment='docker_image = "regatta-test/absent:1"\n')
+    (task / "environment" / "Dockerfile").unlink()
+    result = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(result) == "ImageUnavailableError"
+    assert "regatta-test/absent:1" in (result.exception_info.exception_message or "")
+
+
+HOLD_A_CONTAINER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from tests.integration.container_support import started_environment
+
+async def main():
+    async with started_environment(Path(sys.argv[1])) as env:
+        print(env.container_name, flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_janitor_removes_containers_of_a_killed_executor_only(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    root = str(Path(__file__).resolve().parents[2])
+    killed, alive = (
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_A_CONTAINER, str(tmp_path / name), root],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HARBOR_TELEMETRY": "0"},
+        )
+        for name in ("killed", "alive")
+    )
+    try:
+        assert killed.stdout and alive.stdout
+        killed_name, alive_name = killed.stdout.readline().strip(), alive.stdout.readline().strip()
+        assert killed_name and alive_name
+        killed.kill()  # SIGKILL: no clean-up runs
+        killed.wait(timeout=30)
+        assert engine.containers.get(killed_name).status == "running"
+
+        removed = janitor.sweep(engine, tmp_path / "killed" / "state" / "owners")
+        assert removed == [killed_name], (removed, killed_name)
+        with pytest.raises(docker.errors.NotFound):
+            engine.containers.get(killed_name)
+        # another live executor's container (its own owners folder) is not touched
+        assert janitor.sweep(engine, tmp_path / "alive" / "state" / "owners") == []
+        assert engine.containers.get(alive_name).status == "running"
+    finally:
+        for process in (killed, alive):
+            process.kill()
+            process.wait(timeout=30)
+        janitor.sweep(engine, tmp_path / "alive" / "state" / "owners")
+
+
+async def test_built_images_are_pruned_least_recently_used_first(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    cache = ImageCache(engine, tmp_path / "state", max_bytes=None)
+    folders = []
+    for name in ("old", "new"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN echo {secrets.token_hex(8)} > /x\n")
+        folders.append(folder)
+    log = io.StringIO()
+    built = [cache.built(folder, timeout_sec=120, network_mode="none", log=log) for folder in folders]
+    assert all(image.built for image in built)
+    os.utime(cache.locks / f"{environment_digest(folders[0])}.lock", (1, 1))  # used long ago
+    size = engine.images.get(built[1].reference).attrs["Size"]
+    cache.max_bytes = size + size // 2  # room for one of the two
+
+    assert cache.prune() == [environment_digest(folders[0])]
+    with pytest.raises(docker.errors.ImageNotFound):
+        engine.images.get(built[0].reference)
+    engine.images.get(built[1].reference)
+    engine.images.remove(built[1].reference)
+
+
+async def test_container_gets_no_privileges_kernel_tunables_or_engine(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """What an attacker in a root task would try: rewrite a kernel tunable run by the host kernel as host
+    root (core_pattern), gain privileges through setuid, send raw packets, or talk to the engine."""
+    async with started_environment(tmp_path) as env:
+        attrs = engine.api.inspect_container(env.container_name)
+        host = attrs["HostConfig"]
+        assert host["Privileged"] is False and host["Init"] is True
+        assert "no-new-privileges" in host["SecurityOpt"]
+        assert set(host["CapDrop"]) >= {"NET_RAW", "MKNOD"}
+        assert host["Binds"] in (None, []) and attrs["Mounts"] == []
+
+        core = await env.exec("echo '|/tmp/x' > /proc/sys/kernel/core_pattern", user="root")
+        assert core.return_code != 0 and "Read-only file system" in (core.stderr or "")
+        status = (await env.exec("grep -E '^(NoNewPrivs|CapEff)' /proc/self/status")).stdout or ""
+        fields = dict(line.split(":\t") for line in status.splitlines())
+        assert fields["NoNewPrivs"].strip() == "1"
+        cap_net_raw = 13
+        assert not int(fields["CapEff"], 16) & (1 << cap_net_raw)
+        sockets = await env.exec("ls /var/run/docker.sock /run/docker.sock 2>&1; echo $DOCKER_HOST")
+        assert "No such file" in (sockets.stdout or "") and "docker.sock\n" not in (sockets.stdout or "")
+
+
+async def test_exec_as_a_missing_user_fails_with_the_runtime_message(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    async with started_environment(tmp_path) as env:
+        result = await env.exec("echo never", user="no-such-user")
+        assert result.return_code == 126
+        assert "no-such-user" in (result.stderr or "") and "never" not in (result.stdout or "")
