@@ -54,6 +54,8 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     health_ports: dict[str, int] = field(default_factory=dict)
     nats: subprocess.Popen[bytes] | None = None
+    environment: str = ""  # the environment every executor runs attempts in, chosen at start
+    environment_reason: str = ""
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -89,7 +91,25 @@ class Stack:
                 ]
             )
         env.update(self.extra_env)
+        if self.environment:
+            env["REGATTA_EXECUTOR_ENVIRONMENT"] = self.environment
         return env
+
+    def choose_environment(self) -> None:
+        """`auto` decided once for every executor of the stack (so restarts agree); a name that runs
+        nothing stops `regatta up` before any service starts."""
+        from regatta_executor.environments import EnvironmentNameError, resolve_environment
+
+        env = self.env()
+        try:
+            resolved = resolve_environment(
+                env.get("REGATTA_EXECUTOR_ENVIRONMENT") or "auto",
+                env.get("REGATTA_EXECUTOR_ENVIRONMENT_KWARGS") or "{}",
+            )
+        except EnvironmentNameError as error:
+            raise SystemExit(str(error)) from None
+        self.environment = resolved.choice.kind
+        self.environment_reason = resolved.reason
 
     def start_nats(self) -> None:
         if self.nats_url and self.nats is None:
@@ -106,6 +126,8 @@ class Stack:
         self.nats.wait(timeout=30)
 
     def start(self) -> None:
+        if not self.environment:
+            self.choose_environment()
         try:
             self.start_nats()
             for name in ORDER:
