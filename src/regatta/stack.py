@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,20 +97,24 @@ class Stack:
         return env
 
     def choose_environment(self) -> None:
-        """`auto` decided once for every executor of the stack (so restarts agree); a name that runs
-        nothing stops `regatta up` before any service starts."""
-        from regatta_executor.environments import EnvironmentNameError, resolve_environment
-
+        """`auto` decided once for every executor of the stack (so restarts agree), with the environment
+        they get (DOCKER_HOST, …); a name that runs nothing stops `regatta up` before any service starts."""
         env = self.env()
-        try:
-            resolved = resolve_environment(
-                env.get("REGATTA_EXECUTOR_ENVIRONMENT") or "auto",
-                env.get("REGATTA_EXECUTOR_ENVIRONMENT_KWARGS") or "{}",
+        env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", "auto")
+        result = subprocess.run(
+            [sys.executable, "-m", "regatta_executor.choose_environment"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise SystemExit(
+                result.stderr.strip() or f"choosing the executors' environment failed ({result.returncode})"
             )
-        except EnvironmentNameError as error:
-            raise SystemExit(str(error)) from None
-        self.environment = resolved.choice.kind
-        self.environment_reason = resolved.reason
+        chosen = json.loads(result.stdout)
+        self.environment = chosen["kind"]
+        self.environment_reason = chosen["reason"]
 
     def start_nats(self) -> None:
         if self.nats_url and self.nats is None:

@@ -153,9 +153,12 @@ def resolve_environment(name: str, kwargs_json: str = "{}") -> ResolvedEnvironme
 
     canonical = check_name(name)
     kwargs = parse_kwargs(kwargs_json)
-    if canonical != AUTO:
-        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), f"{canonical!r} as configured")
     host = docker_host()
+    if canonical == "container" and not engine_answers():
+        reason = f"as configured; no Docker engine answers at {host} yet: attempts error until one does"
+        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), reason)
+    if canonical != AUTO:
+        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), "as configured")
     if not engine_answers():
         reason = f"auto: no Docker engine answered at {host}; task Dockerfiles are not built"
         return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
