@@ -19,6 +19,8 @@ from regatta_executor.environments import (
     resolve_environment,
 )
 from regatta_executor.task_environment import TaskEnvironmentError, check_task_environment
+from regatta_shared.events import AttemptFinished
+from regatta_shared.jobs import AttemptReport
 
 from regatta.stack import Stack
 from tests.conftest import ROOT, unavailable
@@ -202,3 +204,61 @@ def test_a_compose_task_is_refused_naming_the_file_unless_harbor_docker_runs_it(
             check_task_environment(EnvironmentChoice(kind), task)
         assert "REGATTA_EXECUTOR_ENVIRONMENT=docker" in str(raised.value)
     assert check_task_environment(EnvironmentChoice("docker"), task).built is None
+
+
+def test_a_hostile_dockerfile_cannot_flood_the_note_or_the_report(tmp_path) -> None:
+    task = write_task(tmp_path, "hostile")
+    junk = "".join(f"X{i}\u202e<script>{'A' * 500}\nZZ{chr(65 + i % 26) * 10} x\n" for i in range(1000))
+    (task / "environment" / "Dockerfile").write_text("FROM debian\n" + junk)
+    fidelity = check_task_environment(EnvironmentChoice("local"), task)
+    assert fidelity.built is False and fidelity.note is not None
+    assert "<script>" not in fidelity.note and "\u202e" not in fidelity.note
+    assert "(an unknown line), ZZAAAAAAAAAA," in fidelity.note and "…" in fidelity.note
+    # What the executor reports of it fits the report (a report that fails validation is redelivered).
+    report = AttemptReport(
+        kind="finished", run_id="r", attempt_id="a", try_number=1, executor_id="e", outcome="failed",
+        environment="local", environment_built=False, environment_note=fidelity.note,
+    )  # fmt: skip
+    assert report.environment_note == fidelity.note
+    (task / "environment" / "Dockerfile").write_bytes(b"FROM x\n" + b"RUN y\n" * 300_000)  # > 1 MiB
+    assert "(a Dockerfile too large to read)" in (
+        check_task_environment(EnvironmentChoice("local"), task).note or ""
+    )
+
+
+def test_attempt_events_recorded_before_environments_were_recorded_still_read() -> None:
+    old = {
+        "run_id": "r", "attempt_id": "a", "agent_index": 0, "task": "t", "attempt_index": 0,
+        "try_number": 1, "outcome": "passed", "executor_id": "e",
+    }  # fmt: skip
+    finished = AttemptFinished.model_validate(old)
+    assert (finished.environment, finished.environment_built, finished.environment_note) == (None, None, None)
+
+
+def test_the_executor_logs_the_environment_it_chose_at_start(tmp_path) -> None:
+    env = {
+        **os.environ,
+        "REGATTA_EXECUTOR_ENVIRONMENT": "auto",
+        "DOCKER_HOST": NO_ENGINE,
+        "REGATTA_DATA_DIR": str(tmp_path),
+        "NATS_URL": "nats://127.0.0.1:9",  # nothing listens: the choice is logged before connecting
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "regatta_executor"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        said = ""
+        for line in process.stderr:
+            said += line
+            if "environment:" in line:
+                break
+        assert f"environment: local (auto: no Docker engine answered at {NO_ENGINE}; {NOT_BUILT})" in said
+    finally:
+        os.killpg(process.pid, 9)
+        process.wait(timeout=60)

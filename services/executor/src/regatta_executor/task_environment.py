@@ -38,6 +38,8 @@ HARMLESS = frozenset(
     }
 )
 MAX_DOCKERFILE_BYTES = 1024 * 1024  # a larger one is not read: it is reported as not built
+MAX_NAMED = 8  # instructions named in a note; the rest is "…"
+_KEYWORD = re.compile(r"^[A-Z]{2,20}$")
 _ESCAPE_DIRECTIVE = re.compile(r"^#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
 
 
@@ -87,8 +89,12 @@ def unhonoured_instructions(dockerfile: Path) -> list[str]:
         return ["(an unreadable Dockerfile)"]
     found: list[str] = []
     for keyword in dockerfile_instructions(text):
-        if keyword not in HARMLESS and keyword not in found:
-            found.append(keyword[:40])
+        # The file is the task author's: only instruction-like words are repeated back, and few of them.
+        shown = keyword if _KEYWORD.match(keyword) else "(an unknown line)"
+        if keyword not in HARMLESS and shown not in found:
+            found.append(shown)
+    if len(found) > MAX_NAMED:
+        found = [*found[:MAX_NAMED], "…"]
     return found
 
 
