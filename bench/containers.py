@@ -32,7 +32,7 @@ def write_task(root: Path) -> Path:
     for folder in ("environment", "solution", "tests"):
         (task / folder).mkdir(parents=True, exist_ok=True)
     (task / "task.toml").write_text(
-        '[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n'
+        "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n"
         '[environment]\nnetwork_mode = "no-network"\n'
     )
     (task / "instruction.md").write_text("Write done to /app/out.txt\n")

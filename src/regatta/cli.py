@@ -60,6 +60,8 @@ def up(
     try:
         stack.start()
         console.print(f"Regatta is up at [bold]{stack.url}[/bold] (token in {stack.data_dir / 'token'})")
+        chosen = f"[bold]{stack.environment}[/bold] environment ({stack.environment_reason})"
+        console.print(f"Executors run tasks in the {chosen}")
         console.print("Try: regatta run submit examples/runs/demo.toml --wait")
         stack.supervise()
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     health_ports: dict[str, int] = field(default_factory=dict)
     nats: nats_server.NatsServer | None = None
+    environment: str = ""  # the environment every executor runs attempts in, chosen at start
+    environment_reason: str = ""
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -94,7 +97,29 @@ class Stack:
             # The embedded stack's members may add the repository's examples as folders.
             env["REGATTA_SOURCE_ROOTS"] = str(EXAMPLES)
         env.update(self.extra_env)
+        if self.environment:
+            env["REGATTA_EXECUTOR_ENVIRONMENT"] = self.environment
         return env
+
+    def choose_environment(self) -> None:
+        """`auto` decided once for every executor of the stack (so restarts agree), with the environment
+        they get (DOCKER_HOST, …); a name that runs nothing stops `regatta up` before any service starts."""
+        env = self.env()
+        env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", "auto")
+        result = subprocess.run(
+            [sys.executable, "-m", "regatta_executor.choose_environment"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise SystemExit(
+                result.stderr.strip() or f"choosing the executors' environment failed ({result.returncode})"
+            )
+        chosen = json.loads(result.stdout)
+        self.environment = chosen["kind"]
+        self.environment_reason = chosen["reason"]
 
     def start_nats(self) -> None:
         if self.nats_url and self.nats is None:
@@ -119,6 +144,8 @@ class Stack:
         self.nats.wait(timeout=30)
 
     def start(self) -> None:
+        if not self.environment:
+            self.choose_environment()
         try:
             self.start_nats()
             for name in ORDER:

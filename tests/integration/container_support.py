@@ -187,4 +187,3 @@ def host_addresses() -> list[str]:
                 continue  # no IPv4 address
             found.append(socket.inet_ntoa(packed[20:24]))
     return found
-

@@ -1,4 +1,4 @@
-"""compose.yaml is validated statically (no Docker engine here) and stays scalable."""
+"""compose.yaml is validated statically (docker-compose 1.29 `config`): scalable, nothing privileged."""
 
 from __future__ import annotations
 
@@ -49,6 +49,21 @@ def test_compose_file_is_valid_and_executors_scale() -> None:
     executor = config["services"]["executor"]
     # --scale executor=N needs no fixed name and no host port.
     assert "container_name" not in executor and "ports" not in executor
+    for name, service in config["services"].items():
+        assert not service.get("privileged"), f"{name} is privileged"
+        assert "SYS_ADMIN" not in (service.get("cap_add") or []), name
+    # Executors run each attempt in its own container on the engine, through its socket: the only
+    # service that holds it, and only the engine's socket (no task or log folder of the host).
+    assert executor["environment"]["REGATTA_EXECUTOR_ENVIRONMENT"] == "container"
+    assert executor["environment"]["DOCKER_HOST"] == "unix:///var/run/docker.sock"
+    assert [v.rsplit(":", 1)[0] for v in executor["volumes"]] == ["/var/run/docker.sock:/var/run/docker.sock"]
+    assert "no-new-privileges:true" in executor["security_opt"]
+    socket_holders = {
+        name
+        for name, service in config["services"].items()
+        if any("docker.sock" in str(volume) for volume in service.get("volumes") or [])
+    }
+    assert socket_holders == {"executor"}
     for name in SERVICES - {"nats", "postgres"}:
         dockerfile = config["services"][name]["build"]["dockerfile"]
         assert (ROOT / dockerfile).is_file(), dockerfile

@@ -66,9 +66,17 @@ def _submitted(run_id: str) -> RunSubmitted:
 
 
 def _finished(
-    run_id: str, aid: str, outcome: str, try_number: int, cost: float | None, started_at: str | None = None
+    run_id: str,
+    aid: str,
+    outcome: str,
+    try_number: int,
+    cost: float | None,
+    started_at: str | None = None,
+    environment: tuple[str | None, bool | None] = (None, None),
 ) -> AttemptFinished:
     return AttemptFinished(
+        environment=environment[0],
+        environment_built=environment[1],
         started_at=started_at,
         run_id=run_id,
         attempt_id=aid,
@@ -115,7 +123,9 @@ def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
             # Short attempts report no start: their trial's start time fills started_at.
             trial_start = rng.choice([None, f"2026-11-29 10:00:{n:02d}.5+00:00", "not a time"])
             cost = rng.choice([None, 0.25, 0.1])
-            event = _finished(run_id, f"{run_id}-{aid}", outcome, 2, cost, trial_start)
+            # Old events name no environment; the run counts the others by environment and built-ness.
+            environment = rng.choice([(None, None), ("local", False), ("local", True), ("container", True)])
+            event = _finished(run_id, f"{run_id}-{aid}", outcome, 2, cost, trial_start, environment)
         elif pick < 0.87:
             event = ExecutorNoted(run_id=run_id, attempt_id=f"{run_id}-{aid}", note="sandbox created")
         elif pick < 0.94:

@@ -382,6 +382,13 @@ class AttemptFinished(Event):
     sandbox_seconds: float | None = None
     executor_id: str | None = None
     artifacts: list[ArtifactRef] = Field(default_factory=list)
+    # The environment that ran it (`local`, `container`, a Harbor type or `module:Class`); None in events
+    # recorded before executors said, and for attempts that never reached one.
+    environment: str | None = None
+    # False when the task's declared environment (its Dockerfile or image) was not built, as under
+    # `local`; None when unknown. `environment_note` says what was left out.
+    environment_built: bool | None = None
+    environment_note: str | None = None
 
 
 class AttemptRetried(Event):

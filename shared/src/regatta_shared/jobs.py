@@ -51,3 +51,7 @@ class AttemptReport(BaseModel):
     delay_seconds: float | None = None
     note: str | None = None
     level: Literal["info", "warning", "error"] = "info"
+    # Which environment ran the attempt, and whether the task's own environment was built (events.py).
+    environment: str | None = Field(None, max_length=300)
+    environment_built: bool | None = None
+    environment_note: str | None = Field(None, max_length=2000)

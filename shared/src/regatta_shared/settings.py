@@ -22,7 +22,7 @@ class Settings(BaseSettings):
     gateway_port: int = Field(8000, alias="REGATTA_GATEWAY_PORT")
     public_url: str | None = Field(None, alias="REGATTA_PUBLIC_URL")
     executor_slots: int = Field(4, alias="REGATTA_EXECUTOR_SLOTS")
-    executor_environment: str = Field("local", alias="REGATTA_EXECUTOR_ENVIRONMENT")
+    executor_environment: str = Field("auto", alias="REGATTA_EXECUTOR_ENVIRONMENT")
     executor_environment_kwargs: str = Field("{}", alias="REGATTA_EXECUTOR_ENVIRONMENT_KWARGS")
     job_ack_wait: float = Field(30.0, alias="REGATTA_JOB_ACK_WAIT")
     # Seconds an attempt runs before its executor reports it started; a shorter one reports only its

@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from regatta_shared.harnesses import NO_MODEL
 from regatta_shared.jobs import AttemptJob
 
-LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
+from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
 
-
-@dataclass(frozen=True)
-class EnvironmentChoice:
-    """`local` is ours (bubblewrap); `module:Class` is any BaseEnvironment by import path; any other name
-    is a Harbor environment type (docker, podman, daytona, modal, e2b, …). One code path for all."""
-
-    kind: str = "local"
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def harbor_config(self) -> dict[str, Any]:
-        if self.kind == "local":
-            return {"import_path": LOCAL_ENVIRONMENT, "delete": True, "kwargs": dict(self.kwargs)}
-        if ":" in self.kind:
-            return {"import_path": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
-        return {"type": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
-
+__all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"]
 
 # Options Regatta passes to a harness unless the run says otherwise. terminus-2 would otherwise try to
 # install asciinema in the sandbox (~25 s, and it fails offline) to record the terminal (harbor.md §10).

@@ -36,13 +36,16 @@ from regatta_shared.bus import (
     TASKS_BUCKET,
     await_streams,
 )
+from regatta_shared.events import Timings, Usage
 from regatta_shared.jobs import AttemptJob, AttemptReport
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
 
 from . import artifacts
+from .environments import EnvironmentChoice
 from .outcome import TrialOutcome, classify, redact
 from .task_cache import TaskCache
-from .trials import EnvironmentChoice, run_trial, trial_config
+from .task_environment import EnvironmentFidelity, TaskEnvironmentError, check_task_environment
+from .trials import run_trial, trial_config
 
 log = logging.getLogger("regatta.executor")
 DURABLE = EXECUTORS_DURABLE
@@ -187,7 +190,7 @@ class Executor:
         while True:
             started = _StartedReport(self, job, try_number, self.started_report_delay)
             try:
-                outcome, refs, sandbox_seconds = await self._run_once(job, try_number, secrets)
+                outcome, refs, sandbox_seconds, fidelity = await self._run_once(job, try_number, secrets)
             except asyncio.CancelledError:
                 await started.settle()
                 await self._report_cancelled(job, try_number, "run stopped during the attempt")
@@ -225,6 +228,9 @@ class Executor:
                 usage=outcome.usage,
                 sandbox_seconds=sandbox_seconds,
                 artifacts=refs,
+                environment=self.environment.kind,
+                environment_built=fidelity.built,
+                environment_note=fidelity.note,
             )
             return
 
@@ -238,8 +244,14 @@ class Executor:
 
     async def _run_once(
         self, job: AttemptJob, try_number: int, secrets: dict[str, str]
-    ) -> tuple[TrialOutcome, list, float]:
+    ) -> tuple[TrialOutcome, list, float, EnvironmentFidelity]:
         task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        try:
+            fidelity = check_task_environment(self.environment, task_dir)
+        except TaskEnvironmentError as error:
+            # The same on every try and every executor of this deployment: recorded once, not retried,
+            # and errored, which is never scored as the agent's failure.
+            return _setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
         trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}"
         trials_dir.mkdir(parents=True, exist_ok=True)
         config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
@@ -250,7 +262,7 @@ class Executor:
             outcome = classify(result, job.pass_threshold, job.primary_reward_key)
             trial_dir = trials_dir / job.attempt_id
             refs = await artifacts.upload(self.artifact_store, trial_dir, list(secrets.values()))
-            return outcome, refs, sandbox_seconds
+            return outcome, refs, sandbox_seconds, fidelity
         finally:
             shutil.rmtree(trials_dir, ignore_errors=True)
 
@@ -290,6 +302,21 @@ class Executor:
             log.error("job %s: its report key does not open with this executor's key", job.attempt_id)
             return {}
         return {MAC_HEADER: sign(key, payload)}
+
+
+def _setup_error(error: TaskEnvironmentError) -> TrialOutcome:
+    return TrialOutcome(
+        outcome="errored",
+        retryable=False,
+        rewards=None,
+        primary_reward=None,
+        exception_type="TaskEnvironmentError",
+        exception_message=str(error),
+        started_at=None,
+        finished_at=None,
+        timings=Timings(),
+        usage=Usage(),
+    )
 
 
 class _StartedReport:

@@ -65,6 +65,9 @@ RESULTS_COLUMNS = [
     "exception_type",
     "exception_message",
     "executor_id",
+    "environment",
+    "environment_built",
+    "environment_note",
     "artifact_count",
 ]
 
@@ -168,6 +171,9 @@ def results_csv(submission: dict[str, Any], attempts: list[dict[str, Any]]) -> s
                 "exception_type": result.get("exception_type"),
                 "exception_message": result.get("exception_message"),
                 "executor_id": result.get("executor_id"),
+                "environment": result.get("environment"),
+                "environment_built": result.get("environment_built"),
+                "environment_note": result.get("environment_note"),
                 "artifact_count": len(result.get("artifacts") or []),
             }
         )

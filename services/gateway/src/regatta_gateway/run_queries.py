@@ -174,9 +174,19 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
         "agents": agents,
         "progress": {"ingested": int(row["ingested"] or 0), "expected": int(row["expected"] or 0)},
         "totals": totals,
+        "environments": environment_counts(row.get("environments")),
         "agent_metrics": metrics,
         "is_internal_user": False,
     }
+
+
+def environment_counts(counts: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Finished attempts by the environment that ran them, and how many of those ran without the task's
+    own environment built (rm_runs.environments)."""
+    return [
+        {"environment": name, "attempts": int(entry["attempts"]), "not_built": int(entry["not_built"])}
+        for name, entry in sorted((counts or {}).items())
+    ]
 
 
 def _agent_status(row: dict[str, Any], score: dict[str, Any] | None) -> str:

@@ -270,6 +270,9 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
             sandbox_seconds=report.sandbox_seconds,
             executor_id=report.executor_id,
             artifacts=report.artifacts,
+            environment=report.environment,
+            environment_built=report.environment_built,
+            environment_note=report.environment_note,
         )
         # One id per attempt: whoever records it first wins, every later copy is a no-op.
         decided.append(_ev(finished, aid, "finished"))

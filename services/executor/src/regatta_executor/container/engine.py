@@ -8,6 +8,7 @@ import socket
 
 import docker
 from docker.errors import DockerException
+from requests.exceptions import RequestException
 
 CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
 
@@ -35,11 +36,11 @@ def engine_answers(timeout_sec: float = 2.0) -> bool:
     """Whether a Docker engine answers a ping within `timeout_sec` (never raises)."""
     try:
         probe = docker.DockerClient.from_env(timeout=timeout_sec)
-    except DockerException:
+    except (DockerException, RequestException, OSError):
         return False
     try:
         return bool(probe.ping())
-    except (DockerException, OSError, ValueError):
+    except (DockerException, RequestException, OSError, ValueError):
         return False
     finally:
         probe.close()

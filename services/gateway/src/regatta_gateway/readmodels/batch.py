@@ -32,7 +32,7 @@ ATTEMPT_EVENTS = frozenset({"AttemptScheduled", "AttemptStarted", "AttemptRetrie
 BATCHED = ATTEMPT_EVENTS | {"RunScored"}
 _IN_CHUNK = 500  # ids per IN (...) list: well inside SQLite's and Postgres's parameter limits
 
-_RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd")
+_RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd", "environments")
 _UPDATE_RUN = (
     update(t.runs)
     .where(t.runs.c.id == bindparam("p_id"))
@@ -63,6 +63,20 @@ def apply_batch(
 
 def _at(event: StoredEvent) -> str:
     return isoformat(event.recorded_at) or ""  # as projection._at
+
+
+def count_environment(counts: dict[str, Any] | None, d: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's environment counts (rm_runs.environments) with one more finished attempt `d` (a new dict:
+    the stored one is never changed in place)."""
+    name = d.get("environment")
+    if not name:
+        return counts
+    counts = dict(counts or {})
+    entry = dict(counts.get(name) or {"attempts": 0, "not_built": 0})
+    entry["attempts"] += 1
+    entry["not_built"] += d.get("environment_built") is False
+    counts[name] = entry
+    return counts
 
 
 def trial_start(d: dict[str, Any]) -> str | None:
@@ -221,6 +235,7 @@ class _Segment:
             input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
             output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0),
             cost_usd=cost,
+            environments=count_environment(run["environments"], d),
         )
         self.touched_runs.add(d["run_id"])
 

@@ -45,11 +45,15 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
         case "AttemptFinished":
             level = "error" if d["outcome"] == "errored" else "info"
             extra = f" ({d['exception_type']})" if d.get("exception_type") else ""
+            unbuilt = ""
+            if d.get("environment_built") is False:
+                level = "warning" if level == "info" else level
+                unbuilt = f"; the task's environment was not built ({d.get('environment')})"
             return (
                 level,
                 "result",
                 f"{d['task']} attempt {d['attempt_index'] + 1} (agent {d['agent_index'] + 1}): "
-                f"{d['outcome']}{extra}; sandbox cleaned",
+                f"{d['outcome']}{extra}{unbuilt}; sandbox cleaned",
             )
         case "ExecutorNoted":
             return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"

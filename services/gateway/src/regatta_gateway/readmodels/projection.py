@@ -14,7 +14,7 @@ from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
 from . import tables as t
-from .batch import apply_batch, trial_start
+from .batch import apply_batch, count_environment, trial_start
 from .logs import log_entry
 
 Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
@@ -372,9 +372,13 @@ def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> No
     )
     run = (
         conn.execute(
-            select(t.runs.c.ingested, t.runs.c.input_tokens, t.runs.c.output_tokens, t.runs.c.cost_usd).where(
-                t.runs.c.id == d["run_id"]
-            )
+            select(
+                t.runs.c.ingested,
+                t.runs.c.input_tokens,
+                t.runs.c.output_tokens,
+                t.runs.c.cost_usd,
+                t.runs.c.environments,
+            ).where(t.runs.c.id == d["run_id"])
         )
         .mappings()
         .first()
@@ -392,4 +396,5 @@ def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> No
         input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
         output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0),
         cost_usd=cost,
+        environments=count_environment(run["environments"], d),
     )

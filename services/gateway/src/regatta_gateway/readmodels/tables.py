@@ -104,6 +104,9 @@ runs = Table(
     Column("input_tokens", BigInteger, default=0),
     Column("output_tokens", BigInteger, default=0),
     Column("cost_usd", Float),
+    # Finished attempts by the environment that ran them: {name: {"attempts": n, "not_built": m}}, where
+    # not_built counts those whose task's own environment (Dockerfile, image) was not built.
+    Column("environments", Json),
 )
 attempts = Table(
     "rm_attempts",

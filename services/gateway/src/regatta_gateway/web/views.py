@@ -155,6 +155,7 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "scores_final": any((m or {}).get("final") for m in metrics.values()),
         "duration": elapsed(run.get("started_at"), run.get("completed_at")),
         "attempts": [_attempt_view(a, labels) for a in attempts],
+        "not_built": _not_built(attempts),
         "tasks": sorted({a["task"] for a in attempts} | {t["name"] for t in submission.get("tasks") or []}),
         "curve": _curve(agents),
         "pareto": _pareto(agents),
@@ -208,7 +209,21 @@ def _attempt_view(attempt: dict[str, Any], labels: dict[int, str]) -> dict[str, 
         "artifacts": artifacts,
         "trajectory": next((a for a in artifacts if a.get("path", "").endswith("trajectory.json")), None),
         "executor_id": result.get("executor_id"),
+        "environment": result.get("environment"),
+        "environment_built": result.get("environment_built"),
+        "environment_note": result.get("environment_note"),
         "sandbox_seconds": result.get("sandbox_seconds"),
+    }
+
+
+def _not_built(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Attempts that ran without their task's own environment built (say, under `local`), and their
+    tasks: the run page says so above everything else (never silent)."""
+    affected = [a for a in attempts if (a.get("result") or {}).get("environment_built") is False]
+    return {
+        "attempts": len(affected),
+        "tasks": len({a["task"] for a in affected}),
+        "environments": sorted({str(a["result"].get("environment")) for a in affected}),
     }
 
 

@@ -53,7 +53,7 @@
     if (filters.task.value && a.task !== filters.task.value) return false;
     if (filters.outcome.value && state(a) !== filters.outcome.value) return false;
     if (!q) return true;
-    const haystack = [a.task, labels[a.agent_index], state(a), result(a).exception_type, result(a).exception_message, a.attempt_id]
+    const haystack = [a.task, labels[a.agent_index], state(a), result(a).exception_type, result(a).exception_message, result(a).environment, a.attempt_id]
       .filter(Boolean).join(" ").toLowerCase();
     return q.split(/\s+/).every((word) => haystack.includes(word));
   }
@@ -77,7 +77,10 @@
           el("td", { class: "strong" }, a.task),
           el("td", {}, label),
           el("td", { class: "num" }, String(a.attempt_index + 1)),
-          el("td", {}, el("span", { class: `badge status-${outcome}` }, outcome)),
+          el("td", {}, el("span", { class: `badge status-${outcome}` }, outcome),
+            result(a).environment_built === false
+              ? [" ", el("span", { class: "tag", title: result(a).environment_note || "", "data-testid": "not-built-tag" }, "env not built")]
+              : null),
           el("td", { class: "num" }, reward === null || reward === undefined ? "—" : String(+reward.toFixed(4))),
           el("td", { class: "num" }, a.status === "running" && a.started_at
             ? el("span", { dataset: { duration: "", start: a.started_at, end: "" } }, "…")
@@ -187,7 +190,13 @@
         ["Started", a.started_at ? fmt.local(a.started_at) : null],
         ["Finished", a.finished_at ? fmt.local(a.finished_at) : null],
         ["Executor", r.executor_id],
+        ["Environment", r.environment ? el("span", { class: "mono", "data-testid": "attempt-environment" }, r.environment) : null],
+        ["Task environment", r.environment_built === false ? "not built" : r.environment_built === true ? "built" : null],
       ])));
+    if (r.environment_note) {
+      blocks.push(el("div", { class: "detail-block detail-wide" }, el("h4", {}, "Environment"),
+        el("p", { class: "alert alert-warning", "data-testid": "environment-note" }, r.environment_note)));
+    }
     const artifacts = r.artifacts || [];
     const list = el("ul", { class: "artifact-list", "data-testid": "artifacts" });
     artifacts.forEach((artifact, index) => {

@@ -1,0 +1,172 @@
+"""Which environment runs the attempts: named once, checked and resolved when the executor starts.
+
+`REGATTA_EXECUTOR_ENVIRONMENT` names it: `local` (ours, bubblewrap on this host), `container` (ours, one
+container per attempt on a Docker engine; `docker-sdk` is the same), `auto` (`container` when a Docker
+engine answers, else `local`), any Harbor environment type (`docker`, `daytona`, `modal`, …), or any
+Harbor environment class as `module:Class`. A name that is none of these stops the executor at start:
+checked per attempt it would fail every attempt the same way, and be retried without end.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
+CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
+OWN_ENVIRONMENTS = {"local": LOCAL_ENVIRONMENT, "container": CONTAINER_ENVIRONMENT}
+ALIASES = {"docker-sdk": "container"}
+AUTO = "auto"
+# Harbor's environment that runs a task's docker-compose.yaml (it shells out to `docker compose`).
+COMPOSE_ENVIRONMENT = "docker"
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+MAX_NAME = 300
+
+
+class EnvironmentNameError(ValueError):
+    """The configured environment cannot run anything: the executor must not start."""
+
+
+@dataclass(frozen=True)
+class EnvironmentChoice:
+    """`local` and `container` are ours; `module:Class` is any BaseEnvironment by import path; any other
+    name is a Harbor environment type (docker, podman, daytona, modal, e2b, …). One code path for all."""
+
+    kind: str = "local"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def harbor_config(self) -> dict[str, Any]:
+        if self.kind in OWN_ENVIRONMENTS:
+            return {"import_path": OWN_ENVIRONMENTS[self.kind], "delete": True, "kwargs": dict(self.kwargs)}
+        if ":" in self.kind:
+            return {"import_path": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
+        return {"type": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
+
+    @property
+    def runs_on_host(self) -> bool:
+        """Whether tasks run on this host's own system (the local environment or a class built on it),
+        so their Dockerfile is not built and their docker-compose.yaml not run."""
+        return _runs_on_host(self.kind)
+
+    @property
+    def runs_compose(self) -> bool:
+        """Whether the environment can run a task's docker-compose.yaml (sidecar services)."""
+        return not self.runs_on_host and self.kind != "container"
+
+
+@dataclass(frozen=True)
+class ResolvedEnvironment:
+    choice: EnvironmentChoice
+    reason: str  # why this one: shown at start (log, `regatta up`)
+
+
+def harbor_types() -> list[str]:
+    from harbor.models.environment_type import EnvironmentType
+
+    return [member.value for member in EnvironmentType]
+
+
+def valid_names() -> str:
+    return (
+        f"local, container (or docker-sdk), {AUTO}, one of Harbor's environment types "
+        f"({', '.join(harbor_types())}), or a Harbor environment class as module:Class"
+    )
+
+
+def container_environment_installed() -> bool:
+    module = CONTAINER_ENVIRONMENT.split(":", 1)[0]
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def docker_host() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+@functools.cache
+def _runs_on_host(kind: str) -> bool:
+    if kind == "local":
+        return True
+    if ":" not in kind:
+        return False
+    from .local_environment import LocalEnvironment
+
+    cls = _load_class(kind)
+    return isinstance(cls, type) and issubclass(cls, LocalEnvironment)
+
+
+def _load_class(import_path: str) -> object:
+    module_name, _, class_name = import_path.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def parse_kwargs(text: str) -> dict[str, Any]:
+    try:
+        kwargs = json.loads(text or "{}")
+    except json.JSONDecodeError as error:
+        raise EnvironmentNameError(f"REGATTA_EXECUTOR_ENVIRONMENT_KWARGS is not JSON: {error}") from None
+    if not isinstance(kwargs, dict):
+        raise EnvironmentNameError("REGATTA_EXECUTOR_ENVIRONMENT_KWARGS must be a JSON object")
+    return kwargs
+
+
+def check_name(name: str) -> str:
+    """The canonical name of a configured environment, or EnvironmentNameError naming the valid ones."""
+    name = name.strip()
+    canonical = ALIASES.get(name, name)
+    if canonical == "container" and not container_environment_installed():
+        raise EnvironmentNameError(
+            f"REGATTA_EXECUTOR_ENVIRONMENT={name!r}: the container environment is not installed in this "
+            f"build ({CONTAINER_ENVIRONMENT}). Valid: {valid_names()}"
+        )
+    if canonical in OWN_ENVIRONMENTS or canonical == AUTO or canonical in harbor_types():
+        return canonical
+    shown = name if len(name) <= MAX_NAME else name[:MAX_NAME] + "…"
+    if ":" in name and len(name) <= MAX_NAME and _IMPORT_PATH.match(name):
+        try:
+            cls = _load_class(name)
+        except Exception as error:  # any failure to import is the same misconfiguration
+            raise EnvironmentNameError(
+                f"REGATTA_EXECUTOR_ENVIRONMENT={shown!r}: cannot load that class ({type(error).__name__}: "
+                f"{error}). Valid: {valid_names()}"
+            ) from None
+        if not isinstance(cls, type):
+            raise EnvironmentNameError(f"REGATTA_EXECUTOR_ENVIRONMENT={shown!r} is not a class")
+        return name
+    raise EnvironmentNameError(
+        f"REGATTA_EXECUTOR_ENVIRONMENT={shown!r} is not an environment. Valid: {valid_names()}"
+    )
+
+
+def resolve_environment(name: str, kwargs_json: str = "{}") -> ResolvedEnvironment:
+    """The environment the executor uses for every attempt, decided once. `auto` asks the Docker engine
+    that DOCKER_HOST (or the default socket) points at whether it answers."""
+    from .container.engine import engine_answers
+
+    canonical = check_name(name)
+    kwargs = parse_kwargs(kwargs_json)
+    host = docker_host()
+    if canonical == "container" and not engine_answers():
+        reason = f"as configured; no Docker engine answers at {host} yet: attempts error until one does"
+        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), reason)
+    if canonical != AUTO:
+        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), "as configured")
+    if not engine_answers():
+        reason = f"auto: no Docker engine answered at {host}; task Dockerfiles are not built"
+        return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
+    if not container_environment_installed():
+        reason = (
+            f"auto: a Docker engine answered at {host} but the container environment is not installed; "
+            "task Dockerfiles are not built"
+        )
+        return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
+    reason = f"auto: a Docker engine answered at {host}"
+    return ResolvedEnvironment(EnvironmentChoice("container", kwargs), reason)

@@ -1,0 +1,137 @@
+"""What a task's environment asks for, against what the chosen environment gives it.
+
+The `local` environment runs a task on this host's own system: it honours the Dockerfile's FROM-less
+WORKDIR and nothing else. A task whose Dockerfile installs, copies or sets anything (RUN, COPY, ADD,
+ENV, USER, …), or that names a prebuilt image, gets an environment other than the one it declares, and
+its score may say more about this host than about the agent: each such attempt says so (never silent).
+A task with a docker-compose.yaml needs sidecar services that neither of our environments runs.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harbor.environments.definition import COMPOSE_FILE_NAME
+
+from .environments import COMPOSE_ENVIRONMENT, EnvironmentChoice
+
+# Instructions that change nothing a command inside the task sees (FROM and WORKDIR are what `local`
+# honours of an image: it runs on the host's system, in the last WORKDIR). Any other instruction, or a
+# line this parser does not know, means the environment the task declares was not built.
+HARMLESS = frozenset(
+    {
+        "FROM",
+        "WORKDIR",
+        "ARG",
+        "LABEL",
+        "MAINTAINER",
+        "EXPOSE",
+        "CMD",
+        "ENTRYPOINT",
+        "STOPSIGNAL",
+        "HEALTHCHECK",
+        "SHELL",
+        "VOLUME",
+    }
+)
+MAX_DOCKERFILE_BYTES = 1024 * 1024  # a larger one is not read: it is reported as not built
+MAX_NAMED = 8  # instructions named in a note; the rest is "…"
+_KEYWORD = re.compile(r"^[A-Z]{2,20}$")
+_ESCAPE_DIRECTIVE = re.compile(r"^#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class EnvironmentFidelity:
+    built: bool | None  # None: the environment builds it its own way (Harbor types, other classes)
+    note: str | None
+
+
+class TaskEnvironmentError(Exception):
+    """The task's environment cannot run here at all: an error of the setup, never the agent's."""
+
+
+def dockerfile_instructions(text: str) -> list[str]:
+    """The instruction keywords of a Dockerfile, in order (continuation lines joined, comments and
+    blank lines skipped; the `# escape=` parser directive honoured)."""
+    lines = text.splitlines()
+    escape = "\\"
+    for line in lines:
+        directive = _ESCAPE_DIRECTIVE.match(line.strip())
+        if directive:
+            escape = directive.group(1)
+            continue
+        if line.strip():
+            break  # parser directives come only before the first other line
+    keywords: list[str] = []
+    continuing = False
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue  # inside a continued instruction too, as Docker does
+        if not continuing:
+            keywords.append(stripped.split(None, 1)[0].upper())
+        continuing = stripped.endswith(escape)
+    return keywords
+
+
+def unhonoured_instructions(dockerfile: Path) -> list[str]:
+    """The Dockerfile's instructions that running on the host ignores, each named once, in order."""
+    try:
+        if dockerfile.stat().st_size > MAX_DOCKERFILE_BYTES:
+            return ["(a Dockerfile too large to read)"]
+        text = dockerfile.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return ["(an unreadable Dockerfile)"]
+    found: list[str] = []
+    for keyword in dockerfile_instructions(text):
+        # The file is the task author's: only instruction-like words are repeated back, and few of them.
+        shown = keyword if _KEYWORD.match(keyword) else "(an unknown line)"
+        if keyword not in HARMLESS and shown not in found:
+            found.append(shown)
+    if len(found) > MAX_NAMED:
+        found = [*found[:MAX_NAMED], "…"]
+    return found
+
+
+def declared_image(task_dir: Path) -> str | None:
+    """`[environment].docker_image` of the task's task.toml, if any (Harbor has validated the file)."""
+    try:
+        config = tomllib.loads((task_dir / "task.toml").read_text(errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    image = (config.get("environment") or {}).get("docker_image")
+    return image[:200] if isinstance(image, str) and image else None
+
+
+def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> EnvironmentFidelity:
+    """Whether the environment the task declares is the one it gets; TaskEnvironmentError when the task
+    cannot run in the chosen environment at all."""
+    compose = task_dir / "environment" / COMPOSE_FILE_NAME
+    if compose.exists() and not choice.runs_compose:
+        raise TaskEnvironmentError(
+            f"environment/{COMPOSE_FILE_NAME}: this task runs sidecar services with Docker Compose, which "
+            f"the {choice.kind!r} environment does not run; configure Harbor's compose-based environment "
+            f"(REGATTA_EXECUTOR_ENVIRONMENT={COMPOSE_ENVIRONMENT}) or a cloud sandbox that runs compose files"
+        )
+    if not choice.runs_on_host:
+        return EnvironmentFidelity(True if choice.kind == "container" else None, None)
+    ignored = unhonoured_instructions(task_dir / "environment" / "Dockerfile")
+    image = declared_image(task_dir)
+    if not ignored and image is None:
+        return EnvironmentFidelity(True, None)
+    what = []
+    if ignored:
+        what.append(f"its Dockerfile's {', '.join(ignored)} (environment/Dockerfile)")
+    if image is not None:
+        what.append(f"its image {image!r} (task.toml)")
+    note = (
+        f"The task's environment was not built: the {choice.kind!r} environment ran it on this host's own "
+        f"system and ignored {' and '.join(what)}. Its outcome may not be what the task's own environment "
+        "gives; use the container environment (a Docker engine) for a faithful run."
+    )
+    return EnvironmentFidelity(False, note)
