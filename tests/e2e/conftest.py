@@ -80,6 +80,10 @@ def make_stack(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Stac
 
     def make(executors: int = 1, database_url: str | None = None, **env: str) -> Stack:
         """`database_url`: another database than the test's own one on the machine's Postgres."""
+        # The platform's end-to-end tests run attempts under `local` whatever the machine has, so they
+        # test the same thing everywhere; the container environment and `auto` have tests of their own
+        # (test_container_stack.py, test_environment_choice.py) that name them.
+        env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", "local")
         stack = Stack(
             data_dir=tmp_path / f"stack{len(stacks)}",
             port=nats_server.free_port(),
