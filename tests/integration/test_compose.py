@@ -15,19 +15,24 @@ SERVICES = {"nats", "postgres", "relay", "registry-sync", "run-scheduler", "scor
 
 
 SECRETS = {"REGATTA_BOOTSTRAP_TOKEN": "a" * 40, "REGATTA_MASTER_KEY": "b" * 40}
+# The per-service NATS passwords compose also requires (docs/deployment.md); given in every case here.
+NATS_USERS = ("ADMIN", "RELAY", "REGISTRY_SYNC", "RUN_SCHEDULER", "SCORING", "GATEWAY", "EXECUTOR")
+NATS_PASSWORDS = {
+    f"REGATTA_NATS_{user}_PASSWORD": f"{index:02d}" * 12 for index, user in enumerate(NATS_USERS)
+}
 
 
 def _config(**env: str) -> subprocess.CompletedProcess[str]:
     if shutil.which("docker-compose") is None:
         unavailable("docker-compose (Debian package) is not installed")
-    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS and k not in NATS_PASSWORDS}
     return subprocess.run(
         ["docker-compose", "-f", "compose.yaml", "config"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
-        env={**clean, **env},
+        env={**clean, **NATS_PASSWORDS, **env},
     )
 
 
