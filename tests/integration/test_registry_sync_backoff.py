@@ -47,7 +47,7 @@ async def test_unexpected_failures_back_off_then_end_the_sync_failed(
 
     port = nats_server.free_port()
     server = nats_server.start(tmp_path / "nats", port)
-    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    nc = await nats.connect(server.url())
     try:
         js = nc.jetstream()
         await js.add_stream(name="T", subjects=["t.sync"])

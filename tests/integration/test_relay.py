@@ -53,7 +53,7 @@ async def test_an_event_larger_than_max_payload_is_set_aside_and_the_rest_flow(
     """Issue 16, finding 4: one undeliverable event (written past the gateway) never stops the log."""
     port = nats_server.free_port()
     server = nats_server.start(tmp_path / "nats", port)
-    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    nc = await nats.connect(server.url())
     try:
         await ensure_streams(nc.jetstream())
         huge = RunStopRequested(run_id="a", reason="x" * (nc.max_payload + 1))
