@@ -18,7 +18,7 @@ from regatta_shared.jobs import AttemptJob
 
 from tests.conftest import EXAMPLES
 from tests.integration.container_support import containers_of, require_engine
-from tests.integration.local_environment_support import example_tasks, require_sandbox_host
+from tests.integration.local_environment_support import example_tasks, require_sandbox_host, sandboxes_dir
 from tests.support.scripted_llm import ScriptedLLM, terminus_reply
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -61,7 +61,9 @@ async def test_example_benchmark_gives_the_same_outcomes_in_local_and_in_contain
     engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     require_sandbox_host(monkeypatch)
-    local = await outcomes(EnvironmentChoice("local", {"sandbox_dir": str(tmp_path / "sandboxes")}), tmp_path)
+    local = await outcomes(
+        EnvironmentChoice("local", {"sandbox_dir": str(sandboxes_dir(tmp_path))}), tmp_path
+    )
     contained = await outcomes(
         EnvironmentChoice(CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state")}), tmp_path / "c"
     )
