@@ -41,6 +41,7 @@ from harbor.environments.options import EnvironmentOptions
 from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
+from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.limits import Limits
 from regatta_executor.sandbox import DEFAULT_HOST_DIRS, TESTS, Bind, Sandbox, SandboxSpec
 
@@ -119,17 +120,7 @@ class LocalEnvironment(BaseEnvironment):
     @property
     @override
     def capabilities(self) -> EnvironmentCapabilities:
-        return EnvironmentCapabilities(
-            mounted=True,
-            disable_internet=True,
-            network_allowlist=True,
-            network_allowlist_hostnames=True,
-            network_allowlist_wildcard_hostnames=True,
-            network_allowlist_ipv4_addresses=True,
-            network_allowlist_ipv6_addresses=True,
-            network_allowlist_ipv4_cidrs=True,
-            network_allowlist_ipv6_cidrs=True,
-        )
+        return sandbox_capabilities(mounted=True)
 
     @classmethod
     @override

@@ -3,7 +3,7 @@
 A sandbox's workspace folder on the host holds `root/` (the sandbox's `/`, a size-limited tmpfs when a
 storage cap is set), `tests/` (the sandbox's /tests: a tmpfs of its own, so that an agent that filled
 its root cannot keep the verifier's tests out), `logs/` and `verifier-logs/` (the trial's log folders
-while the sandbox runs, on capped tmpfs mounts of their own; see _stage_log_folders), `io/` (output
+while the sandbox runs, on capped tmpfs mounts of their own; see sandbox_logs.py), `io/` (output
 files of running commands), `sandbox.log` (bubblewrap's own messages) and `.lock` (see sandbox_janitor).
 
 Everything inside runs as an unprivileged host uid of its own (`SandboxSpec.uid`), root only inside
@@ -22,13 +22,18 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from regatta_executor import sandbox_command, sandbox_files, sandbox_janitor, storage, subprocesses
+from regatta_executor import (
+    sandbox_command,
+    sandbox_janitor,
+    sandbox_logs,
+    storage,
+    subprocesses,
+)
 from regatta_executor.limits import CgroupLeaf, Limits
 from regatta_executor.sandbox_command import HOST_PATH
 from regatta_executor.sandbox_control import SandboxControl, StartFailed
@@ -337,49 +342,17 @@ class Sandbox:
         return [f for f in (logs, verifier) if f in staged or any(s.parent == f for s in staged)]
 
     def _stage_log_folders(self) -> None:
-        """Hold the trial's log folders in the workspace (on capped tmpfs mounts when a storage cap is
-        set) while the sandbox runs. Each staged folder is bind-mounted over its host folder, so that
-        Harbor reads and writes it at the same path (a mount, not a link: Harbor refuses output paths
-        that traverse links); stop() puts back a plain folder holding what the sandbox wrote. The host
-        folders are recorded in the workspace for the janitor, should the executor die first."""
-        uid = self.spec.uid
+        """Hold the trial's log folders in the workspace while the sandbox runs (sandbox_logs.py)."""
         for bind in self.spec.binds:
             staged = self._host_folder(bind)
-            if staged == bind.source:
-                continue
-            staged.mkdir(exist_ok=True)
-            os.chown(staged, uid, uid)
-            bind.source.mkdir(parents=True, exist_ok=True)
-            fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                sandbox_files.copy_tree_in(bind.source, fd, uid)
-            finally:
-                os.close(fd)
-            _empty(bind.source)
-            sandbox_janitor.record_host_mount(self.spec.workspace, bind.source)
-            storage.bind_mount(staged, bind.source)
-            self._staged.append((bind.source, staged))
+            if staged != bind.source:
+                sandbox_logs.stage(self.spec.workspace, self.spec.uid, bind.source, staged)
+                self._staged.append((bind.source, staged))
 
     def _unstage_log_folders(self) -> None:
-        """Put the log folders back as plain host folders holding what the sandbox wrote (folders and
-        regular files only: a link planted by the sandbox must not lead a host reader elsewhere)."""
         staged_folders, self._staged = self._staged, []
         for source, staged in staged_folders:
-            try:
-                storage.unmount(source)
-            except OSError as exc:
-                self._log.warning("cannot unmount %s: %s", source, exc)
-                continue
-            try:
-                fd = os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue
-            try:
-                sandbox_files.copy_tree_out(fd, source)
-            except OSError as exc:
-                self._log.warning("cannot copy %s back from the sandbox: %s", source, exc)
-            finally:
-                os.close(fd)
+            sandbox_logs.unstage(source, staged, self._log)
 
     async def _spawn(self) -> None:
         info_r, info_w = os.pipe()
@@ -521,14 +494,6 @@ def _check_reachable(base: Path) -> None:
                 f"the sandbox folder {base} must be reachable by unprivileged users, and {folder} is "
                 "not (it needs o+x): sandboxes run as unprivileged uids"
             )
-
-
-def _empty(folder: Path) -> None:
-    for child in folder.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
 
 
 def _tree(root: Path, paths: tuple[str, ...]) -> set[Path]:

@@ -28,6 +28,7 @@ from harbor.environments.options import EnvironmentOptions
 from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
+from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.container import execs, files, janitor
 from regatta_executor.container.engine import (
     LABEL_HOST,
@@ -157,17 +158,7 @@ class ContainerEnvironment(BaseEnvironment):
     @property
     @override
     def capabilities(self) -> EnvironmentCapabilities:
-        return EnvironmentCapabilities(
-            mounted=False,
-            disable_internet=True,
-            network_allowlist=True,
-            network_allowlist_hostnames=True,
-            network_allowlist_wildcard_hostnames=True,
-            network_allowlist_ipv4_addresses=True,
-            network_allowlist_ipv6_addresses=True,
-            network_allowlist_ipv4_cidrs=True,
-            network_allowlist_ipv6_cidrs=True,
-        )
+        return sandbox_capabilities(mounted=False)
 
     @classmethod
     @override

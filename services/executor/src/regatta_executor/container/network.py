@@ -24,7 +24,7 @@ from docker.errors import NotFound
 from regatta_executor.container.engine import LABEL_MANAGED
 
 BLOCKED_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10")
-_BRIDGE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+_BRIDGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")  # an interface name, never an option
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _lock = threading.Lock()
 _ready: set[tuple[str, str]] = set()

@@ -1,0 +1,21 @@
+"""What Regatta's own sandboxes (`local` and `container`) tell Harbor they can do."""
+
+from __future__ import annotations
+
+from harbor.environments.capabilities import EnvironmentCapabilities
+
+
+def sandbox_capabilities(*, mounted: bool) -> EnvironmentCapabilities:
+    """Both accept a network allowlist in every form Harbor offers and enforce it the strictest way
+    (no network at all), so a task never gets more network than it asked for."""
+    return EnvironmentCapabilities(
+        mounted=mounted,
+        disable_internet=True,
+        network_allowlist=True,
+        network_allowlist_hostnames=True,
+        network_allowlist_wildcard_hostnames=True,
+        network_allowlist_ipv4_addresses=True,
+        network_allowlist_ipv6_addresses=True,
+        network_allowlist_ipv4_cidrs=True,
+        network_allowlist_ipv6_cidrs=True,
+    )
