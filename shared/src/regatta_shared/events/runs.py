@@ -1,0 +1,253 @@
+"""Run events (stream run-<id>): submitted, scheduled, attempts reported, stopped, finished."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from regatta_shared.conditions import ScoringConditions
+
+from .base import Event
+
+
+class ModelSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: Literal["provider", "endpoint", "hosted"]
+    model: str | None = None
+    api_key_secret: str | None = None
+    base_url: str | None = None
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    base_model: str | None = None
+    lora_model_name: str | None = None
+
+    @property
+    def display_name(self) -> str:
+        if self.type == "hosted":
+            return (
+                f"{self.base_model}:{self.lora_model_name}" if self.lora_model_name else str(self.base_model)
+            )
+        return str(self.model)
+
+
+class AgentSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    index: int
+    harness: str
+    model: ModelSpec
+    env: dict[str, str] = Field(default_factory=dict)
+    harness_api_key_secret: str | None = None
+
+    @property
+    def participant(self) -> str:
+        return f"{self.harness}|{self.model.display_name}"
+
+
+class ExecutionSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    attempts_per_task: int = 1
+    max_concurrent_attempts: int = 4
+    timeout_multiplier: float = 1.0
+    max_retries: int = 0
+    pass_threshold: float | None = None
+    judge_model: str | None = None
+    judge_api_key_secret: str | None = None
+    verifier_secrets: list[str] = Field(default_factory=list)
+    cost_cap_usd: float | None = None
+
+    @field_validator("timeout_multiplier", mode="before")
+    @classmethod
+    def _stored_non_finite(cls, value: Any) -> Any:
+        # Submissions once accepted Infinity here, which the store wrote as null: such a run would
+        # fail to load on every delivery, forever. It runs with the default multiplier instead.
+        return 1.0 if value is None else value
+
+
+class TaskSelection(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    task_set: str | None = None
+    task_names: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+
+    @property
+    def kind(self) -> Literal["all", "task_set", "filtered"]:
+        if self.task_names or self.categories:
+            return "filtered"
+        return "task_set" if self.task_set else "all"
+
+
+class RunTask(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    digest: str
+    category: str | None = None
+
+
+class RunSubmitted(Event):
+    type_name = "RunSubmitted"
+    category = "run"
+    run_id: str
+    workspace_id: str
+    name: str
+    benchmark_id: str
+    benchmark_name: str
+    benchmark_version: str
+    benchmark_digest: str
+    selection: TaskSelection
+    tasks: list[RunTask]
+    agents: list[AgentSpec]
+    execution: ExecutionSettings
+    env: dict[str, str] = Field(default_factory=dict)
+    secret_names: list[str] = Field(default_factory=list)
+    secret_scopes: dict[str, str] = Field(default_factory=dict)
+    sealed_secrets: str | None = None
+    config_toml: str = ""
+    primary_reward_key: str | None = None
+    # The benchmark's standard conditions when the run was submitted (conditions.py): a run qualifies for
+    # the leaderboard only under them. None on runs recorded before they were: the platform's defaults apply.
+    standard_conditions: ScoringConditions | None = None
+
+
+class RunQueued(Event):
+    type_name = "RunQueued"
+    category = "run"
+    run_id: str
+    expected_attempts: int
+
+
+class RunStarted(Event):
+    type_name = "RunStarted"
+    category = "run"
+    run_id: str
+
+
+class AttemptScheduled(Event):
+    type_name = "AttemptScheduled"
+    category = "run"
+    run_id: str
+    attempt_id: str
+    agent_index: int
+    task: str
+    attempt_index: int
+    try_number: int = 1
+
+
+class AttemptStarted(Event):
+    type_name = "AttemptStarted"
+    category = "run"
+    run_id: str
+    attempt_id: str
+    try_number: int
+    executor_id: str
+
+
+class Timings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    environment_setup: float | None = None
+    agent_setup: float | None = None
+    agent_execution: float | None = None
+    verifier: float | None = None
+    total: float | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class ArtifactRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    digest: str
+    size: int
+
+
+Outcome = Literal["passed", "failed", "errored", "cancelled"]
+
+
+class AttemptFinished(Event):
+    type_name = "AttemptFinished"
+    category = "run"
+    run_id: str
+    attempt_id: str
+    agent_index: int
+    task: str
+    attempt_index: int
+    try_number: int
+    outcome: Outcome
+    rewards: dict[str, float] | None = None
+    primary_reward: float | None = None
+    exception_type: str | None = None
+    exception_message: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    timings: Timings = Field(default_factory=Timings)
+    usage: Usage = Field(default_factory=Usage)
+    sandbox_seconds: float | None = None
+    executor_id: str | None = None
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    # The environment that ran it (`local`, `container`, a Harbor type or `module:Class`); None in events
+    # recorded before executors said, and for attempts that never reached one.
+    environment: str | None = None
+    # False when the task's declared environment (its Dockerfile or image) was not built, as under
+    # `local`; None when unknown. `environment_note` says what was left out.
+    environment_built: bool | None = None
+    environment_note: str | None = None
+
+
+class AttemptRetried(Event):
+    type_name = "AttemptRetried"
+    category = "run"
+    run_id: str
+    attempt_id: str
+    try_number: int
+    exception_type: str | None = None
+    exception_message: str | None = None
+    delay_seconds: float
+
+
+class RunStopRequested(Event):
+    type_name = "RunStopRequested"
+    category = "run"
+    run_id: str
+    reason: str = "stopped by user"
+
+
+class RunExecutionCompleted(Event):
+    type_name = "RunExecutionCompleted"
+    category = "run"
+    run_id: str
+
+
+class RunStopped(Event):
+    type_name = "RunStopped"
+    category = "run"
+    run_id: str
+    reason: str
+
+
+class RunFailed(Event):
+    type_name = "RunFailed"
+    category = "run"
+    run_id: str
+    reason: str
+
+
+class ExecutorNoted(Event):
+    """Executor-side notes (sandbox created, cleaned) so Logs tell the whole lifecycle."""
+
+    type_name = "ExecutorNoted"
+    category = "run"
+    run_id: str
+    attempt_id: str
+    note: str
+    level: Literal["info", "warning", "error"] = "info"
+
+
+class RunFinished(Event):
+    type_name = "RunFinished"
+    category = "run"
+    run_id: str
