@@ -10,6 +10,7 @@ from regatta_gateway.opsmodels import OpsReadModels
 from regatta_gateway.opsmodels import metadata as ops_tables
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
+from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     AgentScores,
     AttemptFinished,
@@ -30,7 +31,6 @@ from regatta_shared.events import (
     WorkspaceCreated,
 )
 from regatta_shared.eventstore import EventStore, new_event
-from regatta_shared.eventstore.records import StoredEvent
 from regatta_shared.projections import ProjectionRunner
 from sqlalchemy import Connection, MetaData
 

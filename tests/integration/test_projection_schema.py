@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import UserRegistered
 from regatta_shared.eventstore import EventStore, new_event
-from regatta_shared.eventstore.records import StoredEvent
 from regatta_shared.projections import ProjectionRunner
 from sqlalchemy import Column, Connection, Integer, MetaData, String, Table, insert, select
 

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from regatta_shared.eventstore import StoredEvent
+from regatta_shared.envelope import StoredEvent
 
 
 def encode_stored(event: StoredEvent) -> bytes:

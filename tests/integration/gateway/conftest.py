@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
 from regatta_scoring.scorer import Scorer
 from regatta_shared.bus import ARTIFACTS_BUCKET
+from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     ArtifactRef,
     AttemptFinished,
@@ -37,7 +38,6 @@ from regatta_shared.events import (
     Usage,
 )
 from regatta_shared.eventstore import EventStore
-from regatta_shared.eventstore.records import new_event
 from regatta_shared.eventstore.schema import events as events_table
 from regatta_shared.ids import attempt_id, benchmark_stream, run_stream
 from regatta_shared.settings import Settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     ApiTokenCreated,
     MemberAdded,
@@ -14,7 +15,6 @@ from regatta_shared.events import (
 )
 from regatta_shared.eventstore import EventStore, NewEvent
 from regatta_shared.eventstore.appends import loads
-from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.eventstore.schema import events
 from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.settings import Settings, refuse_known_default

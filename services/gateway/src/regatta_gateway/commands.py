@@ -8,6 +8,7 @@ from typing import Any
 from regatta_shared import run_keys
 from regatta_shared.clock import isoformat
 from regatta_shared.conditions import standard_conditions
+from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     AgentSpec,
     BenchmarkAdded,
@@ -22,7 +23,6 @@ from regatta_shared.events import (
     TaskSelection,
 )
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
-from regatta_shared.eventstore.records import new_event
 from regatta_shared.harnesses import HARNESSES
 from regatta_shared.ids import benchmark_stream, new_id, run_stream
 from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from regatta_shared.clock import isoformat, utcnow
+from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     ApiTokenCreated,
     ApiTokenRevoked,
@@ -22,7 +23,6 @@ from regatta_shared.events import (
     WorkspaceCreated,
 )
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
-from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.ids import new_id, workspace_stream
 from sqlalchemy import func, select
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from regatta_shared import run_keys
 from regatta_shared.clock import isoformat, utcnow
+from regatta_shared.envelope import new_event
 from regatta_shared.events import SecretDeleted, SecretSet
 from regatta_shared.eventstore import EventStore
-from regatta_shared.eventstore.records import new_event
 from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.runconfig import SECRET_NAME
 from regatta_shared.sealing import SealError, decrypt, encrypt

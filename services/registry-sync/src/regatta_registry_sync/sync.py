@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkSyncCompleted,
@@ -27,7 +28,6 @@ from regatta_shared.events import (
     TaskInfo,
 )
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.ids import benchmark_stream
 
 from .archive_store import ArchiveStore

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from regatta_shared.envelope import NewEvent, StoredEvent, deterministic_id, new_event
 from regatta_shared.events import (
     AttemptFinished,
     AttemptRetried,
@@ -26,7 +27,6 @@ from regatta_shared.events import (
     RunSubmitted,
     parse_event,
 )
-from regatta_shared.eventstore.records import NewEvent, StoredEvent, deterministic_id, new_event
 from regatta_shared.ids import attempt_id
 from regatta_shared.jobs import AttemptReport
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
+from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import LeaderboardComputed, RunFinished, RunScored
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent
-from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.ids import leaderboard_stream, run_stream
 
 from .leaderboard import LeaderboardEntry, build_leaderboard, entries_from_run, rank_run_agents

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     AgentScores,
     AttemptFinished,
@@ -17,7 +18,6 @@ from regatta_shared.events import (
     MetricValue,
     RunSubmitted,
 )
-from regatta_shared.eventstore import StoredEvent
 
 from .statistics import pass_at_k, pass_at_k_curve, wilson
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from regatta_shared.envelope import NewEvent
+
 from .appends import dumps
-from .records import NewEvent
 
 # What the bus envelope adds around data and metadata (codec.encode_stored): ids, stream, type, time.
 ENVELOPE_BYTES = 1024

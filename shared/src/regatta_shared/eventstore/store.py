@@ -32,9 +32,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from regatta_shared.envelope import NewEvent, StoredEvent
+
 from .appends import ANY, WrongExpectedVersion, append_postgres, append_sqlite, loads
 from .limits import check_sizes
-from .records import NewEvent, StoredEvent
 from .schema import checkpoints, events, metadata, relay_set_aside
 
 _DDL_LOCK = 0x52454744

@@ -16,9 +16,9 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from regatta_shared.bus import EVENTS_STREAM
 from regatta_shared.codec import decode_stored
+from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import WebhookDeliveryRecorded
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.eventstore.records import deterministic_id, new_event
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_async_client, reason_of
 from sqlalchemy import select
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
+from regatta_shared.envelope import new_event
 from regatta_shared.events import WebhookRegistered, WebhookRemoved, WorkspaceBudgetSet
 from regatta_shared.eventstore import EventStore
-from regatta_shared.eventstore.records import new_event
 from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_url
 from regatta_shared.sealing import derive_key
