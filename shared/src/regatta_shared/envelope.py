@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from regatta_shared.events import Event, parse_event
+from regatta_shared.events import SCHEMA_VERSION, Event, parse_event
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ def new_event(
         metadata["workspace_id"] = workspace_id
     if causation_id:
         metadata["causation_id"] = causation_id
+    if payload.schema_version > 1:  # absent means 1, so events of unversioned types stay as they were
+        metadata[SCHEMA_VERSION] = payload.schema_version
     return NewEvent(
         event_id=event_id or str(uuid.uuid4()),
         type=payload.type_name,

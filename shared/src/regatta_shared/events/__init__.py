@@ -5,7 +5,7 @@ causation travel in the envelope's metadata so every event records who caused it
 stream; every name is re-exported here, so `from regatta_shared.events import RunStopped` is the way in.
 """
 
-from .base import EVENT_TYPES, Event, parse_event
+from .base import EVENT_TYPES, SCHEMA_VERSION, Event, Upcaster, parse_event, schema_version, upcast
 from .benchmarks import (
     BenchmarkAdded,
     BenchmarkMetadata,
@@ -68,6 +68,7 @@ from .workspace import (
 
 __all__ = [
     "EVENT_TYPES",
+    "SCHEMA_VERSION",
     "AgentScores",
     "AgentSpec",
     "ApiTokenCreated",
@@ -111,6 +112,7 @@ __all__ = [
     "TaskInfo",
     "TaskSelection",
     "Timings",
+    "Upcaster",
     "Usage",
     "UserRegistered",
     "WebhookDeliveryRecorded",
@@ -119,4 +121,6 @@ __all__ = [
     "WorkspaceBudgetSet",
     "WorkspaceCreated",
     "parse_event",
+    "schema_version",
+    "upcast",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from regatta_shared.conditions import ScoringConditions
 
@@ -55,13 +55,6 @@ class ExecutionSettings(BaseModel):
     verifier_secrets: list[str] = Field(default_factory=list)
     cost_cap_usd: float | None = None
 
-    @field_validator("timeout_multiplier", mode="before")
-    @classmethod
-    def _stored_non_finite(cls, value: Any) -> Any:
-        # Submissions once accepted Infinity here, which the store wrote as null: such a run would
-        # fail to load on every delivery, forever. It runs with the default multiplier instead.
-        return 1.0 if value is None else value
-
 
 class TaskSelection(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -83,9 +76,21 @@ class RunTask(BaseModel):
     category: str | None = None
 
 
+def _timeout_multiplier_a_number(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2. Submissions once accepted Infinity as a timeout multiplier, which the store wrote
+    as null: such a run would fail to load on every delivery, forever. It runs with the default."""
+    execution = data.get("execution")
+    if isinstance(execution, dict) and execution.get("timeout_multiplier", 1.0) is None:
+        data["execution"] = {**execution, "timeout_multiplier": 1.0}  # a copy: nested dicts are shared
+    return data
+
+
 class RunSubmitted(Event):
     type_name = "RunSubmitted"
     category = "run"
+    # 2: execution.timeout_multiplier is always a number.
+    schema_version = 2
+    upcasters = {1: _timeout_multiplier_a_number}
     run_id: str
     workspace_id: str
     name: str

@@ -32,6 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from regatta_shared.codec import current_shape
 from regatta_shared.envelope import NewEvent, StoredEvent
 
 from .appends import ANY, WrongExpectedVersion, append_postgres, append_sqlite, loads
@@ -227,15 +228,15 @@ class EventStore:
         """Rows of `_READ` (fetched with one fetchall) as StoredEvents. Untyped text() rows skip
         SQLAlchemy's per-value result processing (a third of a projection rebuild went there): Postgres
         already hands back dicts and aware datetimes; SQLite gives the JSON text and SQLAlchemy's
-        datetime text, decoded here."""
+        datetime text, decoded here. Payloads come out in their type's current shape (codec.py)."""
         if self.is_sqlite:
             parse = datetime.fromisoformat
             return [
-                StoredEvent(p, i, s, v, t, loads(d), loads(m), parse(r).replace(tzinfo=UTC))
+                current_shape(StoredEvent(p, i, s, v, t, loads(d), loads(m), parse(r).replace(tzinfo=UTC)))
                 for p, i, s, v, t, d, m, r in rows
             ]
         return [
-            StoredEvent(p, i, s, v, t, d, m, r if r.tzinfo else r.replace(tzinfo=UTC))
+            current_shape(StoredEvent(p, i, s, v, t, d, m, r if r.tzinfo else r.replace(tzinfo=UTC)))
             for p, i, s, v, t, d, m, r in rows
         ]
 
