@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import nats.errors
 from nats.js import JetStreamContext
@@ -21,6 +22,9 @@ from nats.js.api import (
     StreamConfig,
 )
 from nats.js.errors import BucketNotFoundError, NotFoundError, ServiceUnavailableError
+
+if TYPE_CHECKING:
+    from regatta_shared.events import Event
 
 EVENTS_STREAM = "EVENTS"
 JOBS_STREAM = "JOBS"
@@ -47,6 +51,11 @@ DUPLICATE_WINDOW_SECONDS = 600.0
 
 def event_subject(category: str, type_name: str) -> str:
     return f"{EVENT_SUBJECT_PREFIX}.{category}.{type_name}"
+
+
+def subject_of(event_type: type[Event]) -> str:
+    """The subject the relay publishes events of this type on."""
+    return event_subject(event_type.category, event_type.type_name)
 
 
 STREAMS = [

@@ -8,6 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.clock import isoformat
+from regatta_shared.events import (
+    BenchmarkAdded,
+    RunSubmitted,
+    WebhookDeliveryRecorded,
+    WebhookRegistered,
+    WebhookRemoved,
+    WorkspaceBudgetSet,
+    WorkspaceCreated,
+)
 from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import (
     JSON,
@@ -79,7 +88,7 @@ deliveries = Table(
     Column("at", String(40)),
 )
 
-OWNING_EVENTS = {"RunSubmitted", "BenchmarkAdded", "WorkspaceCreated"}
+OWNING_EVENTS = {RunSubmitted.type_name, BenchmarkAdded.type_name, WorkspaceCreated.type_name}
 
 
 def _summary(event: StoredEvent) -> str:
@@ -181,8 +190,8 @@ def _delivery(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
 
 
 _HANDLERS = {
-    "WorkspaceBudgetSet": _budget,
-    "WebhookRegistered": _webhook,
-    "WebhookRemoved": _webhook_removed,
-    "WebhookDeliveryRecorded": _delivery,
+    WorkspaceBudgetSet.type_name: _budget,
+    WebhookRegistered.type_name: _webhook,
+    WebhookRemoved.type_name: _webhook_removed,
+    WebhookDeliveryRecorded.type_name: _delivery,
 }

@@ -12,6 +12,19 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from regatta_shared.events import (
+    AttemptFinished,
+    AttemptRetried,
+    AttemptScheduled,
+    AttemptStarted,
+    RunFailed,
+    RunFinished,
+    RunQueued,
+    RunScored,
+    RunStarted,
+    RunStopped,
+    RunSubmitted,
+)
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.ids import run_stream
 from sqlalchemy import select
@@ -20,12 +33,12 @@ from .readmodels import tables as t
 from .readmodels.logs import log_entry
 
 STATUS_BY_EVENT = {
-    "RunSubmitted": "pending",
-    "RunQueued": "queued",
-    "RunStarted": "running",
-    "RunFinished": "finished",
-    "RunStopped": "stopped",
-    "RunFailed": "failed",
+    RunSubmitted.type_name: "pending",
+    RunQueued.type_name: "queued",
+    RunStarted.type_name: "running",
+    RunFinished.type_name: "finished",
+    RunStopped.type_name: "stopped",
+    RunFailed.type_name: "failed",
 }
 
 
@@ -47,7 +60,7 @@ class RunSnapshot:
 
 def _attempt(snapshot: RunSnapshot, event: StoredEvent) -> None:
     d = event.data
-    if event.type == "AttemptScheduled":
+    if event.type == AttemptScheduled.type_name:
         snapshot.attempts[d["attempt_id"]] = {
             "attempt_id": d["attempt_id"],
             "agent_index": d["agent_index"],
@@ -65,11 +78,11 @@ def _attempt(snapshot: RunSnapshot, event: StoredEvent) -> None:
     row = snapshot.attempts.get(d["attempt_id"])
     if row is None:
         return
-    if event.type == "AttemptStarted" and row["outcome"] is None:
+    if event.type == AttemptStarted.type_name and row["outcome"] is None:
         row.update(status="running", try_number=d["try_number"])
-    elif event.type == "AttemptRetried":
+    elif event.type == AttemptRetried.type_name:
         row.update(status="retrying", try_number=d["try_number"])
-    elif event.type == "AttemptFinished":
+    elif event.type == AttemptFinished.type_name:
         row.update(status="finished", outcome=d["outcome"], try_number=d["try_number"], result=d)
 
 
@@ -79,9 +92,9 @@ def fold(run_id: str, events: list[StoredEvent], names: dict[str, str]) -> RunSn
         d = event.data
         if event.type in STATUS_BY_EVENT:
             snapshot.status = STATUS_BY_EVENT[event.type]
-        if event.type == "RunSubmitted":
+        if event.type == RunSubmitted.type_name:
             snapshot.submission = {k: v for k, v in d.items() if k != "sealed_secrets"}
-        elif event.type == "RunScored" and not (snapshot.scores_final and not d["final"]):
+        elif event.type == RunScored.type_name and not (snapshot.scores_final and not d["final"]):
             snapshot.scores, snapshot.scores_final = d["agents"], d["final"]
         elif event.type.startswith("Attempt"):
             _attempt(snapshot, event)

@@ -9,8 +9,9 @@ import os
 
 import nats
 from faststream.nats.annotations import NatsMessage
-from regatta_shared.bus import EVENTS_STREAM, TASKS_BUCKET
+from regatta_shared.bus import EVENTS_STREAM, TASKS_BUCKET, subject_of
 from regatta_shared.codec import decode_stored
+from regatta_shared.events import BenchmarkAdded, BenchmarkSyncRequested
 from regatta_shared.service import (
     build_app,
     configure_logging,
@@ -53,7 +54,7 @@ async def connect() -> None:
         EVENTS_STREAM,
         "registry-sync",
         ack_wait=ACK_WAIT_SEC,
-        filter_subjects=["evt.benchmark.BenchmarkAdded", "evt.benchmark.BenchmarkSyncRequested"],
+        filter_subjects=[subject_of(BenchmarkAdded), subject_of(BenchmarkSyncRequested)],
     ),
 )
 async def sync_benchmark(msg: NatsMessage) -> None:

@@ -20,8 +20,10 @@ from typing import Any
 from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     BenchmarkAdded,
+    BenchmarkRemoved,
     BenchmarkSyncCompleted,
     BenchmarkSyncFailed,
+    BenchmarkSyncRequested,
     BenchmarkSyncStarted,
     BenchmarkTasksSynced,
     Event,
@@ -72,7 +74,7 @@ class BenchmarkSync:
     async def run(self, benchmark_id: str, sync_id: str, on_page: OnPage | None = None) -> None:
         stream = benchmark_stream(benchmark_id)
         history = await asyncio.to_thread(self.store.read_stream, stream)
-        added = next((e.payload() for e in history if e.type == "BenchmarkAdded"), None)
+        added = next((e.payload() for e in history if e.type == BenchmarkAdded.type_name), None)
         if not isinstance(added, BenchmarkAdded) or _finished(history, sync_id) or _removed(history):
             return
         if current_sync_id(history, benchmark_id) != sync_id:
@@ -113,7 +115,7 @@ class BenchmarkSync:
             parse_manifest(dataset.manifest) if dataset.manifest else DeclaredMetadata(),
             from_deployment(added.source.metadata),
         ]
-        started = _recorded(history, "BenchmarkSyncStarted", sync_id)
+        started = _recorded(history, BenchmarkSyncStarted.type_name, sync_id)
         if started and started[0]["total"] != len(dataset.tasks):
             raise SourceInvalid(f"{label} changed while this sync was retried; request a new sync")
         total = len(dataset.tasks)
@@ -125,7 +127,7 @@ class BenchmarkSync:
             sync_id,
             "started",
         )
-        pages = {d["page"]: d["tasks"] for d in _recorded(history, "BenchmarkTasksSynced", sync_id)}
+        pages = {d["page"]: d["tasks"] for d in _recorded(history, BenchmarkTasksSynced.type_name, sync_id)}
         infos = await self._pages(benchmark_id, sync_id, dataset, pages, on_page)
         digest = dataset_digest([i.digest for i in infos], dataset.files)
         if dataset.expected_digest and digest != dataset.expected_digest:
@@ -213,7 +215,7 @@ class BenchmarkSync:
 
 def current_sync_id(history: list[StoredEvent], benchmark_id: str) -> str:
     """The latest requested sync; an older request redelivered later must not run over it."""
-    requested = [e.data["sync_id"] for e in history if e.type == "BenchmarkSyncRequested"]
+    requested = [e.data["sync_id"] for e in history if e.type == BenchmarkSyncRequested.type_name]
     return requested[-1] if requested else initial_sync_id(benchmark_id)
 
 
@@ -223,13 +225,14 @@ def _recorded(history: list[StoredEvent], event_type: str, sync_id: str) -> list
 
 def _finished(history: list[StoredEvent], sync_id: str) -> bool:
     return any(
-        e.type in ("BenchmarkSyncCompleted", "BenchmarkSyncFailed") and e.data.get("sync_id") == sync_id
+        e.type in (BenchmarkSyncCompleted.type_name, BenchmarkSyncFailed.type_name)
+        and e.data.get("sync_id") == sync_id
         for e in history
     )
 
 
 def _removed(history: list[StoredEvent]) -> bool:
-    return any(e.type == "BenchmarkRemoved" for e in history)
+    return any(e.type == BenchmarkRemoved.type_name for e in history)
 
 
 def initial_sync_id(benchmark_id: str) -> str:

@@ -19,9 +19,11 @@ from regatta_shared.bus import (
     JOBS_STREAM,
     REPORT_SUBJECT,
     REPORTS_STREAM,
+    subject_of,
 )
 from regatta_shared.codec import decode_stored
 from regatta_shared.consumer import BatchConsumer
+from regatta_shared.events import AttemptScheduled, RunStopRequested, RunSubmitted
 from regatta_shared.eventstore import StoredEvent
 from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.sealing import master_key
@@ -45,7 +47,7 @@ def scheduler() -> RunScheduler:
 async def on_run_commands(batch: list[Msg]) -> None:
     for msg in batch:
         event = decode_stored(msg.data)
-        if event.type == "RunStopRequested":
+        if event.type == RunStopRequested.type_name:
             await announce_cancel(event.data["run_id"])
         await asyncio.to_thread(scheduler().on_event, event)
     await dispatch_scheduled()
@@ -144,7 +146,7 @@ async def start_consumers() -> None:
             js,
             EVENTS_STREAM,
             "run-scheduler",
-            ["evt.run.RunSubmitted", "evt.run.RunStopRequested"],
+            [subject_of(RunSubmitted), subject_of(RunStopRequested)],
             on_run_commands,
             batch_size=20,
             max_wait=0.005,
@@ -153,7 +155,7 @@ async def start_consumers() -> None:
             js,
             EVENTS_STREAM,
             "run-scheduler-dispatch",
-            ["evt.run.AttemptScheduled"],
+            [subject_of(AttemptScheduled)],
             dispatch_attempts,
             max_wait=0.005,
         ),

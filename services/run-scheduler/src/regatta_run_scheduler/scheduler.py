@@ -12,7 +12,16 @@ from collections.abc import Callable
 
 from regatta_shared import run_keys
 from regatta_shared.attempt_auth import AttemptKeys
-from regatta_shared.events import AttemptScheduled, RunSubmitted, parse_event
+from regatta_shared.events import (
+    AttemptScheduled,
+    RunExecutionCompleted,
+    RunFailed,
+    RunFinished,
+    RunStopped,
+    RunStopRequested,
+    RunSubmitted,
+    parse_event,
+)
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptJob, AttemptReport
@@ -23,7 +32,12 @@ from . import run as aggregate
 log = logging.getLogger("regatta.run_scheduler")
 Decision = Callable[[aggregate.RunState], list[NewEvent]]
 # After these no attempt needs the run's secrets any more: its data key is deleted (crypto-shredding).
-RUN_ENDED = ("RunExecutionCompleted", "RunStopped", "RunFailed", "RunFinished")
+RUN_ENDED = (
+    RunExecutionCompleted.type_name,
+    RunStopped.type_name,
+    RunFailed.type_name,
+    RunFinished.type_name,
+)
 # Claims held at most (attempts in flight across all runs); past it a claim is dropped, which only
 # makes a stop not wait for that attempt's sandbox.
 _CLAIMS_KEPT = 100_000
@@ -117,7 +131,7 @@ class RunScheduler:
                 # events that were never stored, and the redelivered report must decide them again.
                 self._states.pop(run_id, None)
                 raise
-            self._scheduled += [e for e in stored if e.type == "AttemptScheduled"]
+            self._scheduled += [e for e in stored if e.type == AttemptScheduled.type_name]
             self._claimed_in(state)  # drops the claims of attempts that just finished
             if len(stored) != len(new_events):
                 # Some were stored already (by another instance, or by this one for a redelivered
@@ -140,9 +154,9 @@ class RunScheduler:
         run_id = event.data.get("run_id")
         if not run_id:
             return None
-        if event.type == "RunSubmitted":
+        if event.type == RunSubmitted.type_name:
             return self.decide(run_id, aggregate.decide_on_submitted)
-        if event.type == "RunStopRequested":
+        if event.type == RunStopRequested.type_name:
             return self.decide(run_id, aggregate.decide_on_stop_requested)
         return None
 

@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from regatta_shared.conditions import qualification
-from regatta_shared.events import AgentScores, RunScored, RunSubmitted
+from regatta_shared.events import AgentScores, RunFinished, RunScored, RunSubmitted
 from regatta_shared.eventstore import StoredEvent
 
 from . import statistics as st
@@ -42,12 +42,14 @@ class LeaderboardEntry:
 def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
     """The qualifying agents of one run: finished run, full list or parity set, the benchmark's standard
     scoring conditions (regatta_shared.conditions), every attempt scored."""
-    if not history or history[0].type != "RunSubmitted":
+    if not history or history[0].type != RunSubmitted.type_name:
         return []
     submitted = history[0].payload()
     assert isinstance(submitted, RunSubmitted)
-    finished = next((e for e in history if e.type == "RunFinished"), None)
-    final = next((e.payload() for e in reversed(history) if e.type == "RunScored" and e.data["final"]), None)
+    finished = next((e for e in history if e.type == RunFinished.type_name), None)
+    final = next(
+        (e.payload() for e in reversed(history) if e.type == RunScored.type_name and e.data["final"]), None
+    )
     if finished is None or not isinstance(final, RunScored):
         return []
     qualifies = qualification(history[0].data)

@@ -11,13 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from regatta_shared.envelope import StoredEvent
-from regatta_shared.events import (
-    AgentScores,
-    AttemptFinished,
-    CategoryScore,
-    MetricValue,
-    RunSubmitted,
-)
+from regatta_shared.events import AgentScores, AttemptFinished, CategoryScore, MetricValue, RunSubmitted
 
 from .statistics import pass_at_k, pass_at_k_curve, wilson
 
@@ -43,11 +37,11 @@ class RunTally:
 def tally(events: Iterable[StoredEvent]) -> RunTally | None:
     run: RunTally | None = None
     for stored in events:
-        if stored.type == "RunSubmitted":
+        if stored.type == RunSubmitted.type_name:
             submitted = stored.payload()
             assert isinstance(submitted, RunSubmitted)
             run = RunTally(submitted, {agent.index: AgentTally() for agent in submitted.agents})
-        elif stored.type == "AttemptFinished" and run is not None:
+        elif stored.type == AttemptFinished.type_name and run is not None:
             finished = stored.payload()
             assert isinstance(finished, AttemptFinished)
             if finished.attempt_id not in run.recorded:

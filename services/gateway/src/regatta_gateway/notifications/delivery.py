@@ -14,10 +14,16 @@ import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
-from regatta_shared.bus import EVENTS_STREAM
+from regatta_shared.bus import EVENTS_STREAM, subject_of
 from regatta_shared.codec import decode_stored
 from regatta_shared.envelope import deterministic_id, new_event
-from regatta_shared.events import WebhookDeliveryRecorded
+from regatta_shared.events import (
+    BenchmarkSyncFailed,
+    RunFailed,
+    RunFinished,
+    RunStopped,
+    WebhookDeliveryRecorded,
+)
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_async_client, reason_of
 from sqlalchemy import select
@@ -29,10 +35,10 @@ from .registry import budget_status, signing_key
 
 log = logging.getLogger("regatta.webhooks")
 SUBJECTS = [
-    "evt.run.RunFinished",
-    "evt.run.RunFailed",
-    "evt.run.RunStopped",
-    "evt.benchmark.BenchmarkSyncFailed",
+    subject_of(RunFinished),
+    subject_of(RunFailed),
+    subject_of(RunStopped),
+    subject_of(BenchmarkSyncFailed),
 ]
 MAX_ATTEMPTS = 6
 
@@ -108,7 +114,7 @@ class WebhookDelivery:
 
     def notices_for(self, event: StoredEvent) -> list[tuple[dict[str, Any], Notice]]:
         with self.store.read_engine.connect() as conn:
-            if event.type == "BenchmarkSyncFailed":
+            if event.type == BenchmarkSyncFailed.type_name:
                 row = conn.execute(
                     select(t.benchmarks.c.workspace_id, t.benchmarks.c.name).where(
                         t.benchmarks.c.id == event.data["benchmark_id"]
@@ -132,7 +138,7 @@ class WebhookDelivery:
                 ).mappings()
             ]
         notices = [n for n in [notice_for(event, workspace_id, subject)] if n]
-        if event.type != "BenchmarkSyncFailed":
+        if event.type != BenchmarkSyncFailed.type_name:
             status = budget_status(self.store, workspace_id)
             if status["exhausted"]:
                 budget_id = deterministic_id(workspace_id, "budget", str(status["budget_usd"]))

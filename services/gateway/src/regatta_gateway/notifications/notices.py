@@ -8,14 +8,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from regatta_shared.events import BenchmarkSyncFailed, RunFailed, RunFinished, RunStopped
 from regatta_shared.eventstore import StoredEvent
 
 KINDS = ("run.finished", "run.failed", "run.stopped", "benchmark.sync_failed", "budget.reached")
 EVENT_KINDS = {
-    "RunFinished": "run.finished",
-    "RunFailed": "run.failed",
-    "RunStopped": "run.stopped",
-    "BenchmarkSyncFailed": "benchmark.sync_failed",
+    RunFinished.type_name: "run.finished",
+    RunFailed.type_name: "run.failed",
+    RunStopped.type_name: "run.stopped",
+    BenchmarkSyncFailed.type_name: "benchmark.sync_failed",
 }
 SIGNATURE_HEADER = "X-Regatta-Signature"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 from regatta_shared.clock import isoformat
+from regatta_shared.events import AttemptFinished, AttemptRetried, AttemptScheduled, AttemptStarted, RunScored
 from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import JSON, Connection, String, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql
@@ -25,11 +26,13 @@ from sqlalchemy.dialects import postgresql
 from . import tables as t
 from .logs import log_entry
 
-ATTEMPT_EVENTS = frozenset({"AttemptScheduled", "AttemptStarted", "AttemptRetried", "AttemptFinished"})
+ATTEMPT_EVENTS = frozenset(
+    e.type_name for e in (AttemptScheduled, AttemptStarted, AttemptRetried, AttemptFinished)
+)
 # RunScored only sets a run's scores, which no attempt event reads: folding it keeps a busy run's
 # segments whole (scoring publishes provisional scores every few seconds) and writes each run's last
 # scores once per batch instead of every large provisional document.
-BATCHED = ATTEMPT_EVENTS | {"RunScored"}
+BATCHED = ATTEMPT_EVENTS | {RunScored.type_name}
 _IN_CHUNK = 500  # ids per IN (...) list: well inside SQLite's and Postgres's parameter limits
 
 _RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd", "environments")
@@ -109,9 +112,11 @@ class _Segment:
         """Everything the segment's events read, in three queries rather than a few per event."""
         # An attempt scheduled in this segment has no stored row to read (a stored one would make the
         # INSERT fail anyway), and in a rebuild's large batches that is most of them.
-        new = {e.data["attempt_id"] for e in self.events if e.type == "AttemptScheduled"}
+        new = {e.data["attempt_id"] for e in self.events if e.type == AttemptScheduled.type_name}
         attempt_ids = {
-            e.data["attempt_id"] for e in self.events if e.type in ATTEMPT_EVENTS - {"AttemptScheduled"}
+            e.data["attempt_id"]
+            for e in self.events
+            if e.type in ATTEMPT_EVENTS - {AttemptScheduled.type_name}
         } - new
         for chunk in _chunks(attempt_ids):
             query = select(t.attempts.c.attempt_id, t.attempts.c.outcome, t.attempts.c.started_at).where(
@@ -120,13 +125,13 @@ class _Segment:
             for aid, outcome, started_at in self.conn.execute(query):
                 self.outcomes[aid] = outcome
                 self.started_ats[aid] = started_at
-        run_ids = {e.data["run_id"] for e in self.events if e.type == "AttemptFinished"}
+        run_ids = {e.data["run_id"] for e in self.events if e.type == AttemptFinished.type_name}
         for chunk in _chunks(run_ids):
             query = select(t.runs.c.id, *(t.runs.c[name] for name in _RUN_COUNTERS)).where(
                 t.runs.c.id.in_(chunk)
             )
             self.runs.update({row["id"]: dict(row) for row in self.conn.execute(query).mappings()})
-        scored = {e.data["run_id"] for e in self.events if e.type == "RunScored"}
+        scored = {e.data["run_id"] for e in self.events if e.type == RunScored.type_name}
         for chunk in _chunks(scored):
             query = select(t.runs.c.id, t.runs.c.scores_final).where(t.runs.c.id.in_(chunk))
             self.finals.update({run_id: bool(final) for run_id, final in self.conn.execute(query)})
@@ -249,11 +254,11 @@ class _Segment:
 
 
 _FOLDS: dict[str, Callable[[_Segment, str, dict[str, Any]], None]] = {
-    "RunScored": _Segment.scored,
-    "AttemptScheduled": _Segment.scheduled,
-    "AttemptStarted": _Segment.started,
-    "AttemptRetried": _Segment.retried,
-    "AttemptFinished": _Segment.finished,
+    RunScored.type_name: _Segment.scored,
+    AttemptScheduled.type_name: _Segment.scheduled,
+    AttemptStarted.type_name: _Segment.started,
+    AttemptRetried.type_name: _Segment.retried,
+    AttemptFinished.type_name: _Segment.finished,
 }
 
 

@@ -5,44 +5,60 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.clock import isoformat
+from regatta_shared.events import (
+    AttemptFinished,
+    AttemptRetried,
+    AttemptScheduled,
+    AttemptStarted,
+    ExecutorNoted,
+    RunExecutionCompleted,
+    RunFailed,
+    RunFinished,
+    RunQueued,
+    RunScored,
+    RunStarted,
+    RunStopped,
+    RunStopRequested,
+    RunSubmitted,
+)
 from regatta_shared.eventstore import StoredEvent
 
 
 def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | None:
     d = event.data
     match event.type:
-        case "RunSubmitted":
+        case RunSubmitted.type_name:
             return (
                 "info",
                 "submit",
                 f"Run submitted by {actor or 'unknown'}: {len(d['tasks'])} tasks × "
                 f"{len(d['agents'])} agents × {d['execution']['attempts_per_task']} attempts",
             )
-        case "RunQueued":
+        case RunQueued.type_name:
             return "info", "queue", f"Run queued: {d['expected_attempts']} attempts expected"
-        case "RunStarted":
+        case RunStarted.type_name:
             return "info", "start", "Run started"
-        case "AttemptScheduled":
+        case AttemptScheduled.type_name:
             return (
                 "debug",
                 "dispatch",
                 f"Attempt {d['attempt_index'] + 1} of {d['task']} (agent {d['agent_index'] + 1}) dispatched",
             )
-        case "AttemptStarted":
+        case AttemptStarted.type_name:
             return (
                 "info",
                 "attempt",
                 f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']}): "
                 "sandbox created",
             )
-        case "AttemptRetried":
+        case AttemptRetried.type_name:
             return (
                 "warning",
                 "retry",
                 f"Attempt {d['attempt_id']} retried (try {d['try_number']}) after "
                 f"{d.get('exception_type')}: {d.get('exception_message') or ''}".strip(),
             )
-        case "AttemptFinished":
+        case AttemptFinished.type_name:
             level = "error" if d["outcome"] == "errored" else "info"
             extra = f" ({d['exception_type']})" if d.get("exception_type") else ""
             unbuilt = ""
@@ -55,19 +71,19 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
                 f"{d['task']} attempt {d['attempt_index'] + 1} (agent {d['agent_index'] + 1}): "
                 f"{d['outcome']}{extra}{unbuilt}; sandbox cleaned",
             )
-        case "ExecutorNoted":
+        case ExecutorNoted.type_name:
             return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"
-        case "RunStopRequested":
+        case RunStopRequested.type_name:
             return "warning", "stop", f"Stop requested by {actor or 'unknown'}: {d.get('reason', '')}"
-        case "RunExecutionCompleted":
+        case RunExecutionCompleted.type_name:
             return "info", "execute", "All attempts recorded"
-        case "RunScored":
+        case RunScored.type_name:
             return ("info", "score", "Final scores recorded") if d["final"] else None
-        case "RunFinished":
+        case RunFinished.type_name:
             return "info", "finish", "Run finished"
-        case "RunStopped":
+        case RunStopped.type_name:
             return "warning", "stop", f"Run stopped: {d.get('reason', '')}; sandboxes cleaned"
-        case "RunFailed":
+        case RunFailed.type_name:
             return "error", "fail", f"Run failed: {d.get('reason', '')}"
     return None
 
@@ -79,7 +95,7 @@ def log_entry(event: StoredEvent, actor: str | None, timestamp: str | None = Non
         return None
     level, step, message = found
     details = {"event_type": event.type, "event_id": event.event_id}
-    if event.type == "AttemptFinished":
+    if event.type == AttemptFinished.type_name:
         details.update({k: event.data.get(k) for k in ("attempt_id", "rewards", "exception_message")})
     return {
         "run_id": event.data["run_id"],

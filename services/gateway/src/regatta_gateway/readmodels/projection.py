@@ -10,6 +10,37 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from regatta_shared.clock import isoformat
+from regatta_shared.events import (
+    ApiTokenCreated,
+    ApiTokenRevoked,
+    AttemptFinished,
+    AttemptRetried,
+    AttemptScheduled,
+    AttemptStarted,
+    BenchmarkAdded,
+    BenchmarkRemoved,
+    BenchmarkSyncCompleted,
+    BenchmarkSyncFailed,
+    BenchmarkSyncRequested,
+    BenchmarkSyncStarted,
+    BenchmarkTasksSynced,
+    Event,
+    LeaderboardComputed,
+    MemberAdded,
+    PlatformAdminGranted,
+    RunFailed,
+    RunFinished,
+    RunQueued,
+    RunScored,
+    RunStarted,
+    RunStopped,
+    RunStopRequested,
+    RunSubmitted,
+    SecretDeleted,
+    SecretSet,
+    UserRegistered,
+    WorkspaceCreated,
+)
 from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
@@ -21,10 +52,10 @@ Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
 HANDLERS: dict[str, Handler] = {}
 
 
-def handles(*types: str) -> Callable[[Handler], Handler]:
+def handles(*types: type[Event]) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
-        for type_name in types:
-            HANDLERS[type_name] = fn
+        for event_type in types:
+            HANDLERS[event_type.type_name] = fn
         return fn
 
     return register
@@ -63,17 +94,17 @@ def _user_name(conn: Connection, user_id: str | None) -> str | None:
 # --- identity -------------------------------------------------------------------------------------
 
 
-@handles("WorkspaceCreated")
+@handles(WorkspaceCreated)
 def _workspace(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(insert(t.workspaces).values(id=d["workspace_id"], name=d["name"]))
 
 
-@handles("UserRegistered")
+@handles(UserRegistered)
 def _user(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(insert(t.users).values(id=d["user_id"], email=d["email"], name=d["name"]))
 
 
-@handles("MemberAdded")
+@handles(MemberAdded)
 def _member(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(
         delete(t.members).where(
@@ -85,13 +116,13 @@ def _member(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     )
 
 
-@handles("PlatformAdminGranted")
+@handles(PlatformAdminGranted)
 def _platform_admin(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(delete(t.platform_admins).where(t.platform_admins.c.user_id == d["user_id"]))
     conn.execute(insert(t.platform_admins).values(user_id=d["user_id"]))
 
 
-@handles("ApiTokenCreated")
+@handles(ApiTokenCreated)
 def _token(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(
         insert(t.tokens).values(
@@ -106,12 +137,12 @@ def _token(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     )
 
 
-@handles("ApiTokenRevoked")
+@handles(ApiTokenRevoked)
 def _revoke(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(update(t.tokens).where(t.tokens.c.id == d["token_id"]).values(revoked=True))
 
 
-@handles("SecretSet")
+@handles(SecretSet)
 def _secret_set(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     who = _user_name(conn, e.actor)
     existing = conn.execute(select(t.secrets.c.id).where(t.secrets.c.id == d["secret_id"])).first()
@@ -137,7 +168,7 @@ def _secret_set(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
         )
 
 
-@handles("SecretDeleted")
+@handles(SecretDeleted)
 def _secret_deleted(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(delete(t.secrets).where(t.secrets.c.id == d["secret_id"]))
 
@@ -149,7 +180,7 @@ def _benchmark(conn: Connection, benchmark_id: str, **values: Any) -> None:
     conn.execute(update(t.benchmarks).where(t.benchmarks.c.id == benchmark_id).values(**values))
 
 
-@handles("BenchmarkAdded")
+@handles(BenchmarkAdded)
 def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     source = d["source"]
     conn.execute(
@@ -174,12 +205,12 @@ def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
     )
 
 
-@handles("BenchmarkSyncRequested")
+@handles(BenchmarkSyncRequested)
 def _sync_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(conn, d["benchmark_id"], status="pending", sync_id=d["sync_id"], synced=0, sync_error=None)
 
 
-@handles("BenchmarkSyncStarted")
+@handles(BenchmarkSyncStarted)
 def _sync_started(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(
         conn,
@@ -192,7 +223,7 @@ def _sync_started(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     )
 
 
-@handles("BenchmarkTasksSynced")
+@handles(BenchmarkTasksSynced)
 def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     row = conn.execute(select(t.benchmarks.c.synced).where(t.benchmarks.c.id == d["benchmark_id"])).first()
     synced = (row[0] or 0) if row else 0
@@ -214,7 +245,7 @@ def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(conn, d["benchmark_id"], synced=synced + len(rows))
 
 
-@handles("BenchmarkSyncCompleted")
+@handles(BenchmarkSyncCompleted)
 def _sync_completed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     if d.get("source_commit"):
         where = t.benchmarks.c.id == d["benchmark_id"]
@@ -234,17 +265,17 @@ def _sync_completed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> Non
     )
 
 
-@handles("BenchmarkSyncFailed")
+@handles(BenchmarkSyncFailed)
 def _sync_failed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(conn, d["benchmark_id"], status="failed", sync_error=d["reason"])
 
 
-@handles("BenchmarkRemoved")
+@handles(BenchmarkRemoved)
 def _benchmark_removed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(conn, d["benchmark_id"], removed=True)
 
 
-@handles("LeaderboardComputed")
+@handles(LeaderboardComputed)
 def _leaderboard(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(delete(t.leaderboards).where(t.leaderboards.c.benchmark_id == d["benchmark_id"]))
     conn.execute(
@@ -259,7 +290,7 @@ def _run(conn: Connection, run_id: str, **values: Any) -> None:
     conn.execute(update(t.runs).where(t.runs.c.id == run_id).values(**values))
 
 
-@handles("RunSubmitted")
+@handles(RunSubmitted)
 def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     user = conn.execute(select(t.users).where(t.users.c.id == (e.actor or ""))).mappings().first()
     expected = len(d["tasks"]) * len(d["agents"]) * d["execution"]["attempts_per_task"]
@@ -288,33 +319,33 @@ def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     )
 
 
-@handles("RunQueued")
+@handles(RunQueued)
 def _run_queued(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _run(conn, d["run_id"], status="queued", expected=d["expected_attempts"])
 
 
-@handles("RunStarted")
+@handles(RunStarted)
 def _run_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     _run(conn, d["run_id"], status="running", started_at=_at(e))
 
 
-@handles("RunStopRequested")
+@handles(RunStopRequested)
 def _stop_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _run(conn, d["run_id"], stop_requested=True)
 
 
-@handles("RunStopped", "RunFailed")
+@handles(RunStopped, RunFailed)
 def _run_ended(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    status = "stopped" if e.type == "RunStopped" else "failed"
+    status = "stopped" if e.type == RunStopped.type_name else "failed"
     _run(conn, d["run_id"], status=status, completed_at=_at(e), reason=d.get("reason"))
 
 
-@handles("RunFinished")
+@handles(RunFinished)
 def _run_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     _run(conn, d["run_id"], status="finished", completed_at=_at(e))
 
 
-@handles("RunScored")
+@handles(RunScored)
 def _run_scored(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     row = conn.execute(select(t.runs.c.scores_final).where(t.runs.c.id == d["run_id"])).first()
     if row and row[0] and not d["final"]:
@@ -322,7 +353,7 @@ def _run_scored(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _run(conn, d["run_id"], scores=d["agents"], scores_final=d["final"])
 
 
-@handles("AttemptScheduled")
+@handles(AttemptScheduled)
 def _attempt_scheduled(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(
         insert(t.attempts).values(
@@ -338,7 +369,7 @@ def _attempt_scheduled(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> N
     )
 
 
-@handles("AttemptStarted")
+@handles(AttemptStarted)
 def _attempt_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(
         update(t.attempts)
@@ -347,7 +378,7 @@ def _attempt_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
     )
 
 
-@handles("AttemptRetried")
+@handles(AttemptRetried)
 def _attempt_retried(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(
         update(t.attempts)
@@ -356,7 +387,7 @@ def _attempt_retried(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> No
     )
 
 
-@handles("AttemptFinished")
+@handles(AttemptFinished)
 def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     conn.execute(
         update(t.attempts)
