@@ -6,7 +6,7 @@ import os
 import sys
 
 SERVICES = {
-    "relay": "regatta_shared.relay",
+    "relay": "regatta_relay",
     "registry-sync": "regatta_registry_sync",
     "run-scheduler": "regatta_run_scheduler",
     "executor": "regatta_executor",

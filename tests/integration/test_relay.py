@@ -7,11 +7,11 @@ from pathlib import Path
 
 import nats
 import pytest
-from regatta_shared import relay
+from regatta_relay import relay
+from regatta_relay.relay import Relay
 from regatta_shared.bus import EVENTS_STREAM, ensure_streams
 from regatta_shared.events import RunStarted, RunStopRequested
 from regatta_shared.eventstore import EventStore, EventTooLarge, new_event
-from regatta_shared.relay import Relay
 
 from regatta import nats_server
 

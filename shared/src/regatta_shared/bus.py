@@ -47,6 +47,9 @@ ARTIFACTS_BUCKET = "regatta-artifacts"
 CANCELLED_RUNS_BUCKET = "regatta-cancelled-runs"
 
 DUPLICATE_WINDOW_SECONDS = 600.0
+# Room kept for what a publish adds to a message's body: the Nats-Msg-Id header and the protocol line
+# count against the server's max_payload too.
+HEADERS_BYTES = 256
 
 
 def event_subject(category: str, type_name: str) -> str:

@@ -6,10 +6,9 @@ from collections.abc import Awaitable, Callable
 
 import nats
 from fastapi import FastAPI
-from regatta_shared.bus import ARTIFACTS_BUCKET
+from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES
 from regatta_shared.eventstore import EventStore
 from regatta_shared.nudge import nudge_relay_on_commit
-from regatta_shared.relay import HEADERS_BYTES
 from regatta_shared.settings import Settings
 
 from .keys import load_keys

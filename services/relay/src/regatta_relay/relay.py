@@ -21,8 +21,7 @@ import time
 
 import nats.errors
 from nats.aio.client import Client as NATS
-
-from regatta_shared.bus import EVENTS_STREAM, ensure_streams, event_subject
+from regatta_shared.bus import EVENTS_STREAM, HEADERS_BYTES, ensure_streams, event_subject
 from regatta_shared.codec import encode_stored
 from regatta_shared.events import EVENT_TYPES
 from regatta_shared.eventstore import EventStore, StoredEvent
@@ -31,7 +30,6 @@ from regatta_shared.nudge import wake_on_commit
 log = logging.getLogger("regatta.relay")
 CHECKPOINT = "relay"
 SAVE_INTERVAL = 1.0  # seconds; see the module's docstring
-HEADERS_BYTES = 256  # the Nats-Msg-Id header and the protocol line count against max_payload too
 
 
 def subject_for(event: StoredEvent) -> str:
@@ -148,7 +146,6 @@ class Relay:
 
 def main() -> None:
     import nats
-
     from regatta_shared.service import configure_logging, make_store, settle_heap
     from regatta_shared.settings import load_settings
 
@@ -162,7 +159,3 @@ def main() -> None:
         await relay.run_forever()
 
     asyncio.run(run())
-
-
-if __name__ == "__main__":
-    main()

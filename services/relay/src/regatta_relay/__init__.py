@@ -1,0 +1,1 @@
+"""The relay service: publishes the event store's events to JetStream (relay.py)."""

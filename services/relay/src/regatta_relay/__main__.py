@@ -1,0 +1,3 @@
+from .relay import main
+
+main()
