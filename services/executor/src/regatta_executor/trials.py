@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from regatta_shared.harnesses import NO_MODEL
+from regatta_shared.harnesses import HARNESS_KEY_NAMES, NO_MODEL
 from regatta_shared.jobs import AttemptJob
 
 from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
@@ -16,14 +16,6 @@ __all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"
 # Options Regatta passes to a harness unless the run says otherwise. terminus-2 would otherwise try to
 # install asciinema in the sandbox (~25 s, and it fails offline) to record the terminal (harbor.md §10).
 HARNESS_DEFAULT_KWARGS: dict[str, dict[str, Any]] = {"terminus-2": {"record_terminal_session": False}}
-# Where a harness reads its own key when the run names one (`harness_api_key_secret`).
-HARNESS_KEY_NAMES: dict[str, tuple[str, ...]] = {
-    "claude-code": ("ANTHROPIC_API_KEY",),
-    "codex": ("OPENAI_API_KEY",),
-    "openhands": ("LLM_API_KEY",),
-    "mini-swe-agent": ("MSWEA_API_KEY",),
-    "cursor-cli": ("CURSOR_API_KEY",),
-}
 
 
 def model_name(job: AttemptJob) -> str | None:
