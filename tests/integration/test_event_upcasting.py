@@ -1,17 +1,22 @@
 """Events evolve: a payload stored in an older shape is read in its type's current shape, from the
-store and from the bus, by projections and aggregates alike (events/base.py, codec.py), on SQLite and
-Postgres. The stored rows themselves are never rewritten."""
+store and from the bus (a real nats-server), by projections and aggregates alike (events/base.py,
+codec.py), on SQLite and Postgres. The stored rows themselves are never rewritten."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 from pydantic import ValidationError
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels import tables as t
+from regatta_relay.relay import Relay
 from regatta_run_scheduler import run as aggregate
 from regatta_scoring.scores import tally
+from regatta_shared.bus import ensure_streams, subject_of
 from regatta_shared.codec import decode_stored, encode_stored
 from regatta_shared.envelope import NewEvent, StoredEvent
 from regatta_shared.events import Event, RunQueued, RunSubmitted
@@ -19,6 +24,7 @@ from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.projections import ProjectionRunner
 from sqlalchemy import select
 
+from regatta import nats_server
 from tests.support.runs import submission
 
 
@@ -116,3 +122,35 @@ def test_an_old_run_is_read_by_the_projection_the_aggregate_and_scoring(store: E
     scored = tally(store.read_stream("run-old-run"))
     assert scored is not None
     assert scored.submitted.execution.timeout_multiplier == 1.0
+
+
+async def test_old_shapes_on_the_bus_are_read_in_the_current_shape(store: EventStore, tmp_path: Path) -> None:
+    """What JetStream holds from before an upgrade (published as it was stored) and what the relay
+    publishes now both reach a subscriber in the current shape."""
+    old = submission("bus-run", tasks=1, agents=1, attempts=1).model_dump(mode="json")
+    old["execution"]["timeout_multiplier"] = None
+    store.append("run-bus-run", [_raw("RunSubmitted", old)])
+    as_stored = store.read_stream("run-bus-run")[0]
+    from_old_relay = StoredEvent(**{**as_stored.__dict__, "data": old, "metadata": {}})
+
+    server = nats_server.start(tmp_path / "nats", nats_server.free_port())
+    nc = await nats.connect(server.url())
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js)
+        await js.publish(subject_of(RunSubmitted), encode_stored(from_old_relay))
+        assert await Relay(store, nc).run_once() == 1
+        subscription = await js.pull_subscribe(subject_of(RunSubmitted), durable="upcasting-test")
+        messages = await subscription.fetch(2, timeout=10)
+        assert [json.loads(m.data)["data"]["execution"]["timeout_multiplier"] for m in messages] == [
+            None,
+            1.0,
+        ]
+        for message in messages:
+            received = decode_stored(message.data).payload()
+            assert isinstance(received, RunSubmitted)
+            assert received.execution.timeout_multiplier == 1.0
+    finally:
+        await nc.close()
+        server.terminate()
+        server.wait(timeout=10)

@@ -5,7 +5,7 @@ causation travel in the envelope's metadata so every event records who caused it
 stream; every name is re-exported here, so `from regatta_shared.events import RunStopped` is the way in.
 """
 
-from .base import EVENT_TYPES, SCHEMA_VERSION, Event, Upcaster, parse_event, schema_version, upcast
+from .base import EVENT_TYPES, SCHEMA_VERSION, Event, Upcaster, parse_event, upcast
 from .benchmarks import (
     BenchmarkAdded,
     BenchmarkMetadata,
@@ -121,6 +121,5 @@ __all__ = [
     "WorkspaceBudgetSet",
     "WorkspaceCreated",
     "parse_event",
-    "schema_version",
     "upcast",
 ]

@@ -59,11 +59,7 @@ def upcast(type_name: str, data: dict[str, Any], version: int) -> dict[str, Any]
     if model is None or version >= model.schema_version:
         return data
     for step in range(max(version, 1), model.schema_version):
-        # A copy each step: an upcaster may edit the dict it gets, and the caller's must not change.
+        # A shallow copy each step: an upcaster may set keys of the dict it gets, never edit a nested
+        # value in place (it replaces it), so the stored payload the caller holds stays as it was.
         data = model.upcasters[step](dict(data))
     return data
-
-
-def schema_version(type_name: str) -> int:
-    model = EVENT_TYPES.get(type_name)
-    return 1 if model is None else model.schema_version
