@@ -21,7 +21,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, ObjectNotFoundError
 from regatta_shared.attempt_auth import MAC_HEADER, open_key, sign
 from regatta_shared.bus import (
     ARTIFACTS_BUCKET,
@@ -185,6 +185,7 @@ class Executor:
                 exception_type="SealError",
                 exception_message=f"cannot open the run's secrets ({error}); executors need the "
                 "gateway's REGATTA_MASTER_KEY",
+                run_failure=f"the run's secrets cannot be opened by its executors ({error})",
             )
             return
         while True:
@@ -231,6 +232,7 @@ class Executor:
                 environment=self.environment.kind,
                 environment_built=fidelity.built,
                 environment_note=fidelity.note,
+                run_failure=outcome.run_failure,
             )
             return
 
@@ -245,7 +247,12 @@ class Executor:
     async def _run_once(
         self, job: AttemptJob, try_number: int, secrets: dict[str, str]
     ) -> tuple[TrialOutcome, list, float, EnvironmentFidelity]:
-        task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        try:
+            task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        except ObjectNotFoundError:
+            # The archive is content-addressed and never deleted by the platform: gone from the object
+            # store, it is gone for every executor and every try.
+            return _archive_missing(job), [], 0.0, EnvironmentFidelity(None, None)
         try:
             fidelity = check_task_environment(self.environment, task_dir)
         except TaskEnvironmentError as error:
@@ -302,6 +309,23 @@ class Executor:
             log.error("job %s: its report key does not open with this executor's key", job.attempt_id)
             return {}
         return {MAC_HEADER: sign(key, payload)}
+
+
+def _archive_missing(job: AttemptJob) -> TrialOutcome:
+    message = f"the archive of task {job.task!r} ({job.task_digest}) is missing from the task store"
+    return TrialOutcome(
+        outcome="errored",
+        retryable=False,
+        rewards=None,
+        primary_reward=None,
+        exception_type="TaskArchiveMissing",
+        exception_message=message,
+        started_at=None,
+        finished_at=None,
+        timings=Timings(),
+        usage=Usage(),
+        run_failure=f"the benchmark's version can no longer be fetched: {message}",
+    )
 
 
 def _setup_error(error: TaskEnvironmentError) -> TrialOutcome:

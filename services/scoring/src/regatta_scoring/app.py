@@ -23,6 +23,7 @@ SUBJECTS = [
     "evt.run.AttemptFinished",
     "evt.run.RunExecutionCompleted",
     "evt.run.RunStopped",
+    "evt.run.RunFailed",
     "evt.run.RunFinished",
 ]
 

@@ -57,6 +57,8 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
             )
         case "ExecutorNoted":
             return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"
+        case "RunStopRequested" if d.get("ends_as") == "failed":
+            return "error", "fail", f"Run failing: {d.get('reason', '')}; stopping its remaining attempts"
         case "RunStopRequested":
             return "warning", "stop", f"Stop requested by {actor or 'unknown'}: {d.get('reason', '')}"
         case "RunExecutionCompleted":
