@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from regatta_shared.harnesses import NO_MODEL
+from regatta_shared.hosted_models import is_key_name, key_name
 from regatta_shared.jobs import AttemptJob
 
 from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
@@ -17,6 +18,8 @@ __all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"
 # install asciinema in the sandbox (~25 s, and it fails offline) to record the terminal (harbor.md §10).
 HARNESS_DEFAULT_KWARGS: dict[str, dict[str, Any]] = {"terminus-2": {"record_terminal_session": False}}
 # Where a harness reads its own key when the run names one (`harness_api_key_secret`).
+# What a hosted endpoint declared without a key gets as its key (vLLM's and SGLang's convention).
+HOSTED_WITHOUT_KEY = "EMPTY"
 HARNESS_KEY_NAMES: dict[str, tuple[str, ...]] = {
     "claude-code": ("ANTHROPIC_API_KEY",),
     "codex": ("OPENAI_API_KEY",),
@@ -32,8 +35,11 @@ def model_name(job: AttemptJob) -> str | None:
     model = job.agent.model
     if model.type == "endpoint" and model.model:
         return model.model if model.model.startswith("openai/") else f"openai/{model.model}"
+    if model.type == "hosted" and model.base_url:
+        # A declared serving endpoint (vLLM, SGLang) serves a LoRA adapter under the adapter's name.
+        return f"openai/{model.lora_model_name or model.base_model}"
     if model.type == "hosted":
-        return model.base_model
+        return model.base_model  # a label only (a harness that calls no model)
     return model.model
 
 
@@ -52,8 +58,15 @@ def agent_env(job: AttemptJob, secrets: dict[str, str]) -> dict[str, str]:
     model and harness name copied to where Harbor looks for them. Verifier-only secrets stay out."""
     agent = job.agent
     hidden = set(job.verifier_env_names) - {agent.model.api_key_secret, agent.harness_api_key_secret}
-    env = {**job.env, **{name: value for name, value in secrets.items() if name not in hidden}}
+    env = {
+        **job.env,
+        **{name: value for name, value in secrets.items() if name not in hidden and not is_key_name(name)},
+    }
     model_key = secrets.get(agent.model.api_key_secret or "")
+    if agent.model.type == "hosted" and agent.model.base_url:
+        # The operator's key for the endpoint, sealed into the run under a name of its own; an endpoint
+        # without one still needs a placeholder, or the OpenAI client refuses to start.
+        model_key = secrets.get(key_name(agent.index)) or HOSTED_WITHOUT_KEY
     if model_key is not None and agent.harness not in NO_MODEL:
         for name in provider_key_names(model_name(job))[:1]:
             env[name] = model_key
@@ -77,7 +90,7 @@ def agent_config(job: AttemptJob, secrets: dict[str, str]) -> dict[str, Any]:
     name = model_name(job)
     if name:
         config["model_name"] = name
-    if agent.model.type == "endpoint" and agent.model.base_url:
+    if agent.model.type in ("endpoint", "hosted") and agent.model.base_url:
         config["base_url"] = agent.model.base_url
     return config
 
