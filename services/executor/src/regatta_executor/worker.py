@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import time
+import uuid
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
@@ -259,7 +260,10 @@ class Executor:
             # The same on every try and every executor of this deployment: recorded once, not retried,
             # and errored, which is never scored as the agent's failure.
             return _setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
-        trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}"
+        # Unique per delivery: a job redelivered to this very process while its first copy still runs
+        # (a heartbeat missed on a loaded host) must not share, and then delete, the other's folder.
+        delivery = uuid.uuid4().hex[:8]
+        trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}-{delivery}"
         trials_dir.mkdir(parents=True, exist_ok=True)
         config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
         started = time.monotonic()
