@@ -3,7 +3,8 @@ its Logs and on its run page, and keeps the results it finished (API and downloa
 
 Causes shown through the running stack: every attempt errored (tasks with sidecar services, which the
 `local` environment refuses); the benchmark's version can no longer be fetched (a task archive removed
-from the object store, as an operator losing it would). Scoring that raises is in
+from the object store, as an operator losing it would); an execution error retrying cannot cure (the
+run's secrets key lost mid-run, so no executor can open its secrets). Scoring that raises is in
 tests/integration/test_scoring_failures.py.
 """
 
@@ -19,6 +20,7 @@ import httpx
 import nats
 from playwright.sync_api import Page, expect
 from regatta_shared.bus import TASKS_BUCKET
+from sqlalchemy import create_engine, text
 
 from tests.e2e.web_ui_support import ACK_WAIT, phone_shot, shot, sign_in
 from tests.support.tasks import run_toml, write_task
@@ -82,6 +84,33 @@ def test_runs_that_cannot_produce_a_result_end_failed_with_their_reason_and_keep
         pool.submit(asyncio.run, _remove_archive(stack.nats_url, digests["task-1"])).result()
     vanished_run = api.submit_toml(run_toml("vanishing", concurrency=1, retries=2))["id"]
 
+    # 3. An execution error retrying cannot cure: the run's secrets key is lost (its row deleted, as a
+    # purge or a restore from an old backup would) while its first attempt runs; every later job's
+    # secrets cannot be opened by any executor.
+    slow = tmp_path / "slow"
+    write_task(slow, "slow-0", solve="sleep 8\necho done > /app/out.txt")
+    # (Contents of their own: a task archive is stored by content, so a twin of task-1 would restore it.)
+    write_task(slow, "slow-1", solve="echo done > /app/out.txt  # slow")
+    _add(api, slow, "slow")
+    body = {
+        "experiment_config": {"benchmark": "slow"},
+        "agents": [{"harness": "oracle", "model": {"type": "hosted", "base_model": "none"}, "env": {}}],
+        "execution_config": {"max_concurrent_attempts": 1},
+        "secrets": {"provided": {"RUN_ONLY_TOKEN": "run-only-value-0d1f"}},
+    }
+    created = api.http.post("/api/v1/runs", json=body)
+    assert created.status_code == 201, created.text
+    sealed_run = created.json()["id"]
+    api.wait_for(
+        lambda: any(a["status"] == "running" for a in api.get(f"/runs/{sealed_run}/attempts")["attempts"]),
+        timeout=120,
+    )
+    engine = create_engine(stack.database_url)
+    with engine.begin() as conn:
+        lost = conn.execute(text("DELETE FROM run_keys WHERE run_id = :r"), {"r": sealed_run}).rowcount
+    engine.dispose()
+    assert lost == 1
+
     # --- every attempt errored ---
     detail = api.wait_run(errored_run, timeout=180)
     run = detail["benchmark_run"]
@@ -135,6 +164,15 @@ def test_runs_that_cannot_produce_a_result_end_failed_with_their_reason_and_keep
         f"/api/cli/benchmark-runs/{vanished_run}/logs", params={"limit": 5}, headers=workspace
     ).json()
     assert any(entry["message"] == f"Run failed: {reason}" for entry in cli_logs["logs"]), cli_logs
+
+    # --- the run's secrets cannot be opened ---
+    run = api.wait_run(sealed_run, timeout=180)["benchmark_run"]
+    assert run["status"] == "failed", run
+    assert run["status_reason"].startswith("the run's secrets cannot be opened by its executors"), run
+    attempts = {a["task"]: a for a in api.get(f"/runs/{sealed_run}/attempts")["attempts"]}
+    assert attempts["slow-0"]["outcome"] == "passed", "the result finished before the failure is kept"
+    assert attempts["slow-1"]["result"]["exception_type"] == "SealError"
+    assert _results(api, sealed_run)["slow-0"]["outcome"] == "passed"
 
     # --- the run page says so: a banner with the reason, the sidebar, the Logs tab ---
     sign_in(page, stack)
