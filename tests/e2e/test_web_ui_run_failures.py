@@ -22,6 +22,7 @@ from playwright.sync_api import Page, expect
 from regatta_shared.bus import TASKS_BUCKET
 from sqlalchemy import create_engine, text
 
+from tests.e2e.test_cli import regatta
 from tests.e2e.web_ui_support import ACK_WAIT, phone_shot, shot, sign_in
 from tests.support.tasks import run_toml, write_task
 
@@ -173,6 +174,11 @@ def test_runs_that_cannot_produce_a_result_end_failed_with_their_reason_and_keep
     assert attempts["slow-0"]["outcome"] == "passed", "the result finished before the failure is kept"
     assert attempts["slow-1"]["result"]["exception_type"] == "SealError"
     assert _results(api, sealed_run)["slow-0"]["outcome"] == "passed"
+
+    # Our own CLI says so too.
+    shown = regatta(stack, "run", "show", vanished_run, COLUMNS="400")
+    assert shown.returncode == 0, shown.stderr
+    assert f"Reason: {reason}" in " ".join(shown.stdout.split()), shown.stdout
 
     # --- the run page says so: a banner with the reason, the sidebar, the Logs tab ---
     sign_in(page, stack)
