@@ -45,7 +45,7 @@ class HostedModel:
     lora_adapters: tuple[str, ...] = ()
 
     def public(self) -> dict[str, object]:
-        """What users see (the form, the API): names only, never the URL or the key's variable."""
+        """What the form and the API list: names and adapters (a run records the base URL it used)."""
         return {"name": self.name, "lora_adapters": list(self.lora_adapters)}
 
 

@@ -84,7 +84,7 @@ def harnesses(_s: ScopeDep) -> dict[str, Any]:
 
 @router.get("/hosted-models")
 def hosted_models(request: Request, _s: ScopeDep) -> dict[str, Any]:
-    """The deployment's hosted models (names and LoRA adapters; never their URLs or keys)."""
+    """The deployment's hosted models by name, with their LoRA adapters; never a key."""
     return {"hosted_models": [model.public() for model in request.app.state.hosted_models]}
 
 
