@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import httpx
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -61,6 +62,8 @@ def _follow(client: Client, run_id: str) -> dict[str, Any]:
 def _results_table(detail: dict[str, Any]) -> None:
     run_info = detail["benchmark_run"]
     console.print(f"Run [bold]{run_info['name']}[/bold]: {run_info['status']}")
+    if run_info.get("status_reason"):
+        console.print(f"Reason: {escape(run_info['status_reason'])}")
     agents = {a["id"]: a for a in detail["agents"]}
     table = Table("#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Passed", "Failed", "Errored", "Cancelled")
     for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):

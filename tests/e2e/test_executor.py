@@ -59,7 +59,11 @@ def test_infrastructure_faults_are_retried_then_pass_or_end_errored(make_stack, 
     assert len(finished) == 1 and finished[0]["outcome"] == "passed" and finished[0]["try_number"] == 3
 
     detail = api.wait_run(exhausted["id"])
-    assert detail["benchmark_run"]["status"] == "finished"
+    # Its only attempt errored: nothing was measured, so the run fails saying why (issue 19).
+    assert detail["benchmark_run"]["status"] == "failed"
+    assert detail["benchmark_run"]["status_reason"] == (
+        "every attempt errored (1 of 1); error: SandboxBuildFailedError: injected infrastructure fault #2"
+    )
     finished = [d for kind, d in run_events(stack, exhausted["id"]) if kind == "AttemptFinished"]
     assert len(finished) == 1
     assert finished[0]["outcome"] == "errored" and finished[0]["exception_type"] == "SandboxBuildFailedError"

@@ -51,7 +51,7 @@ def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_li
     page.get_by_role("button", name="Add agent").click()
     second = page.locator("[data-agent]").nth(1)
     second.get_by_label("Harness", exact=True).select_option("nop")
-    expect(second.get_by_label("Model", exact=True)).to_have_value("hosted")
+    expect(second.get_by_label("Model", exact=True)).to_have_value("none")
     expect(page.get_by_test_id("summary-total")).to_have_text("10 tasks × 2 agents × 1 attempt = 20 attempts")
     shot(page, "new-run-missing-secret")
 

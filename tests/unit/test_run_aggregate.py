@@ -201,3 +201,74 @@ def test_a_run_past_its_cost_cap_stops_itself_saying_why() -> None:
     stop = next(e for e in decided if e.type == "RunStopRequested")
     assert "cost cap reached" in stop.data["reason"] and "0.06" in stop.data["reason"]
     assert run.state().stop_requested
+
+
+def test_a_run_whose_every_attempt_errored_fails_saying_why() -> None:
+    run = Run(tasks=2, agents=1, attempts=1, concurrency=2)
+    run.decide(aggregate.decide_on_submitted)
+    first, second = [a.attempt_id for a in run.state().in_flight]
+    errored = {"outcome": "errored", "exception_type": "TaskEnvironmentError", "exception_message": "compose"}
+    assert types(run.report("finished", first, **errored)) == ["RunStarted", "AttemptFinished"]
+    decided = run.report("finished", second, **errored)
+    assert types(decided) == ["AttemptFinished", "RunFailed"], "never RunExecutionCompleted"
+    assert decided[-1].data["reason"] == (
+        "every attempt errored (2 of 2); error: TaskEnvironmentError: compose"
+    )
+    assert run.state().status == "failed"
+    assert aggregate.decide_dispatch(run.state()) == []
+
+
+def test_a_run_with_one_measured_attempt_among_errors_completes() -> None:
+    run = Run(tasks=2, agents=1, attempts=1, concurrency=2)
+    run.decide(aggregate.decide_on_submitted)
+    first, second = [a.attempt_id for a in run.state().in_flight]
+    run.report("finished", first, outcome="errored", exception_type="RuntimeError")
+    decided = run.report("finished", second, outcome="failed", rewards={"reward": 0.0})
+    assert types(decided) == ["AttemptFinished", "RunExecutionCompleted"]
+
+
+def test_the_most_frequent_error_names_a_failed_runs_reason() -> None:
+    run = Run(tasks=3, agents=1, attempts=1, concurrency=3)
+    run.decide(aggregate.decide_on_submitted)
+    ids = [a.attempt_id for a in run.state().in_flight]
+    run.report("finished", ids[0], outcome="errored", exception_type="A", exception_message="a")
+    run.report("finished", ids[1], outcome="errored", exception_type="B", exception_message="b")
+    decided = run.report("finished", ids[2], outcome="errored", exception_type="B", exception_message="b")
+    assert decided[-1].data["reason"] == "every attempt errored (3 of 3); 2 with B: b"
+
+
+def test_an_incurable_error_fails_the_run_after_its_running_attempts_and_keeps_its_results() -> None:
+    run = Run(tasks=4, agents=1, attempts=1, concurrency=3)
+    run.decide(aggregate.decide_on_submitted)
+    done, running, broken = [a.attempt_id for a in run.state().in_flight]
+    run.report("finished", done, outcome="passed", rewards={"reward": 1.0})
+    run.report("started", running)
+    reason = "the benchmark's version can no longer be fetched: the archive of task 't' is missing"
+    decided = run.report(
+        "finished", broken, outcome="errored", exception_type="TaskArchiveMissing", run_failure=reason
+    )
+    # The failure stops the rest: the attempt not yet started is cancelled, the running one waited for.
+    assert types(decided) == ["AttemptFinished", "RunStopRequested", "AttemptFinished"]
+    assert decided[1].data == {"run_id": "r", "reason": reason, "ends_as": "failed"}
+    assert decided[2].data["outcome"] == "cancelled"
+    assert run.state().status == "running"
+    decided = run.report("finished", running, outcome="cancelled", exception_type="CancelledError")
+    assert types(decided) == ["AttemptFinished", "RunFailed"]
+    assert decided[-1].data["reason"] == reason
+    state = run.state()
+    assert state.status == "failed" and state.attempts[done].outcome == "passed"
+    # A second incurable report, or a user's stop, changes nothing once the run is failing or failed.
+    assert aggregate.decide_on_stop_requested(state) == []
+
+
+def test_a_users_stop_before_an_incurable_error_still_ends_stopped() -> None:
+    run = Run(tasks=3, agents=1, attempts=1, concurrency=2)
+    run.decide(aggregate.decide_on_submitted)
+    first, second = [a.attempt_id for a in run.state().in_flight]
+    run.report("started", first)
+    run.report("started", second)
+    run.events += stored([new_event(RunStopRequested(run_id="r"))], len(run.events))
+    run.decide(aggregate.decide_on_stop_requested)
+    run.report("finished", first, outcome="errored", exception_type="SealError", run_failure="secrets")
+    decided = run.report("finished", second, outcome="cancelled", exception_type="CancelledError")
+    assert types(decided) == ["AttemptFinished", "RunStopped"]

@@ -55,3 +55,6 @@ class AttemptReport(BaseModel):
     environment: str | None = Field(None, max_length=300)
     environment_built: bool | None = None
     environment_note: str | None = Field(None, max_length=2000)
+    # Set on a "finished" report when no attempt of the run can succeed (its task archive is gone, its
+    # secrets cannot be opened): the scheduler fails the run with this reason.
+    run_failure: str | None = Field(None, max_length=2000)

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     started_report_delay: float = Field(1.0, ge=0, alias="REGATTA_STARTED_REPORT_DELAY")
     health_port: int | None = Field(None, alias="REGATTA_HEALTH_PORT")
     hosted_benchmarks: str | None = Field(None, alias="REGATTA_HOSTED_BENCHMARKS")
+    # OpenAI-compatible endpoints runs name as `hosted` models (regatta_shared.hosted_models).
+    hosted_models: str | None = Field(None, alias="REGATTA_HOSTED_MODELS")
     sync_page_size: int = Field(100, ge=1, le=10_000, alias="REGATTA_SYNC_PAGE_SIZE")
     # Largest request body the gateway accepts; larger ones get 413 before they are read.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, alias="REGATTA_MAX_BODY_BYTES")

@@ -26,6 +26,8 @@ class TrialOutcome:
     finished_at: str | None
     timings: Timings
     usage: Usage
+    # Why no attempt of the run can succeed, when this attempt's error says so (worker.py).
+    run_failure: str | None = None
 
 
 def primary_reward(rewards: dict[str, float], primary_key: str | None = None) -> float:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from regatta_shared.harnesses import HARNESS_KEY_NAMES, NO_MODEL
+from regatta_shared.hosted_models import is_key_name, key_name
 from regatta_shared.jobs import AttemptJob
 
 from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
@@ -16,6 +17,8 @@ __all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"
 # Options Regatta passes to a harness unless the run says otherwise. terminus-2 would otherwise try to
 # install asciinema in the sandbox (~25 s, and it fails offline) to record the terminal (harbor.md §10).
 HARNESS_DEFAULT_KWARGS: dict[str, dict[str, Any]] = {"terminus-2": {"record_terminal_session": False}}
+# What a hosted endpoint declared without a key gets as its key (vLLM's and SGLang's convention).
+HOSTED_WITHOUT_KEY = "EMPTY"
 
 
 def model_name(job: AttemptJob) -> str | None:
@@ -24,8 +27,11 @@ def model_name(job: AttemptJob) -> str | None:
     model = job.agent.model
     if model.type == "endpoint" and model.model:
         return model.model if model.model.startswith("openai/") else f"openai/{model.model}"
+    if model.type == "hosted" and model.base_url:
+        # A declared serving endpoint (vLLM, SGLang) serves a LoRA adapter under the adapter's name.
+        return f"openai/{model.lora_model_name or model.base_model}"
     if model.type == "hosted":
-        return model.base_model
+        return model.base_model  # a label only (a harness that calls no model)
     return model.model
 
 
@@ -44,8 +50,15 @@ def agent_env(job: AttemptJob, secrets: dict[str, str]) -> dict[str, str]:
     model and harness name copied to where Harbor looks for them. Verifier-only secrets stay out."""
     agent = job.agent
     hidden = set(job.verifier_env_names) - {agent.model.api_key_secret, agent.harness_api_key_secret}
-    env = {**job.env, **{name: value for name, value in secrets.items() if name not in hidden}}
+    env = {
+        **job.env,
+        **{name: value for name, value in secrets.items() if name not in hidden and not is_key_name(name)},
+    }
     model_key = secrets.get(agent.model.api_key_secret or "")
+    if agent.model.type == "hosted" and agent.model.base_url:
+        # The operator's key for the endpoint, sealed into the run under a name of its own; an endpoint
+        # without one still needs a placeholder, or the OpenAI client refuses to start.
+        model_key = secrets.get(key_name(agent.index)) or HOSTED_WITHOUT_KEY
     if model_key is not None and agent.harness not in NO_MODEL:
         for name in provider_key_names(model_name(job))[:1]:
             env[name] = model_key
@@ -69,7 +82,7 @@ def agent_config(job: AttemptJob, secrets: dict[str, str]) -> dict[str, Any]:
     name = model_name(job)
     if name:
         config["model_name"] = name
-    if agent.model.type == "endpoint" and agent.model.base_url:
+    if agent.model.type in ("endpoint", "hosted") and agent.model.base_url:
         config["base_url"] = agent.model.base_url
     return config
 

@@ -15,13 +15,14 @@ import os
 import shutil
 import socket
 import time
+import uuid
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, ObjectNotFoundError
 from regatta_shared.attempt_auth import MAC_HEADER, open_key, sign
 from regatta_shared.bus import (
     ARTIFACTS_BUCKET,
@@ -185,6 +186,7 @@ class Executor:
                 exception_type="SealError",
                 exception_message=f"cannot open the run's secrets ({error}); executors need the "
                 "gateway's REGATTA_MASTER_KEY",
+                run_failure=f"the run's secrets cannot be opened by its executors ({error})",
             )
             return
         while True:
@@ -231,6 +233,7 @@ class Executor:
                 environment=self.environment.kind,
                 environment_built=fidelity.built,
                 environment_note=fidelity.note,
+                run_failure=outcome.run_failure,
             )
             return
 
@@ -245,14 +248,22 @@ class Executor:
     async def _run_once(
         self, job: AttemptJob, try_number: int, secrets: dict[str, str]
     ) -> tuple[TrialOutcome, list, float, EnvironmentFidelity]:
-        task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        try:
+            task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        except ObjectNotFoundError:
+            # The archive is content-addressed and never deleted by the platform: gone from the object
+            # store, it is gone for every executor and every try.
+            return _archive_missing(job), [], 0.0, EnvironmentFidelity(None, None)
         try:
             fidelity = check_task_environment(self.environment, task_dir)
         except TaskEnvironmentError as error:
             # The same on every try and every executor of this deployment: recorded once, not retried,
             # and errored, which is never scored as the agent's failure.
             return _setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
-        trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}"
+        # Unique per delivery: a job redelivered to this very process while its first copy still runs
+        # (a heartbeat missed on a loaded host) must not share, and then delete, the other's folder.
+        delivery = uuid.uuid4().hex[:8]
+        trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}-{delivery}"
         trials_dir.mkdir(parents=True, exist_ok=True)
         config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
         started = time.monotonic()
@@ -302,6 +313,23 @@ class Executor:
             log.error("job %s: its report key does not open with this executor's key", job.attempt_id)
             return {}
         return {MAC_HEADER: sign(key, payload)}
+
+
+def _archive_missing(job: AttemptJob) -> TrialOutcome:
+    message = f"the archive of task {job.task!r} ({job.task_digest}) is missing from the task store"
+    return TrialOutcome(
+        outcome="errored",
+        retryable=False,
+        rewards=None,
+        primary_reward=None,
+        exception_type="TaskArchiveMissing",
+        exception_message=message,
+        started_at=None,
+        finished_at=None,
+        timings=Timings(),
+        usage=Usage(),
+        run_failure=f"the benchmark's version can no longer be fetched: {message}",
+    )
 
 
 def _setup_error(error: TaskEnvironmentError) -> TrialOutcome:

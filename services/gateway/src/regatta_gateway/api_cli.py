@@ -108,7 +108,8 @@ async def submit_run(request: Request, s: CliScope) -> dict[str, Any]:
 
     def submit() -> dict[str, Any]:
         parsed = commands.parse_submission(raw, "application/json")
-        created = commands.submit_run(request.app.state.store, s, parsed, request.app.state.vault)
+        state = request.app.state
+        created = commands.submit_run(state.store, s, parsed, state.vault, state.hosted_models)
         settle(request)
         return created
 

@@ -82,6 +82,12 @@ def harnesses(_s: ScopeDep) -> dict[str, Any]:
     return {"harnesses": [{"name": name, **info} for name, info in sorted(HARNESSES.items())]}
 
 
+@router.get("/hosted-models")
+def hosted_models(request: Request, _s: ScopeDep) -> dict[str, Any]:
+    """The deployment's hosted models by name, with their LoRA adapters; never a key."""
+    return {"hosted_models": [model.public() for model in request.app.state.hosted_models]}
+
+
 @router.get("/runs")
 def list_runs(
     request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0, benchmark: str | None = None
@@ -108,9 +114,9 @@ async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
     content_type = request.headers.get("content-type", "application/json")
 
     def submit() -> dict[str, Any]:
-        created = commands.submit_run(
-            request.app.state.store, s, commands.parse_submission(raw, content_type), request.app.state.vault
-        )
+        state = request.app.state
+        parsed = commands.parse_submission(raw, content_type)
+        created = commands.submit_run(state.store, s, parsed, state.vault, state.hosted_models)
         settle(request)
         return created
 

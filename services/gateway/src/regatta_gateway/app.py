@@ -12,6 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from regatta_shared.eventstore import EventTooLarge
+from regatta_shared.hosted_models import HostedModelsError
+from regatta_shared.hosted_models import parse as parse_hosted_models
 from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.service import configure_logging, make_store, prepare_streams, settle_heap
@@ -40,6 +42,8 @@ log = logging.getLogger("regatta.gateway")
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
+    # Checked before anything starts: a bad declaration stops the gateway, naming the field.
+    hosted_models = parse_hosted_models(settings.hosted_models)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -72,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store.dispose()
 
     app = FastAPI(title="Regatta", version="0.1.0", lifespan=lifespan)
+    app.state.hosted_models = hosted_models
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
@@ -129,6 +134,9 @@ def main() -> None:
 
     configure_logging("gateway")
     settings = load_settings()
-    uvicorn.run(
-        create_app(settings), host=settings.gateway_host, port=settings.gateway_port, log_level="warning"
-    )
+    try:
+        app = create_app(settings)
+    except HostedModelsError as error:
+        log.error("invalid configuration: %s", error)
+        raise SystemExit(f"regatta gateway: invalid configuration: {error}") from None
+    uvicorn.run(app, host=settings.gateway_host, port=settings.gateway_port, log_level="warning")

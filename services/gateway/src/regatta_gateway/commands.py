@@ -24,6 +24,7 @@ from regatta_shared.events import (
 )
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
 from regatta_shared.harnesses import HARNESSES
+from regatta_shared.hosted_models import HostedModel
 from regatta_shared.ids import benchmark_stream, new_id, run_stream
 from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
 from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
@@ -31,6 +32,7 @@ from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from .admission.hosted_models import admit_hosted
 from .admission.sources import admit_source
 from .auth import Scope
 from .benchmark_sources import parse_source
@@ -130,7 +132,14 @@ def parse_submission(raw: bytes, content_type: str) -> RunRequest:
         ) from None
 
 
-def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: SecretVault) -> dict[str, Any]:
+def submit_run(
+    store: EventStore,
+    scope: Scope,
+    request: RunRequest,
+    vault: SecretVault,
+    hosted: tuple[HostedModel, ...] = (),
+) -> dict[str, Any]:
+    """`hosted`: the deployment's declared hosted models (REGATTA_HOSTED_MODELS)."""
     benchmark = find_benchmark(
         store, scope, request.experiment_config.benchmark, field="experiment_config.benchmark"
     )
@@ -150,7 +159,7 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: Secr
         )
     metadata = benchmark["metadata"] or {}
     tasks = _select_tasks(store, benchmark, request)
-    agents = _agents(request, metadata)
+    agents, hosted_keys = _agents(request, metadata, hosted)
     execution = _execution(request, metadata)
     names = request.referenced_secrets()
     values, scopes, missing = resolve_secrets(vault, scope, names)
@@ -164,7 +173,7 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: Secr
         )
     check_budget(store, scope)
     provided = request.secrets.provided if request.secrets else {}
-    sealed = {**values, **provided}
+    sealed = {**values, **provided, **hosted_keys}
     run_id = new_id("run")
     # A fresh data key per run (never derived from the master key), so deleting its row when the run
     # ends makes the blob below unreadable forever, although the event log keeps it.
@@ -272,9 +281,13 @@ def _synced_tasks(store: EventStore, benchmark_id: str, sync_id: str) -> tuple[R
     return tasks
 
 
-def _agents(request: RunRequest, metadata: dict[str, Any]) -> list[AgentSpec]:
+def _agents(
+    request: RunRequest, metadata: dict[str, Any], hosted: tuple[HostedModel, ...]
+) -> tuple[list[AgentSpec], dict[str, str]]:
+    """The agents, and the keys of their hosted models to seal into the run."""
     agents = []
     issues = []
+    keys: dict[str, str] = {}
     for index, entry in enumerate(request.agents):
         harness = entry.harness or metadata.get("default_harness")
         if not harness:
@@ -285,18 +298,25 @@ def _agents(request: RunRequest, metadata: dict[str, Any]) -> list[AgentSpec]:
         if harness not in HARNESSES:
             issues.append({"key": f"agents.{index}.harness", "message": f"unknown harness {harness!r}"})
             continue
+        model, key, refused = admit_hosted(index, harness, ModelSpec(**entry.model.model_dump()), hosted)
+        if refused:
+            issues += refused
+            continue
+        keys.update(key)
         agents.append(
             AgentSpec(
                 index=index,
                 harness=harness,
-                model=ModelSpec(**entry.model.model_dump()),
+                model=model,
                 env=entry.env,
                 harness_api_key_secret=entry.harness_api_key_secret,
             )
         )
     if issues:
-        raise ApiError(400, "Invalid agents", field=issues[0]["key"], issues=issues, code="VALIDATION")
-    return agents
+        # The first issue's message is the error's own: "Invalid agents" alone would hide why.
+        message = f"Invalid agents: {issues[0]['key']}: {issues[0]['message']}"
+        raise ApiError(400, message, field=issues[0]["key"], issues=issues, code="VALIDATION")
+    return agents, keys
 
 
 def _execution(request: RunRequest, metadata: dict[str, Any]) -> ExecutionSettings:

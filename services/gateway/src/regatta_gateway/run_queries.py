@@ -38,6 +38,8 @@ def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:
         body["started_at"] = row["started_at"]
     if row["completed_at"]:
         body["completed_at"] = row["completed_at"]
+    if row.get("reason") and row["status"] in ("failed", "stopped"):
+        body["status_reason"] = row["reason"]
     if best is not None:
         body["best_pass_at_1"] = best
     if base_url:

@@ -42,6 +42,7 @@ class AttemptState:
     try_number: int = 1
     started: bool = False
     outcome: str | None = None
+    error: str | None = None  # "ExceptionType: message" of an errored outcome, for a failed run's reason
     # (try number, executor id) of each recorded start: a redelivered "started" report decides nothing.
     starts: frozenset[tuple[int, str]] = frozenset()
 
@@ -57,6 +58,7 @@ class RunState:
     execution_completed: bool = False
     cost_usd: float = 0.0
     stop_reason: str | None = None
+    stop_ends_as: str = "stopped"
     # Derived, cached: the plan with its attempt ids (hashing them all per decision was O(N) in a
     # 20,000-attempt run) and how much of it is known to be scheduled already.
     planned: list[tuple[str, int, str, int]] | None = field(default=None, repr=False)
@@ -124,12 +126,14 @@ def _apply(state: RunState, event: Event) -> None:
         case AttemptFinished():
             attempt = state.attempts.get(event.attempt_id)
             if attempt and attempt.outcome is None:
-                state.attempts[event.attempt_id] = replace(attempt, outcome=event.outcome)
+                error = event.exception_type and f"{event.exception_type}: {event.exception_message or ''}"
+                state.attempts[event.attempt_id] = replace(attempt, outcome=event.outcome, error=error)
                 state.cost_usd += event.usage.cost_usd or 0.0
         case RunStopRequested():
             if not state.stop_requested:
                 state.stop_requested = True
                 state.stop_reason = event.reason
+                state.stop_ends_as = event.ends_as
         case RunExecutionCompleted():
             state.execution_completed = True
         case RunStopped():
@@ -176,8 +180,32 @@ def decide_dispatch(state: RunState) -> list[NewEvent]:
             free -= 1
     all_done = len(state.attempts) + len(decided) == len(planned) and not state.in_flight
     if all_done and not decided and not state.execution_completed:
-        decided.append(_ev(RunExecutionCompleted(run_id=state.run_id), state.run_id, "execution-completed"))
+        if reason := _all_errored(state):
+            decided.append(_ev(RunFailed(run_id=state.run_id, reason=reason), state.run_id, "failed"))
+        else:
+            decided.append(
+                _ev(RunExecutionCompleted(run_id=state.run_id), state.run_id, "execution-completed")
+            )
     return decided
+
+
+MAX_REASON = 1000
+
+
+def _all_errored(state: RunState) -> str | None:
+    """Why a run whose every attempt errored has no meaningful result (None if one did not error):
+    nothing was measured, so it ends `failed`, never `finished` with empty scores."""
+    attempts = list(state.attempts.values())
+    if not attempts or any(a.outcome != "errored" for a in attempts):
+        return None
+    errors: dict[str, int] = {}
+    for attempt in attempts:
+        error = attempt.error or "no error reported"
+        errors[error] = errors.get(error, 0) + 1
+    common, times = max(errors.items(), key=lambda item: item[1])
+    reason = f"every attempt errored ({len(attempts)} of {len(attempts)}); "
+    reason += f"{times} with {common}" if len(errors) > 1 else f"error: {common}"
+    return reason[:MAX_REASON]
 
 
 def _planned(state: RunState, submitted: RunSubmitted) -> list[tuple[str, int, str, int]]:
@@ -201,7 +229,10 @@ def _decide_stop(state: RunState) -> list[NewEvent]:
         if not attempt.started and attempt.attempt_id not in state.claimed
     ]
     if len(decided) == len(state.in_flight):
-        decided.append(_ev(RunStopped(run_id=state.run_id, reason=reason), state.run_id, "stopped"))
+        if state.stop_ends_as == "failed":
+            decided.append(_ev(RunFailed(run_id=state.run_id, reason=reason), state.run_id, "failed"))
+        else:
+            decided.append(_ev(RunStopped(run_id=state.run_id, reason=reason), state.run_id, "stopped"))
     return decided
 
 
@@ -276,6 +307,13 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
         )
         # One id per attempt: whoever records it first wins, every later copy is a no-op.
         decided.append(_ev(finished, aid, "finished"))
+        if report.run_failure and not state.stop_requested:
+            # No other attempt can succeed either: stop the rest (running ones are cancelled through
+            # the stop notice) and end the run `failed`, keeping the results it has.
+            failing = RunStopRequested(
+                run_id=state.run_id, reason=report.run_failure[:MAX_REASON], ends_as="failed"
+            )
+            decided.append(_ev(failing, state.run_id, "run-failure"))
     return decided
 
 

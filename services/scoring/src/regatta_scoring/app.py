@@ -10,7 +10,7 @@ from nats.aio.msg import Msg
 from regatta_shared.bus import EVENTS_STREAM, subject_of
 from regatta_shared.codec import decode_stored
 from regatta_shared.consumer import BatchConsumer
-from regatta_shared.events import AttemptFinished, RunExecutionCompleted, RunFinished, RunStopped
+from regatta_shared.events import AttemptFinished, RunExecutionCompleted, RunFailed, RunFinished, RunStopped
 from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.service import build_app, configure_logging, make_broker, make_store, run_app
 from regatta_shared.settings import load_settings
@@ -24,6 +24,7 @@ SUBJECTS = [
     subject_of(AttemptFinished),
     subject_of(RunExecutionCompleted),
     subject_of(RunStopped),
+    subject_of(RunFailed),
     subject_of(RunFinished),
 ]
 

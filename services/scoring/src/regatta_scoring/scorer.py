@@ -3,13 +3,16 @@ then the benchmark's leaderboard. Every number is computed here once and stored 
 
 from __future__ import annotations
 
+import logging
 import time
 
 from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
+    AgentScores,
     AttemptFinished,
     LeaderboardComputed,
     RunExecutionCompleted,
+    RunFailed,
     RunFinished,
     RunScored,
     RunStopped,
@@ -22,6 +25,11 @@ from .leaderboard import LeaderboardEntry, build_leaderboard, entries_from_run, 
 from .scores import score_run, tally
 
 PROVISIONAL_INTERVAL = 1.0
+log = logging.getLogger("regatta.scoring")
+
+
+class ScoringError(Exception):
+    """Scoring a run's history raised: the same history raises again on every retry."""
 
 
 class Scorer:
@@ -47,26 +55,38 @@ class Scorer:
             now = time.monotonic()
             if now - self._last_provisional.get(run_id, 0.0) >= PROVISIONAL_INTERVAL:
                 self._last_provisional[run_id] = now
-                self.score(run_id, final=False, through=event.position)
+                try:
+                    self.score(run_id, final=False, through=event.position)
+                except ScoringError as error:  # the final scoring decides what it means for the run
+                    log.warning("run %s: no provisional scores: %s", run_id, error)
         elif event.type == RunExecutionCompleted.type_name and run_id:
             finished = new_event(
                 RunFinished(run_id=run_id), event_id=deterministic_id(run_id, "finished"), actor="scoring"
             )
-            self.score(run_id, final=True, through=event.position, then=[finished])
-        elif event.type == RunStopped.type_name and run_id:
-            self.score(run_id, final=True, through=event.position)
+            try:
+                self.score(run_id, final=True, through=event.position, then=[finished])
+            except ScoringError as error:
+                # Redelivering would fail the same way forever: the run ends `failed`, its attempts kept.
+                failed = RunFailed(run_id=run_id, reason=f"scoring failed: {error}"[:1000])
+                event_id = deterministic_id(run_id, "failed")
+                self.store.append(run_stream(run_id), [new_event(failed, event_id=event_id, actor="scoring")])
+        elif event.type in (RunStopped.type_name, RunFailed.type_name) and run_id:
+            # Final scores of what the run measured (a run failed by scoring itself has none).
+            try:
+                self.score(run_id, final=True, through=event.position)
+            except ScoringError as error:
+                log.warning("run %s ended without final scores: %s", run_id, error)
         elif event.type == RunFinished.type_name and run_id:
             self.update_leaderboard(event.data.get("benchmark_id") or self._benchmark_of(run_id))
 
     def score(self, run_id: str, *, final: bool, through: int, then: list[NewEvent] | None = None) -> None:
         """`then`: events recorded in the same transaction as the scores (`finished` with the final ones)."""
         history = self.store.read_stream(run_stream(run_id))
-        run = tally(history)
-        if run is None:
+        if any(e.type == RunFinished.type_name for e in history) and not final:
             return
-        if any(e.type in (RunFinished.type_name,) for e in history) and not final:
+        agents = _computed(history)
+        if agents is None:
             return
-        agents = rank_run_agents(score_run(run))
         scored = RunScored(run_id=run_id, final=final, agents=agents, through_position=through)
         key = "final" if final else f"provisional-{through}"
         scored_event = new_event(scored, event_id=deterministic_id(run_id, key), actor="scoring")
@@ -88,3 +108,14 @@ class Scorer:
         stream = leaderboard_stream(benchmark_id)
         computed = LeaderboardComputed(benchmark_id=benchmark_id, rows=rows)
         self.store.append(stream, [new_event(computed, actor="scoring")])
+
+
+def _computed(history: list[StoredEvent]) -> list[AgentScores] | None:
+    """The run's ranked scores (None before its submission); a failure of this pure computation is
+    deterministic, so it is raised as ScoringError."""
+    try:
+        run = tally(history)
+        return None if run is None else rank_run_agents(score_run(run))
+    except Exception as error:  # any bug or poisoned value in the statistics, by kind and message
+        log.exception("scoring run failed")
+        raise ScoringError(f"{type(error).__name__}: {error}") from error

@@ -219,6 +219,9 @@ class RunStopRequested(Event):
     category = "run"
     run_id: str
     reason: str = "stopped by user"
+    # "failed" when the scheduler stops a run that can no longer produce a meaningful result (an error
+    # retrying cannot cure): it then ends with RunFailed(reason) instead of RunStopped.
+    ends_as: Literal["stopped", "failed"] = "stopped"
 
 
 class RunExecutionCompleted(Event):

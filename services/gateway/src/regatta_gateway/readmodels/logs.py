@@ -73,6 +73,8 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
             )
         case ExecutorNoted.type_name:
             return d.get("level", "info"), "sandbox", f"{d['attempt_id']}: {d['note']}"
+        case RunStopRequested.type_name if d.get("ends_as") == "failed":
+            return "error", "fail", f"Run failing: {d.get('reason', '')}; stopping its remaining attempts"
         case RunStopRequested.type_name:
             return "warning", "stop", f"Stop requested by {actor or 'unknown'}: {d.get('reason', '')}"
         case RunExecutionCompleted.type_name:

@@ -209,6 +209,8 @@ def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
             "secrets": [{"name": s["name"], "scope": s["scope"]} for s in secrets],
             # The page asks GET /api/v1/harnesses; this copy only covers a failed request.
             "harnesses": [{"name": n, **info} for n, info in sorted(HARNESSES.items())],
+            # The form offers the `hosted` type only when the deployment declares hosted models.
+            "hosted_models": [model.public() for model in request.app.state.hosted_models],
             "user": scope.principal.user_name,
         }
         return render(request, scope, "new_run.html", "benchmarks", benchmark=detail, data=data)

@@ -73,6 +73,18 @@
     if (select.selectedIndex < 0) select.value = "";
   }
 
+  // The deployment's hosted models (REGATTA_HOSTED_MODELS): without any, the form has no hosted type.
+  const hostedModels = data.hosted_models || [];
+  function fillAdapters(card) {
+    const chosen = hostedModels.find((m) => m.name === card.querySelector("[data-f=base_model]").value);
+    const select = card.querySelector("[data-f=lora_model_name]");
+    const current = select.value;
+    select.replaceChildren(el("option", { value: "" }, "None (the base model)"),
+      ...(chosen ? chosen.lora_adapters : []).map((name) => el("option", { value: name }, name)));
+    select.value = current;
+    if (select.selectedIndex < 0) select.value = "";
+  }
+
   function showModelFields(card) {
     const type = card.querySelector("[data-f=model_type]").value;
     for (const field of card.querySelectorAll("[data-model]")) field.hidden = !field.dataset.model.split(" ").includes(type);
@@ -87,18 +99,15 @@
     if (info && info.needs_model === false) parts.push("Calls no model: any model entry works.");
     else if (info?.keys?.length) parts.push(`Needs: ${info.keys.join(", ")}`);
     hint.textContent = parts.join(". ");
-    // A harness that calls no model still needs a model entry (the schema requires one); a hosted
-    // placeholder avoids asking for an API-key secret it would never use.
-    if (info && info.needs_model === false) {
-      const type = card.querySelector("[data-f=model_type]");
-      const modelName = card.querySelector("[data-f=model]").value.trim();
-      if (type.value === "provider" && !modelName) {
-        type.value = "hosted";
-        const base = card.querySelector("[data-f=base_model]");
-        if (!base.value) base.value = "none";
-        showModelFields(card);
-      }
-    }
+    // A harness that calls no model still needs a model entry (the schema requires one): "None" sends a
+    // placeholder that asks for no API-key secret it would never use. Only such harnesses offer it.
+    const type = card.querySelector("[data-f=model_type]");
+    const noModel = type.querySelector("[data-no-model]");
+    const callsNoModel = Boolean(info && info.needs_model === false);
+    noModel.hidden = noModel.disabled = !callsNoModel;
+    if (callsNoModel && type.value === "provider" && !card.querySelector("[data-f=model]").value.trim()) type.value = "none";
+    if (!callsNoModel && type.value === "none") type.value = "provider";
+    showModelFields(card);
   }
 
   function renumber() {
@@ -133,6 +142,7 @@
       const input = card.querySelector(`[data-f="${key}"]`);
       if (input && key !== "harness" && key !== "model_type") input.value = value;
     }
+    fillAdapters(card);
     agentsBox.append(card);
     showModelFields(card);
     onHarnessChange(card);
@@ -145,6 +155,7 @@
     const card = event.target.closest("[data-agent]");
     if (!card) return;
     if (event.target.matches("[data-f=model_type]")) showModelFields(card);
+    if (event.target.matches("[data-f=base_model]")) fillAdapters(card);
     if (event.target.matches("[data-f=harness]")) onHarnessChange(card);
     update();
   });
@@ -184,6 +195,7 @@
     if (type === "provider") Object.assign(model, { model: value("model"), api_key_secret: value("api_key_secret") });
     if (type === "endpoint") Object.assign(model, { base_url: value("base_url"), model: value("model"), api_key_secret: value("api_key_secret") });
     if (type === "hosted") Object.assign(model, { base_model: value("base_model"), lora_model_name: value("lora_model_name") });
+    if (type === "none") Object.assign(model, { type: "hosted", base_model: "none", lora_model_name: "" });
     const body = { model, env: parseEnv(card.querySelector("[data-f=env]").value) };
     if (value("harness")) body.harness = value("harness");
     if (value("harness_api_key_secret")) body.harness_api_key_secret = value("harness_api_key_secret");
@@ -193,7 +205,9 @@
   function agentLabel(card) {
     const body = agentBody(card);
     const harness = body.harness || bm.default_harness || "harness not chosen";
-    const model = body.model.model || body.model.base_model || "";
+    if (card.querySelector("[data-f=model_type]").value === "none") return harness;
+    const lora = body.model.lora_model_name ? `:${body.model.lora_model_name}` : "";
+    const model = body.model.model || (body.model.base_model ? body.model.base_model + lora : "");
     return model ? `${harness} · ${model}` : harness;
   }
 
