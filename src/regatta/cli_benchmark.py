@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -71,12 +71,23 @@ def _registry_given(source: str | None, folder: bool, git: str | None) -> bool:
     )
 
 
-def _folder_hint(source: str | None, folder: bool, git: str | None) -> None:
-    """A folder of tasks given as if it were a dataset: say what to type."""
-    if source and not folder and not git and Path(source).is_dir():
-        raise typer.BadParameter(
-            f"{source} is a folder: add its tasks with `regatta benchmark add {source} --folder`",
-            param_hint="DATASET",
+def _tell(message: str) -> NoReturn:
+    """A usage problem in plain lines (no box around them), so the command it suggests can be copied."""
+    typer.echo(message, err=True)
+    raise typer.Exit(2)
+
+
+def _path_hint(source: str | None, folder: bool, git: str | None) -> None:
+    """A path given as if it were a dataset name: say what to type instead."""
+    if not source or folder or git:
+        return
+    if Path(source).is_dir():
+        _tell(f"{source} is a folder. Add its tasks with:\n  regatta benchmark add {source} --folder")
+    if source.startswith(("/", "./", "../", "~")) or source.endswith(".json"):
+        _tell(
+            f"{source}: no such file. Give a registry.json that exists, or a dataset by name:\n"
+            "  regatta benchmark add NAME@VERSION   (the server's default registry)\n"
+            "  regatta benchmark search WORDS       (to find one)"
         )
 
 
@@ -86,12 +97,12 @@ def _datasets_in(registry: str) -> list[str]:
     file = local / "registry.json" if local.is_dir() else local
     try:
         if file.stat().st_size > MAX_REGISTRY_BYTES:
-            raise typer.BadParameter(f"{registry} is larger than {MAX_REGISTRY_BYTES} bytes")
+            _tell(f"{registry} is larger than {MAX_REGISTRY_BYTES} bytes")
         rows = json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise typer.BadParameter(f"{registry} is not a readable registry.json ({error})") from None
+        _tell(f"{registry} is not a readable registry.json ({error})")
     if not isinstance(rows, list):
-        raise typer.BadParameter(f"{registry} is not a registry.json (expected a JSON array of datasets)")
+        _tell(f"{registry} is not a registry.json (expected a JSON array of datasets)")
     return [
         f"{row['name']}@{row['version']}"
         for row in rows
@@ -100,23 +111,20 @@ def _datasets_in(registry: str) -> list[str]:
 
 
 def _choose_dataset(registry: str) -> str:
-    """The one dataset of the registry, the one picked at the prompt, or an error saying what to type."""
+    """The one dataset of the registry, the one picked at the prompt, or what to type to name one."""
     if registry.startswith(("http://", "https://")):
-        raise typer.BadParameter(
-            f"name the dataset: regatta benchmark add {registry} --dataset NAME[@VERSION]",
-            param_hint="--dataset",
+        _tell(
+            f"Name the dataset to add from {registry}:\n"
+            f"  regatta benchmark add {registry} --dataset NAME@VERSION"
         )
     datasets = _datasets_in(registry)
     if not datasets:
-        raise typer.BadParameter(f"{registry} lists no dataset", param_hint="DATASET")
+        _tell(f"{registry} lists no dataset")
     if len(datasets) == 1:
         return datasets[0]
     if not sys.stdin.isatty():
         listed = "\n".join(f"  regatta benchmark add {registry} --dataset {d}" for d in datasets)
-        raise typer.BadParameter(
-            f"{registry} lists {len(datasets)} datasets; add one of them with:\n{listed}",
-            param_hint="--dataset",
-        )
+        _tell(f"{registry} lists {len(datasets)} datasets. Add one of them with:\n{listed}")
     for number, name in enumerate(datasets, 1):
         typer.echo(f"  {number}. {name}")
     choice = typer.prompt("Which dataset", type=typer.IntRange(1, len(datasets)))
@@ -155,7 +163,9 @@ def benchmark_add(
             raise typer.BadParameter(f"give the dataset once: {dataset} or --dataset {dataset_option}")
         dataset = dataset_option
     else:
-        _folder_hint(dataset, folder, git)
+        _path_hint(dataset, folder, git)
+        if registry and not dataset and not git:
+            dataset = _choose_dataset(registry)
     body: dict[str, Any] = {"name": name, **_source(dataset, registry, folder, git, ref, path)}
     created = Client().post("/benchmarks", json=body)
     shown = body.get("dataset") or body.get("path") or body.get("repo")
