@@ -60,7 +60,9 @@
         { class: "registry-text" },
         el("div", { class: "registry-title" }, el("span", { class: "strong" }, entry.name), " ",
           el("span", { class: "badge badge-count" }, entry.version), " ", el("span", { class: "muted small nowrap" }, tasks)),
-        entry.description ? el("p", { class: "registry-description muted small" }, entry.description) : null,
+        entry.description
+          ? el("p", { class: "registry-description muted small", title: entry.description }, entry.description)
+          : null,
       ),
       el("button", {
         type: "button",
@@ -103,7 +105,7 @@
     const count = `${data.total} ${data.total === 1 ? "dataset" : "datasets"}`;
     if (data.total === 0) status.textContent = query ? `No dataset matches “${query}”.` : "The default registry lists no dataset.";
     else if (data.total > data.datasets.length) status.textContent = `Showing ${data.datasets.length} of ${count}; search to narrow them down.`;
-    else status.textContent = query ? `${count} match “${query}”.` : count;
+    else status.textContent = query ? `${count} ${data.total === 1 ? "matches" : "match"} “${query}”.` : count;
   }
 
   search.addEventListener("input", () => {
@@ -152,6 +154,7 @@
     }
     errorBox.textContent = errorText(result, "Could not add the benchmark");
     errorBox.hidden = false;
+    errorBox.scrollIntoView({ block: "nearest" }); // a row's Add may be far above it in the dialog
   }
 
   async function add(body, button) {
