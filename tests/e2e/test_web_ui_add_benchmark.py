@@ -90,8 +90,14 @@ def test_browse_search_and_add_from_the_default_registry_the_hub_and_git(
         )
 
         # A name that is not there: the dialog says which names are close, and adds nothing.
-        dialog.get_by_text("Another registry, or a dataset by name").click()
-        dialog.get_by_label("Dataset", exact=True).fill("tiny-bnch")
+        # Add with nothing named: the folded field at fault opens and is marked.
+        typed = dialog.get_by_label("Dataset", exact=True)
+        expect(typed).to_be_hidden()
+        dialog.get_by_role("button", name="Add", exact=True).click()
+        expect(dialog.locator("[data-form-error]")).to_have_text("dataset (name[@version]) is required")
+        expect(typed).to_be_visible()
+        expect(typed).to_have_attribute("aria-invalid", "true")
+        typed.fill("tiny-bnch")
         dialog.get_by_role("button", name="Add", exact=True).click()
         error = dialog.locator("[data-form-error]")
         expect(error).to_have_text(

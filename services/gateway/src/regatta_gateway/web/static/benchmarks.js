@@ -149,7 +149,10 @@
     for (const input of form.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
     for (const issue of issues) {
       for (const input of form.querySelectorAll(`[data-issue-key="${CSS.escape(issue.key)}"]`)) {
-        if (!input.closest("[data-source]")?.hidden) input.setAttribute("aria-invalid", "true");
+        if (input.closest("[data-source]")?.hidden) continue;
+        input.setAttribute("aria-invalid", "true");
+        const folded = input.closest("details");
+        if (folded) folded.open = true; // the field at fault is shown, not left folded away
       }
     }
     errorBox.textContent = errorText(result, "Could not add the benchmark");
