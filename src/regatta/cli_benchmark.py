@@ -127,8 +127,11 @@ def _choose_dataset(registry: str) -> str:
         _tell(f"{registry} lists {len(datasets)} datasets. Add one of them with:\n{listed}")
     for number, name in enumerate(datasets, 1):
         typer.echo(f"  {number}. {name}")
-    choice = typer.prompt("Which dataset", type=typer.IntRange(1, len(datasets)))
-    return datasets[choice - 1]
+    while True:
+        choice = typer.prompt("Which dataset", type=int)
+        if 1 <= choice <= len(datasets):
+            return datasets[choice - 1]
+        typer.echo(f"A number from 1 to {len(datasets)}, please.")
 
 
 @benchmark.command("add")

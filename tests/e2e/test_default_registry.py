@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +17,30 @@ from ..integration.registry_sync_support import EXAMPLE_TASKS
 from .default_registry_support import write_default_registry
 
 
-def regatta(stack: Any, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def regatta(stack: Any, *args: str, cwd: Path, answer: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a script runs it (stdin not a terminal), or, with `answer`, as a person at a terminal
+    who types that answer to its question."""
     environment = {**os.environ, "REGATTA_URL": stack.url, "REGATTA_TOKEN": stack.token, "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "regatta.cli", *args],
-        env=environment,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = [sys.executable, "-m", "regatta.cli", *args]
+    if answer is None:
+        return subprocess.run(
+            command,
+            env=environment,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    terminal, typed = pty.openpty()
+    try:
+        os.write(terminal, answer.encode())
+        return subprocess.run(
+            command, env=environment, cwd=cwd, stdin=typed, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        os.close(terminal)
+        os.close(typed)
 
 
 def settled(api: Any, name: str) -> dict[str, Any]:
@@ -97,6 +111,15 @@ def test_benchmarks_added_by_name_from_the_default_registry_and_the_hub(
     folder_given = regatta(stack, "benchmark", "add", "./tasks", cwd=folder)
     assert folder_given.returncode == 2
     assert "regatta benchmark add ./tasks --folder" in folder_given.stderr.splitlines()[-1]
+    # At a terminal it asks which one instead.
+    picked = regatta(
+        stack, "benchmark", "add", "./registry.json", "--name", "cli-picked", cwd=folder, answer="9\n2\n"
+    )
+    assert picked.returncode == 0, picked.stdout + picked.stderr
+    assert "  2. tiny-bench@0.9" in picked.stdout and "Which dataset" in picked.stdout
+    assert "A number from 1 to 4, please." in picked.stdout  # 9 was asked again
+    assert (settled(api, "cli-picked")["version"], settled(api, "cli-picked")["task_count"]) == ("0.9", 1)
+    before += 1
     missing = regatta(stack, "benchmark", "add", "./nowhere.json", cwd=folder)
     assert missing.returncode == 2 and "./nowhere.json: no such file" in missing.stderr
     assert len(api.get("/benchmarks")["benchmarks"]) == before
