@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -12,6 +14,9 @@ from .cli_common import JsonOpt, console, money, pct, print_json, secs
 from .client import Client
 
 benchmark = typer.Typer(no_args_is_help=True)
+
+
+MAX_REGISTRY_BYTES = 32 * 1024 * 1024
 
 
 def _source(
@@ -38,18 +43,95 @@ def _source(
     if ref or path:
         raise typer.BadParameter("--ref and --path go with --git", param_hint="--ref/--path")
     if not dataset:
-        raise typer.BadParameter("DATASET is required (or --git REPO)", param_hint="DATASET")
+        raise typer.BadParameter(
+            "name the dataset: regatta benchmark add NAME[@VERSION] "
+            "(or --git REPO, or a folder with --folder)",
+            param_hint="DATASET",
+        )
     if registry:
         if registry.startswith(("http://", "https://")):
             return {"source_type": "registry", "registry_url": registry, "dataset": dataset}
         return {"source_type": "registry", "registry_path": str(Path(registry).resolve()), "dataset": dataset}
     if "/" in dataset.partition("@")[0]:
         return {"source_type": "hub", "dataset": dataset}  # Harbor's rule: org/name is a hub package
-    raise typer.BadParameter(
-        "a registry dataset needs --registry (a registry.json path or URL); org/name[@ref] is a hub "
-        "dataset, --folder a folder of tasks, --git REPO a git repository",
-        param_hint="--registry",
+    # A bare name: the server's default registry (REGATTA_DEFAULT_REGISTRY, Harbor's unless set).
+    return {"source_type": "registry", "dataset": dataset}
+
+
+def _registry_given(source: str | None, folder: bool, git: str | None) -> bool:
+    """Whether the argument names a registry rather than a dataset: a URL or a file ending in .json, or a
+    folder that holds a registry.json."""
+    if source is None or folder or git:
+        return False
+    if source.startswith(("http://", "https://")):
+        return True
+    local = Path(source)
+    return (local.is_file() and local.suffix == ".json") or (
+        local.is_dir() and (local / "registry.json").is_file()
     )
+
+
+def _tell(message: str) -> NoReturn:
+    """A usage problem in plain lines (no box around them), so the command it suggests can be copied."""
+    typer.echo(message, err=True)
+    raise typer.Exit(2)
+
+
+def _path_hint(source: str | None, folder: bool, git: str | None) -> None:
+    """A path given as if it were a dataset name: say what to type instead."""
+    if not source or folder or git:
+        return
+    if Path(source).is_dir():
+        _tell(f"{source} is a folder. Add its tasks with:\n  regatta benchmark add {source} --folder")
+    if source.startswith(("/", "./", "../", "~")) or source.endswith(".json"):
+        _tell(
+            f"{source}: no such file. Give a registry.json that exists, or a dataset by name:\n"
+            "  regatta benchmark add NAME@VERSION   (the server's default registry)\n"
+            "  regatta benchmark search WORDS       (to find one)"
+        )
+
+
+def _datasets_in(registry: str) -> list[str]:
+    """`name@version` of each dataset a local registry.json lists (for asking which one to add)."""
+    local = Path(registry)
+    file = local / "registry.json" if local.is_dir() else local
+    try:
+        if file.stat().st_size > MAX_REGISTRY_BYTES:
+            _tell(f"{registry} is larger than {MAX_REGISTRY_BYTES} bytes")
+        rows = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        _tell(f"{registry} is not a readable registry.json ({error})")
+    if not isinstance(rows, list):
+        _tell(f"{registry} is not a registry.json (expected a JSON array of datasets)")
+    return [
+        f"{row['name']}@{row['version']}"
+        for row in rows
+        if isinstance(row, dict) and isinstance(row.get("name"), str) and isinstance(row.get("version"), str)
+    ]
+
+
+def _choose_dataset(registry: str) -> str:
+    """The one dataset of the registry, the one picked at the prompt, or what to type to name one."""
+    if registry.startswith(("http://", "https://")):
+        _tell(
+            f"Name the dataset to add from {registry}:\n"
+            f"  regatta benchmark add {registry} --dataset NAME@VERSION"
+        )
+    datasets = _datasets_in(registry)
+    if not datasets:
+        _tell(f"{registry} lists no dataset")
+    if len(datasets) == 1:
+        return datasets[0]
+    if not sys.stdin.isatty():
+        listed = "\n".join(f"  regatta benchmark add {registry} --dataset {d}" for d in datasets)
+        _tell(f"{registry} lists {len(datasets)} datasets. Add one of them with:\n{listed}")
+    for number, name in enumerate(datasets, 1):
+        typer.echo(f"  {number}. {name}")
+    while True:
+        choice = typer.prompt("Which dataset", type=int)
+        if 1 <= choice <= len(datasets):
+            return datasets[choice - 1]
+        typer.echo(f"A number from 1 to {len(datasets)}, please.")
 
 
 @benchmark.command("add")
@@ -57,11 +139,16 @@ def benchmark_add(
     dataset: Annotated[
         str | None,
         typer.Argument(
-            help="name[@version] in a registry, org/name[@ref] on the hub, or a folder with --folder"
+            help="name[@version] in the default registry, org/name[@ref] on the hub, a registry.json "
+            "(path or URL), or a folder with --folder"
         ),
     ] = None,
     registry: Annotated[
         str | None, typer.Option(help="registry.json path or URL (with --git: its path in the repository)")
+    ] = None,
+    dataset_option: Annotated[
+        str | None,
+        typer.Option("--dataset", help="with a registry: the dataset to add, NAME[@VERSION]"),
     ] = None,
     folder: Annotated[bool, typer.Option(help="DATASET is a local folder of tasks")] = False,
     git: Annotated[str | None, typer.Option(help="git repository URL or local path")] = None,
@@ -70,9 +157,42 @@ def benchmark_add(
     name: Annotated[str | None, typer.Option(help="display name")] = None,
 ) -> None:
     """Add a benchmark and start its sync; `regatta benchmark show KEY` follows it."""
+    if _registry_given(dataset, folder, git):
+        if registry:
+            raise typer.BadParameter(f"give the registry once: {dataset} or --registry {registry}")
+        registry, dataset = dataset, dataset_option or _choose_dataset(dataset or "")
+    elif dataset_option:
+        if dataset:
+            raise typer.BadParameter(f"give the dataset once: {dataset} or --dataset {dataset_option}")
+        dataset = dataset_option
+    else:
+        _path_hint(dataset, folder, git)
+        if registry and not dataset and not git:
+            dataset = _choose_dataset(registry)
     body: dict[str, Any] = {"name": name, **_source(dataset, registry, folder, git, ref, path)}
     created = Client().post("/benchmarks", json=body)
-    console.print(f"Benchmark added: {created['id']} (syncing)")
+    shown = body.get("dataset") or body.get("path") or body.get("repo")
+    typer.echo(f"Benchmark added: {created['id']} ({shown}, syncing)")
+
+
+@benchmark.command("search")
+def benchmark_search(
+    query: Annotated[str, typer.Argument(help="words to find in a dataset's name or description")] = "",
+    limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The datasets of the server's default registry, to add with `regatta benchmark add NAME@VERSION`."""
+    data = Client().get("/registry/datasets", q=query, limit=limit)
+    if as_json:
+        return print_json(data)
+    if data["registry"] is None:
+        typer.echo("No default registry is configured on the server (REGATTA_DEFAULT_REGISTRY).")
+        return None
+    table = Table("Dataset", "Tasks", "Description", title=f"{data['total']} in {data['registry']}")
+    for d in data["datasets"]:
+        table.add_row(d["dataset"], str(d["task_count"]), d["description"])
+    console.print(table)
+    return None
 
 
 @benchmark.command("list")

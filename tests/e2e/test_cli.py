@@ -154,11 +154,14 @@ def test_cli_adds_benchmarks_from_a_registry_a_folder_and_a_git_repository(
 
     before = len(api.get("/benchmarks")["benchmarks"])
     for args, named in (
-        (("plain-name",), "--registry"),
         (("generated", "--ref", "v1", "--registry", str(registry)), "--ref"),
         (("--folder",), "--folder"),
         ((), "DATASET"),
     ):
         refused = regatta(stack, "benchmark", "add", *args)
         assert refused.returncode == 2 and named in refused.stderr, (args, refused.stderr)
+    # A bare name is looked up in the server's default registry (Harbor's here, out of this machine's
+    # reach or without such a dataset): the server's answer says which, and nothing is added.
+    plain = regatta(stack, "benchmark", "add", "plain-name")
+    assert plain.returncode == 1 and "default registry" in plain.stdout, plain.stdout
     assert len(api.get("/benchmarks")["benchmarks"]) == before

@@ -28,12 +28,16 @@ TOKEN = "fuzz-token"
 def gateway_url(tmp_path_factory: pytest.TempPathFactory, nats_url: str) -> Iterator[str]:
     data = tmp_path_factory.mktemp("fuzz")
     port = nats_server.free_port()
+    registry = Path(data) / "registry.json"
+    registry.write_text('[{"name": "fuzz-bench", "version": "1.0", "description": "", "tasks": []}]')
     settings = Settings(
         NATS_URL=nats_url,
         DATABASE_URL=f"sqlite:///{Path(data) / 'events.db'}",
         REGATTA_DATA_DIR=data,
         REGATTA_BOOTSTRAP_TOKEN=TOKEN,
         REGATTA_GATEWAY_PORT=port,
+        # A local one: an unreachable default registry is a 503 by design, not a server error to find.
+        REGATTA_DEFAULT_REGISTRY=str(registry),
     )
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")

@@ -8,6 +8,10 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Harbor's own default registry (harbor.constants.DEFAULT_REGISTRY_URL, harbor 0.26): where a bare
+# `name[@version]` resolves, as `harbor run -d NAME@VERSION` does without a registry flag.
+HARBOR_DEFAULT_REGISTRY_URL = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
@@ -41,6 +45,11 @@ class Settings(BaseSettings):
     # Internal addresses that outbound fetches may reach anyway: CIDRs, hosts, host:port, comma separated
     # (regatta_shared.outbound).
     outbound_allow: str = Field("", alias="REGATTA_OUTBOUND_ALLOW")
+    # The registry a dataset named without a registry resolves against, and that the Add Benchmark dialog
+    # lists: an http(s) URL or an absolute registry.json path; empty for none (regatta_gateway.admission).
+    default_registry: str = Field(HARBOR_DEFAULT_REGISTRY_URL, alias="REGATTA_DEFAULT_REGISTRY")
+    # Seconds the gateway keeps the default registry's dataset list before reading it again.
+    default_registry_cache_seconds: float = Field(600.0, ge=0, alias="REGATTA_DEFAULT_REGISTRY_CACHE_SECONDS")
     # Failed authentications a source address (or a token prefix) may make at once, and how many per
     # minute it regains; past them it gets 429 with Retry-After (regatta_gateway.throttle).
     auth_failure_burst: int = Field(20, ge=1, alias="REGATTA_AUTH_FAILURE_BURST")

@@ -286,6 +286,8 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path) -> Settings:
         REGATTA_MASTER_KEY=None,
         # The seeded folder benchmarks live here (nothing is read from them: no registry-sync runs).
         REGATTA_SOURCE_ROOTS="/srv/benchmarks",
+        # No default registry: route tests never reach the internet (test_default_registry.py sets one).
+        REGATTA_DEFAULT_REGISTRY="",
     )
 
 

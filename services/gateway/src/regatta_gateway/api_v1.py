@@ -10,6 +10,7 @@ from regatta_shared.source_policy import SourcePolicy
 from starlette.concurrency import run_in_threadpool
 
 from . import commands, queries, run_queries
+from .admission.default_registry import DefaultRegistry, browse
 from .auth import Scope, authorize
 from .cached_reads import JSONBytes, to_json
 
@@ -46,9 +47,35 @@ def list_benchmarks(request: Request, s: ScopeDep, limit: Limit = 50, offset: Of
 @router.post("/benchmarks", status_code=201)
 def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     policy = SourcePolicy.from_settings(request.app.state.settings)
-    benchmark_id = commands.add_benchmark(request.app.state.store, s, body, policy)
+    benchmark_id = commands.add_benchmark(
+        request.app.state.store, s, body, policy, default_registry=default_registry(request)
+    )
     settle(request)
     return {"id": benchmark_id, "sync_status": "pending"}
+
+
+@router.get("/registry/datasets")
+def registry_datasets(
+    request: Request,
+    s: ScopeDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    return browse(default_registry(request), q, limit, offset)
+
+
+def default_registry(request: Request) -> DefaultRegistry:
+    """One per app, made on first use: its cached dataset list is shared by every request."""
+    state = request.app.state
+    if getattr(state, "default_registry", None) is None:
+        settings = state.settings
+        state.default_registry = DefaultRegistry(
+            settings.default_registry,
+            SourcePolicy.from_settings(settings).outbound,
+            settings.default_registry_cache_seconds,
+        )
+    return state.default_registry
 
 
 @router.get("/benchmarks/{key}")

@@ -27,6 +27,7 @@ REPO_PATH = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9._/-]*$")
 # turn it into a traversal.
 ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_DATASET = 300
 
 
 def parse_source(body: dict[str, Any]) -> BenchmarkSource:
@@ -67,11 +68,22 @@ def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> Benchmar
     )
     registry = _text(body, field)
     dataset = _text(body, "dataset") or _text(body, "source_ref")
-    if not registry:
-        raise ApiError(400, "registry_path (a file) or registry_url is required", field="registry_path")
     if not dataset:
         raise ApiError(400, "dataset (name[@version]) is required", field="dataset")
     name, _, version = dataset.partition("@")
+    if not name.strip() or len(dataset) > MAX_DATASET or CONTROL.search(dataset):
+        raise ApiError(
+            400, f"dataset must be name[@version], at most {MAX_DATASET} characters", field="dataset"
+        )
+    if not registry:
+        # No registry named: the default registry's (admission.default_registry fills it in).
+        return BenchmarkSource(
+            type="registry",
+            ref=dataset,
+            dataset=name.strip(),
+            version=version.strip() or None,
+            metadata=metadata,
+        )
     url = registry if registry.startswith(("http://", "https://")) else None
     if "://" in registry and url is None:
         raise ApiError(400, "registry_url must be an http(s) URL", field="registry_url")

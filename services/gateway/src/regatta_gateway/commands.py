@@ -32,6 +32,7 @@ from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from .admission.default_registry import DefaultRegistry, needs_default, resolve_named
 from .admission.hosted_models import admit_hosted
 from .admission.sources import admit_source
 from .auth import Scope
@@ -46,9 +47,19 @@ from .secret_store import SecretVault, resolve_secrets
 
 
 def add_benchmark(
-    store: EventStore, scope: Scope, body: dict[str, Any], policy: SourcePolicy, *, hosted: bool = False
+    store: EventStore,
+    scope: Scope,
+    body: dict[str, Any],
+    policy: SourcePolicy,
+    *,
+    hosted: bool = False,
+    default_registry: DefaultRegistry | None = None,
 ) -> str:
     source = admit_source(_source(body), scope, policy, hosted=hosted)
+    if needs_default(source):
+        if default_registry is None:
+            raise ApiError(400, "registry_path (a file) or registry_url is required", field="registry_path")
+        source = resolve_named(source, default_registry)
     name = _benchmark_name(body.get("name"), source)
     benchmark_id = new_id("bm")
     added = BenchmarkAdded(
