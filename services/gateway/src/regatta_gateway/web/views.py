@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
-from regatta_shared.runs import attempts_per_agent
+from regatta_shared.runs import TERMINAL, attempts_per_agent
 from sqlalchemy import select
 
 from .. import queries, run_queries
@@ -20,7 +20,6 @@ from ..readmodels import tables as t
 from . import charts
 from .formatting import elapsed, parse_time
 
-TERMINAL = ("finished", "failed", "stopped")
 SORTS: dict[str, str] = {
     "pass_at_1": "Pass@1",
     "pass_at_k": "Pass@k",
