@@ -274,7 +274,7 @@ def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
             workspace_id=d["workspace_id"],
             benchmark_id=d["benchmark_id"],
             name=d["name"],
-            status="pending",
+            status=STATUS_BY_EVENT[e.type],
             created_at=_at(e),
             created_by=user["name"] if user else e.actor,
             creator_email=user["email"] if user else None,
@@ -293,13 +293,13 @@ def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
 
 
 @handles("RunQueued")
-def _run_queued(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    _run(conn, d["run_id"], status="queued", expected=d["expected_attempts"])
+def _run_queued(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], expected=d["expected_attempts"])
 
 
 @handles("RunStarted")
 def _run_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    _run(conn, d["run_id"], status="running", started_at=_at(e))
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], started_at=_at(e))
 
 
 @handles("RunStopRequested")
@@ -314,4 +314,4 @@ def _run_ended(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
 
 @handles("RunFinished")
 def _run_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    _run(conn, d["run_id"], status="finished", completed_at=_at(e))
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], completed_at=_at(e))
