@@ -10,6 +10,7 @@ from regatta_shared.conditions import ScoringConditions, qualification
 from regatta_shared.events import (
     AgentSpec,
     AttemptFinished,
+    AttemptScheduled,
     ExecutionSettings,
     ModelSpec,
     RunExecutionCompleted,
@@ -62,11 +63,17 @@ def finish_run(
     for spec, passing in zip(specs, agents.values(), strict=True):
         for index, task in enumerate(tasks):
             passed = int(task.name[1:]) in passing
+            aid = attempt_id(run_id, spec.index, task.name, 0)
+            # As the scheduler writes it: an attempt is scheduled before it can finish.
+            scheduled = AttemptScheduled(
+                run_id=run_id, attempt_id=aid, agent_index=spec.index, task=task.name, attempt_index=0
+            )
+            events.append(new_event(scheduled))
             events.append(
                 new_event(
                     AttemptFinished(
                         run_id=run_id,
-                        attempt_id=attempt_id(run_id, spec.index, task.name, 0),
+                        attempt_id=aid,
                         agent_index=spec.index,
                         task=task.name,
                         attempt_index=0,

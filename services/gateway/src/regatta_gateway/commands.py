@@ -27,6 +27,7 @@ from regatta_shared.harnesses import HARNESSES
 from regatta_shared.hosted_models import HostedModel
 from regatta_shared.ids import benchmark_stream, new_id, run_stream
 from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
+from regatta_shared.runs import TERMINAL
 from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
 from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
@@ -368,7 +369,7 @@ def _secret_field(request: RunRequest, name: str) -> str:
 
 def stop_run(store: EventStore, scope: Scope, key: str, reason: str = "stopped by user") -> None:
     run = find_run(store, scope, key)
-    if run["status"] in ("finished", "failed", "stopped"):
+    if run["status"] in TERMINAL:
         raise ApiError(409, f"Run is already {run['status']}", code="CONFLICT")
     requested = RunStopRequested(run_id=run["id"], reason=reason)
     store.append(

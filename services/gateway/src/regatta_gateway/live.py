@@ -7,9 +7,10 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from regatta_shared.runs import TERMINAL
 from starlette.concurrency import run_in_threadpool
 
-TERMINAL_RUN = ("finished", "failed", "stopped")
+TERMINAL_RUN = TERMINAL
 TERMINAL_SYNC = ("ready", "failed")
 
 

@@ -15,7 +15,6 @@ from .cached_reads import VersionedBodies
 from .errors import ApiError
 from .readmodels import tables as t
 
-TERMINAL = ("finished", "failed", "stopped")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

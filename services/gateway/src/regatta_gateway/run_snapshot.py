@@ -2,7 +2,8 @@
 
 Downloads of a running run must be consistent: the manifest's sizes have to match the bytes served
 later, while events keep arriving. So a manifest pins the run stream's version, and every file is
-rebuilt from exactly the events up to that version. The fold mirrors the read-model projection.
+rebuilt from exactly the events up to that version, folded by the read models' own rules
+(regatta_shared.runs).
 """
 
 from __future__ import annotations
@@ -12,34 +13,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from regatta_shared.events import (
-    AttemptFinished,
-    AttemptRetried,
-    AttemptScheduled,
-    AttemptStarted,
-    RunFailed,
-    RunFinished,
-    RunQueued,
-    RunScored,
-    RunStarted,
-    RunStopped,
-    RunSubmitted,
-)
+from regatta_shared.clock import isoformat
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.ids import run_stream
+from regatta_shared.runs import RunFold
 from sqlalchemy import select
 
 from .readmodels import tables as t
 from .readmodels.logs import log_entry
-
-STATUS_BY_EVENT = {
-    RunSubmitted.type_name: "pending",
-    RunQueued.type_name: "queued",
-    RunStarted.type_name: "running",
-    RunFinished.type_name: "finished",
-    RunStopped.type_name: "stopped",
-    RunFailed.type_name: "failed",
-}
 
 
 @dataclass
@@ -58,51 +39,26 @@ class RunSnapshot:
         return sorted(self.attempts.values(), key=lambda a: (a["task"], a["agent_index"], a["attempt_index"]))
 
 
-def _attempt(snapshot: RunSnapshot, event: StoredEvent) -> None:
-    d = event.data
-    if event.type == AttemptScheduled.type_name:
-        snapshot.attempts[d["attempt_id"]] = {
-            "attempt_id": d["attempt_id"],
-            "agent_index": d["agent_index"],
-            "task": d["task"],
-            "attempt_index": d["attempt_index"],
-            "status": "scheduled",
-            "outcome": None,
-            "try_number": d.get("try_number", 1),
-            "scheduled_at": None,
-            "started_at": None,
-            "finished_at": None,
-            "result": None,
-        }
-        return
-    row = snapshot.attempts.get(d["attempt_id"])
-    if row is None:
-        return
-    if event.type == AttemptStarted.type_name and row["outcome"] is None:
-        row.update(status="running", try_number=d["try_number"])
-    elif event.type == AttemptRetried.type_name:
-        row.update(status="retrying", try_number=d["try_number"])
-    elif event.type == AttemptFinished.type_name:
-        row.update(status="finished", outcome=d["outcome"], try_number=d["try_number"], result=d)
-
-
 def fold(run_id: str, events: list[StoredEvent], names: dict[str, str]) -> RunSnapshot:
-    snapshot = RunSnapshot(run_id=run_id, version=events[-1].version if events else 0)
+    run = RunFold(run_id)
+    logs = []
     for event in events:
-        d = event.data
-        if event.type in STATUS_BY_EVENT:
-            snapshot.status = STATUS_BY_EVENT[event.type]
-        if event.type == RunSubmitted.type_name:
-            snapshot.submission = {k: v for k, v in d.items() if k != "sealed_secrets"}
-        elif event.type == RunScored.type_name and not (snapshot.scores_final and not d["final"]):
-            snapshot.scores, snapshot.scores_final = d["agents"], d["final"]
-        elif event.type.startswith("Attempt"):
-            _attempt(snapshot, event)
+        at = isoformat(event.recorded_at) or ""
+        run.apply(event.type, event.data, at)
         actor = event.actor
-        entry = log_entry(event, names.get(actor, actor) if actor else None)
+        entry = log_entry(event, names.get(actor, actor) if actor else None, at)
         if entry is not None:
-            snapshot.logs.append({k: entry[k] for k in ("timestamp", "level", "step", "message", "details")})
-    return snapshot
+            logs.append({k: entry[k] for k in ("timestamp", "level", "step", "message", "details")})
+    return RunSnapshot(
+        run_id=run_id,
+        version=events[-1].version if events else 0,
+        status=run.status,
+        submission=run.submission,
+        scores=run.scores,
+        scores_final=run.scores_final,
+        attempts=run.attempts,
+        logs=logs,
+    )
 
 
 _CACHE: OrderedDict[tuple[str, int], RunSnapshot] = OrderedDict()

@@ -19,7 +19,6 @@ from regatta_shared.events import (
     ExecutorNoted,
     RunExecutionCompleted,
     RunFailed,
-    RunFinished,
     RunQueued,
     RunStarted,
     RunStopped,
@@ -29,8 +28,7 @@ from regatta_shared.events import (
 )
 from regatta_shared.ids import attempt_id
 from regatta_shared.jobs import AttemptReport
-
-TERMINAL = {"finished", "failed", "stopped"}
+from regatta_shared.runs import STATUS_BY_EVENT, TERMINAL, expected_attempts
 
 
 @dataclass
@@ -95,13 +93,10 @@ def fold(run_id: str, events: Iterable[StoredEvent]) -> RunState:
 
 
 def _apply(state: RunState, event: Event) -> None:
+    state.status = STATUS_BY_EVENT.get(event.type_name, state.status)
     match event:
         case RunSubmitted():
             state.submitted = event
-        case RunQueued():
-            state.status = "queued"
-        case RunStarted():
-            state.status = "running"
         case AttemptScheduled():
             state.attempts[event.attempt_id] = AttemptState(
                 event.attempt_id, event.agent_index, event.task, event.attempt_index, event.try_number
@@ -136,12 +131,6 @@ def _apply(state: RunState, event: Event) -> None:
                 state.stop_ends_as = event.ends_as
         case RunExecutionCompleted():
             state.execution_completed = True
-        case RunStopped():
-            state.status = "stopped"
-        case RunFailed():
-            state.status = "failed"
-        case RunFinished():
-            state.status = "finished"
 
 
 def _ev(payload: Event, *id_parts: str) -> NewEvent:
@@ -151,7 +140,7 @@ def _ev(payload: Event, *id_parts: str) -> NewEvent:
 def decide_on_submitted(state: RunState) -> list[NewEvent]:
     if state.submitted is None or state.status != "pending" or state.stop_requested:
         return []
-    expected = len(plan(state.submitted))
+    expected = expected_attempts(state.submitted)
     return [_ev(RunQueued(run_id=state.run_id, expected_attempts=expected), state.run_id, "queued")]
 
 

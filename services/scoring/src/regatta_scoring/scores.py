@@ -7,11 +7,13 @@ attempts) as integers and derive every number from them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import AgentScores, AttemptFinished, CategoryScore, MetricValue, RunSubmitted
+from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, with_finished
 
 from .statistics import pass_at_k, pass_at_k_curve, wilson
 
@@ -20,18 +22,33 @@ from .statistics import pass_at_k, pass_at_k_curve, wilson
 class AgentTally:
     counts: dict[str, list[int]] = field(default_factory=dict)  # task -> [n scored, c passed]
     outcomes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_tokens: int = 0
-    cost_usd: float | None = None
+    # Tokens and cost as the read model's run totals count them (regatta_shared.runs), per agent.
+    totals: dict[str, Any] = field(default_factory=no_totals)
     durations: list[float] = field(default_factory=list)
+
+    @property
+    def input_tokens(self) -> int:
+        return self.totals["input_tokens"]
+
+    @property
+    def output_tokens(self) -> int:
+        return self.totals["output_tokens"]
+
+    @property
+    def cache_tokens(self) -> int:
+        return self.totals["cache_tokens"]
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.totals["cost_usd"]
 
 
 @dataclass
 class RunTally:
     submitted: RunSubmitted
     agents: dict[int, AgentTally]
-    recorded: set[str] = field(default_factory=set)
+    # The run's attempts by the read models' rules: a finish counts once, for a scheduled attempt.
+    fold: RunFold
 
 
 def tally(events: Iterable[StoredEvent]) -> RunTally | None:
@@ -40,28 +57,24 @@ def tally(events: Iterable[StoredEvent]) -> RunTally | None:
         if stored.type == RunSubmitted.type_name:
             submitted = stored.payload()
             assert isinstance(submitted, RunSubmitted)
-            run = RunTally(submitted, {agent.index: AgentTally() for agent in submitted.agents})
-        elif stored.type == AttemptFinished.type_name and run is not None:
-            finished = stored.payload()
-            assert isinstance(finished, AttemptFinished)
-            if finished.attempt_id not in run.recorded:
-                run.recorded.add(finished.attempt_id)
-                _count(run.agents[finished.agent_index], finished)
+            agents = {agent.index: AgentTally() for agent in submitted.agents}
+            run = RunTally(submitted, agents, RunFold(submitted.run_id))
+        elif stored.type in ATTEMPT_EVENTS and run is not None:
+            counted = run.fold.apply(stored.type, stored.data)
+            if stored.type == AttemptFinished.type_name and counted is not None:
+                finished = stored.payload()
+                assert isinstance(finished, AttemptFinished)
+                _count(run.agents[finished.agent_index], finished, stored.data)
     return run
 
 
-def _count(agent: AgentTally, finished: AttemptFinished) -> None:
+def _count(agent: AgentTally, finished: AttemptFinished, data: Mapping[str, Any]) -> None:
     agent.outcomes[finished.outcome] += 1
     if finished.outcome in ("passed", "failed"):
         n_c = agent.counts.setdefault(finished.task, [0, 0])
         n_c[0] += 1
         n_c[1] += finished.outcome == "passed"
-    usage = finished.usage
-    agent.input_tokens += usage.input_tokens or 0
-    agent.output_tokens += usage.output_tokens or 0
-    agent.cache_tokens += usage.cache_tokens or 0
-    if usage.cost_usd is not None:
-        agent.cost_usd = (agent.cost_usd or 0.0) + usage.cost_usd
+    agent.totals = with_finished(agent.totals, data)
     if finished.timings.total is not None:
         agent.durations.append(finished.timings.total)
 

@@ -1,45 +1,49 @@
-"""Batched writes of the gateway projection: the attempt events of a batch in a handful of statements.
+"""The gateway projection's run events: attempt rows, run totals, scores and log lines, in bulk.
 
 A run's log is almost all AttemptScheduled/Started/Retried/Finished, and one event at a time they cost
 2–4 statements each (attempt row, run counters, log line). Here a run of such events (a segment) is
-folded in memory over the rows it touches, read once up front, and written back with one statement
-per table and column set. Every other event ends the segment: what was folded is written first, then
-the event goes through the projection's own `apply`, so it sees exactly the tables it would have seen
-one event at a time. The result is the same rows as `apply` on each event in order (invariant 7);
-tests/integration/test_projection_batching.py and bench/eventstore.py compare the two.
+folded in memory over the rows it touches, read once up front, by the rules of regatta_shared.runs,
+and written back with one statement per table and column set. Every other event ends the segment:
+what was folded is written first, then the event goes through its handler in projection.py, so it
+sees exactly the tables it would have seen one event at a time. A single event is a segment of one,
+so the result does not depend on batch boundaries (invariant 7); tests/integration/
+test_projection_batching.py and bench/eventstore.py compare the two.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
 import orjson
 from regatta_shared.clock import isoformat
-from regatta_shared.events import AttemptFinished, AttemptRetried, AttemptScheduled, AttemptStarted, RunScored
+from regatta_shared.events import AttemptFinished, AttemptScheduled, RunScored
 from regatta_shared.eventstore import StoredEvent
+from regatta_shared.runs import (
+    ATTEMPT_EVENTS,
+    RUN_TOTALS,
+    attempt_change,
+    keeps_scores,
+    scheduled_row,
+    with_finished,
+)
 from sqlalchemy import JSON, Connection, String, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql
 
 from . import tables as t
 from .logs import log_entry
 
-ATTEMPT_EVENTS = frozenset(
-    e.type_name for e in (AttemptScheduled, AttemptStarted, AttemptRetried, AttemptFinished)
-)
 # RunScored only sets a run's scores, which no attempt event reads: folding it keeps a busy run's
 # segments whole (scoring publishes provisional scores every few seconds) and writes each run's last
 # scores once per batch instead of every large provisional document.
 BATCHED = ATTEMPT_EVENTS | {RunScored.type_name}
 _IN_CHUNK = 500  # ids per IN (...) list: well inside SQLite's and Postgres's parameter limits
 
-_RUN_COUNTERS = ("ingested", "input_tokens", "output_tokens", "cost_usd", "environments")
 _UPDATE_RUN = (
     update(t.runs)
     .where(t.runs.c.id == bindparam("p_id"))
-    .values({name: bindparam(f"p_{name}", type_=t.runs.c[name].type) for name in _RUN_COUNTERS})
+    .values({name: bindparam(f"p_{name}", type_=t.runs.c[name].type) for name in RUN_TOTALS})
 )
 
 
@@ -68,39 +72,17 @@ def _at(event: StoredEvent) -> str:
     return isoformat(event.recorded_at) or ""  # as projection._at
 
 
-def count_environment(counts: dict[str, Any] | None, d: dict[str, Any]) -> dict[str, Any] | None:
-    """A run's environment counts (rm_runs.environments) with one more finished attempt `d` (a new dict:
-    the stored one is never changed in place)."""
-    name = d.get("environment")
-    if not name:
-        return counts
-    counts = dict(counts or {})
-    entry = dict(counts.get(name) or {"attempts": 0, "not_built": 0})
-    entry["attempts"] += 1
-    entry["not_built"] += d.get("environment_built") is False
-    counts[name] = entry
-    return counts
-
-
-def trial_start(d: dict[str, Any]) -> str | None:
-    """When a finished attempt's trial started, written as the read models write times. An attempt
-    shorter than the executors' started-report delay has no AttemptStarted to take it from."""
-    try:
-        return isoformat(datetime.fromisoformat(d["started_at"])) if d.get("started_at") else None
-    except (TypeError, ValueError):
-        return None
-
-
 class _Segment:
     def __init__(self, conn: Connection, events: list[StoredEvent]) -> None:
         self.conn = conn
         self.events = events
         self.inserts: list[dict[str, Any]] = []  # attempts scheduled in this segment, full rows
-        self.inserted: dict[str, dict[str, Any]] = {}
+        self.inserted: set[str] = set()
+        # Attempt id -> its row as far as the segment knows it: the full row of one scheduled here, else
+        # the stored `outcome` and `started_at` (all the fold reads), with the segment's changes.
+        self.rows: dict[str, dict[str, Any]] = {}
         self.changes: dict[str, dict[str, Any]] = {}  # stored attempts: column -> new value
-        self.outcomes: dict[str, str | None] = {}  # stored attempts: current outcome (Started's guard)
-        self.started_ats: dict[str, str | None] = {}  # stored attempts: started_at as stored
-        self.runs: dict[str, dict[str, Any]] = {}  # run id -> counters, as stored then folded
+        self.runs: dict[str, dict[str, Any]] = {}  # run id -> totals, as stored then folded
         self.touched_runs: set[str] = set()
         self.finals: dict[str, bool] = {}  # scored runs that exist -> scores_final as stored then folded
         self.scores: dict[str, dict[str, Any]] = {}  # run id -> the scores to write
@@ -123,13 +105,11 @@ class _Segment:
                 t.attempts.c.attempt_id.in_(chunk)
             )
             for aid, outcome, started_at in self.conn.execute(query):
-                self.outcomes[aid] = outcome
-                self.started_ats[aid] = started_at
+                self.rows[aid] = {"outcome": outcome, "started_at": started_at}
         run_ids = {e.data["run_id"] for e in self.events if e.type == AttemptFinished.type_name}
         for chunk in _chunks(run_ids):
-            query = select(t.runs.c.id, *(t.runs.c[name] for name in _RUN_COUNTERS)).where(
-                t.runs.c.id.in_(chunk)
-            )
+            columns = (t.runs.c[name] for name in RUN_TOTALS)
+            query = select(t.runs.c.id, *columns).where(t.runs.c.id.in_(chunk))
             self.runs.update({row["id"]: dict(row) for row in self.conn.execute(query).mappings()})
         scored = {e.data["run_id"] for e in self.events if e.type == RunScored.type_name}
         for chunk in _chunks(scored):
@@ -149,9 +129,10 @@ class _Segment:
     def write(self) -> None:
         for event in self.events:
             at = _at(event)
-            fold = _FOLDS.get(event.type)
-            if fold is not None:
-                fold(self, at, event.data)
+            if event.type in ATTEMPT_EVENTS:
+                self.attempt(event.type, at, event.data)
+            elif event.type == RunScored.type_name:
+                self.scored(event.data)
             if event.stream_id.startswith("run-"):
                 entry = log_entry(event, self._user_name(event.actor), at)
                 if entry is not None:
@@ -168,7 +149,7 @@ class _Segment:
             conn.execute(
                 _UPDATE_RUN,
                 [
-                    {"p_id": run_id, **{f"p_{k}": self.runs[run_id][k] for k in _RUN_COUNTERS}}
+                    {"p_id": run_id, **{f"p_{k}": self.runs[run_id][k] for k in RUN_TOTALS}}
                     for run_id in sorted(self.touched_runs)
                 ],
             )
@@ -178,88 +159,36 @@ class _Segment:
         if self.logs:
             _insert_rows(conn, t.run_logs, self.logs)
 
-    # --- the folds: each does to the in-memory rows what its handler in projection.py does in SQL ------
+    # --- the folds: the rules of regatta_shared.runs on the rows the segment touches -----------------
 
-    def _set(self, aid: str, guard_unfinished: bool, **values: Any) -> None:
-        """UPDATE rm_attempts SET values WHERE attempt_id = aid [AND outcome IS NULL]."""
-        row = self.inserted.get(aid)
-        if row is not None:
-            if not (guard_unfinished and row["outcome"] is not None):
-                row.update(values)
-        elif aid in self.outcomes and not (guard_unfinished and self.outcomes[aid] is not None):
-            self.changes.setdefault(aid, {}).update(values)
-            if "outcome" in values:
-                self.outcomes[aid] = values["outcome"]
-
-    def _started_at(self, aid: str) -> str | None:
-        row = self.inserted.get(aid)
-        if row is not None:
-            return row["started_at"]
-        return self.changes.get(aid, {}).get("started_at", self.started_ats.get(aid))
-
-    def scheduled(self, at: str, d: dict[str, Any]) -> None:
-        row = {
-            "attempt_id": d["attempt_id"],
-            "run_id": d["run_id"],
-            "agent_index": d["agent_index"],
-            "task": d["task"],
-            "attempt_index": d["attempt_index"],
-            "status": "scheduled",
-            "outcome": None,
-            "try_number": d.get("try_number", 1),
-            "scheduled_at": at,
-            "started_at": None,
-            "finished_at": None,
-            "result": None,
-        }
-        # A duplicate id stays in `inserts`, so the INSERT fails on the primary key as it would alone.
-        self.inserts.append(row)
-        self.inserted[d["attempt_id"]] = row
-
-    def started(self, at: str, d: dict[str, Any]) -> None:
-        self._set(d["attempt_id"], True, status="running", started_at=at, try_number=d["try_number"])
-
-    def retried(self, _at: str, d: dict[str, Any]) -> None:
-        self._set(d["attempt_id"], False, status="retrying", try_number=d["try_number"])
-
-    def finished(self, at: str, d: dict[str, Any]) -> None:
+    def attempt(self, event_type: str, at: str, d: dict[str, Any]) -> None:
         aid = d["attempt_id"]
-        values = {"status": "finished", "outcome": d["outcome"], "finished_at": at, "result": d}
-        if self._started_at(aid) is None:
-            values["started_at"] = trial_start(d)  # as coalesce(started_at, …) in projection.py
-        self._set(aid, False, **values, try_number=d["try_number"])
-        run = self.runs.get(d["run_id"])
-        if run is None:
+        if event_type == AttemptScheduled.type_name:
+            row = scheduled_row(d, at)
+            # A duplicate id stays in `inserts`, so the INSERT fails on the primary key as a stored
+            # row's would: a scheduled attempt is never silently scheduled again.
+            self.inserts.append(row)
+            self.inserted.add(aid)
+            self.rows[aid] = row
             return
-        usage = d.get("usage") or {}
-        cost = run["cost_usd"]
-        if usage.get("cost_usd") is not None:
-            cost = (cost or 0.0) + usage["cost_usd"]
-        run.update(
-            ingested=(run["ingested"] or 0) + 1,
-            input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
-            output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0),
-            cost_usd=cost,
-            environments=count_environment(run["environments"], d),
-        )
-        self.touched_runs.add(d["run_id"])
+        row = self.rows.get(aid)
+        change = attempt_change(event_type, d, at, row)
+        if change is None or row is None:
+            return
+        row.update(change)
+        if aid not in self.inserted:
+            self.changes.setdefault(aid, {}).update(change)
+        run = self.runs.get(d["run_id"])
+        if event_type == AttemptFinished.type_name and run is not None:
+            self.runs[d["run_id"]] = with_finished(run, d)
+            self.touched_runs.add(d["run_id"])
 
-    def scored(self, _at: str, d: dict[str, Any]) -> None:
-        # As projection._run_scored: final scores are never replaced by provisional ones.
+    def scored(self, d: dict[str, Any]) -> None:
         run_id = d["run_id"]
-        if run_id not in self.finals or (self.finals[run_id] and not d["final"]):
+        if run_id not in self.finals or not keeps_scores(self.finals[run_id], d):
             return
         self.finals[run_id] = d["final"]
         self.scores[run_id] = {"scores": d["agents"], "scores_final": d["final"]}
-
-
-_FOLDS: dict[str, Callable[[_Segment, str, dict[str, Any]], None]] = {
-    RunScored.type_name: _Segment.scored,
-    AttemptScheduled.type_name: _Segment.scheduled,
-    AttemptStarted.type_name: _Segment.started,
-    AttemptRetried.type_name: _Segment.retried,
-    AttemptFinished.type_name: _Segment.finished,
-}
 
 
 # --- bulk statements ------------------------------------------------------------------------------

@@ -13,10 +13,6 @@ from regatta_shared.clock import isoformat
 from regatta_shared.events import (
     ApiTokenCreated,
     ApiTokenRevoked,
-    AttemptFinished,
-    AttemptRetried,
-    AttemptScheduled,
-    AttemptStarted,
     BenchmarkAdded,
     BenchmarkRemoved,
     BenchmarkSyncCompleted,
@@ -31,7 +27,6 @@ from regatta_shared.events import (
     RunFailed,
     RunFinished,
     RunQueued,
-    RunScored,
     RunStarted,
     RunStopped,
     RunStopRequested,
@@ -42,10 +37,11 @@ from regatta_shared.events import (
     WorkspaceCreated,
 )
 from regatta_shared.eventstore import StoredEvent
-from sqlalchemy import Connection, and_, delete, func, insert, select, update
+from regatta_shared.runs import STATUS_BY_EVENT, expected_attempts, public_submission
+from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from . import tables as t
-from .batch import apply_batch, count_environment, trial_start
+from .batch import apply_batch
 from .logs import log_entry
 
 Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
@@ -66,18 +62,21 @@ class ReadModels:
     metadata = t.metadata
 
     def apply(self, conn: Connection, event: StoredEvent) -> None:
-        handler = HANDLERS.get(event.type)
-        if handler is not None:
-            handler(conn, event, event.data)
-        if event.stream_id.startswith("run-"):
-            entry = log_entry(event, _user_name(conn, event.actor))
-            if entry is not None:
-                conn.execute(insert(t.run_logs).values(**entry))
+        """One event: a batch of one, so every event goes through the same fold however it arrives."""
+        self.apply_batch(conn, [event])
 
     def apply_batch(self, conn: Connection, events: Sequence[StoredEvent]) -> None:
-        """The same rows as `apply` on each event in order, with the attempt events' writes gathered
-        into a few statements per batch (batch.py); the runner uses this when it is there."""
-        apply_batch(conn, events, self.apply, HANDLERS)
+        """Events in order: attempt events, scores and log lines folded in bulk (batch.py), every other
+        event through its handler here."""
+        apply_batch(conn, events, _apply_handled, HANDLERS)
+
+
+def _apply_handled(conn: Connection, event: StoredEvent) -> None:
+    HANDLERS[event.type](conn, event, event.data)
+    if event.stream_id.startswith("run-"):
+        entry = log_entry(event, _user_name(conn, event.actor))
+        if entry is not None:
+            conn.execute(insert(t.run_logs).values(**entry))
 
 
 def _at(event: StoredEvent) -> str:
@@ -293,15 +292,15 @@ def _run(conn: Connection, run_id: str, **values: Any) -> None:
 @handles(RunSubmitted)
 def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     user = conn.execute(select(t.users).where(t.users.c.id == (e.actor or ""))).mappings().first()
-    expected = len(d["tasks"]) * len(d["agents"]) * d["execution"]["attempts_per_task"]
-    submission = {k: v for k, v in d.items() if k not in ("sealed_secrets",)}
+    expected = expected_attempts(d)
+    submission = public_submission(d)
     conn.execute(
         insert(t.runs).values(
             id=d["run_id"],
             workspace_id=d["workspace_id"],
             benchmark_id=d["benchmark_id"],
             name=d["name"],
-            status="pending",
+            status=STATUS_BY_EVENT[e.type],
             created_at=_at(e),
             created_by=user["name"] if user else e.actor,
             creator_email=user["email"] if user else None,
@@ -320,13 +319,13 @@ def _run_submitted(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
 
 
 @handles(RunQueued)
-def _run_queued(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    _run(conn, d["run_id"], status="queued", expected=d["expected_attempts"])
+def _run_queued(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], expected=d["expected_attempts"])
 
 
 @handles(RunStarted)
 def _run_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    _run(conn, d["run_id"], status="running", started_at=_at(e))
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], started_at=_at(e))
 
 
 @handles(RunStopRequested)
@@ -336,96 +335,9 @@ def _stop_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> Non
 
 @handles(RunStopped, RunFailed)
 def _run_ended(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    status = "stopped" if e.type == RunStopped.type_name else "failed"
-    _run(conn, d["run_id"], status=status, completed_at=_at(e), reason=d.get("reason"))
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], completed_at=_at(e), reason=d.get("reason"))
 
 
 @handles(RunFinished)
 def _run_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    _run(conn, d["run_id"], status="finished", completed_at=_at(e))
-
-
-@handles(RunScored)
-def _run_scored(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    row = conn.execute(select(t.runs.c.scores_final).where(t.runs.c.id == d["run_id"])).first()
-    if row and row[0] and not d["final"]:
-        return
-    _run(conn, d["run_id"], scores=d["agents"], scores_final=d["final"])
-
-
-@handles(AttemptScheduled)
-def _attempt_scheduled(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(
-        insert(t.attempts).values(
-            attempt_id=d["attempt_id"],
-            run_id=d["run_id"],
-            agent_index=d["agent_index"],
-            task=d["task"],
-            attempt_index=d["attempt_index"],
-            status="scheduled",
-            try_number=d.get("try_number", 1),
-            scheduled_at=_at(e),
-        )
-    )
-
-
-@handles(AttemptStarted)
-def _attempt_started(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(
-        update(t.attempts)
-        .where(and_(t.attempts.c.attempt_id == d["attempt_id"], t.attempts.c.outcome.is_(None)))
-        .values(status="running", started_at=_at(e), try_number=d["try_number"])
-    )
-
-
-@handles(AttemptRetried)
-def _attempt_retried(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(
-        update(t.attempts)
-        .where(t.attempts.c.attempt_id == d["attempt_id"])
-        .values(status="retrying", try_number=d["try_number"])
-    )
-
-
-@handles(AttemptFinished)
-def _attempt_finished(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
-    conn.execute(
-        update(t.attempts)
-        .where(t.attempts.c.attempt_id == d["attempt_id"])
-        .values(
-            status="finished",
-            outcome=d["outcome"],
-            finished_at=_at(e),
-            result=d,
-            try_number=d["try_number"],
-            started_at=func.coalesce(t.attempts.c.started_at, trial_start(d)),
-        )
-    )
-    run = (
-        conn.execute(
-            select(
-                t.runs.c.ingested,
-                t.runs.c.input_tokens,
-                t.runs.c.output_tokens,
-                t.runs.c.cost_usd,
-                t.runs.c.environments,
-            ).where(t.runs.c.id == d["run_id"])
-        )
-        .mappings()
-        .first()
-    )
-    if run is None:
-        return
-    usage = d.get("usage") or {}
-    cost = run["cost_usd"]
-    if usage.get("cost_usd") is not None:
-        cost = (cost or 0.0) + usage["cost_usd"]
-    _run(
-        conn,
-        d["run_id"],
-        ingested=(run["ingested"] or 0) + 1,
-        input_tokens=(run["input_tokens"] or 0) + (usage.get("input_tokens") or 0),
-        output_tokens=(run["output_tokens"] or 0) + (usage.get("output_tokens") or 0),
-        cost_usd=cost,
-        environments=count_environment(run["environments"], d),
-    )
+    _run(conn, d["run_id"], status=STATUS_BY_EVENT[e.type], completed_at=_at(e))

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
+from regatta_shared.runs import TERMINAL, attempts_per_agent
 from sqlalchemy import select
 
 from .. import queries, run_queries
@@ -19,7 +20,6 @@ from ..readmodels import tables as t
 from . import charts
 from .formatting import elapsed, parse_time
 
-TERMINAL = ("finished", "failed", "stopped")
 SORTS: dict[str, str] = {
     "pass_at_1": "Pass@1",
     "pass_at_k": "Pass@k",
@@ -119,7 +119,7 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
     submission = row.get("submission") or {}
     execution = submission.get("execution") or {}
     n_tasks = len(submission.get("tasks") or [])
-    per_agent = int(execution.get("attempts_per_task") or 1) * n_tasks
+    per_agent = attempts_per_agent(submission)
     attempts = run_queries.list_attempts(store, scope, run["id"])
     metrics = {m["agent_index"]: m for m in detail.get("agent_metrics") or []}
     progress = _agent_progress(attempts)
