@@ -87,6 +87,37 @@ class PlatformAdminGranted(Event):
     user_id: str
 
 
+class WorkspaceRenamed(Event):
+    type_name = "WorkspaceRenamed"
+    category = "workspace"
+    workspace_id: str
+    name: str
+
+
+class WorkspaceDeleted(Event):
+    """The workspace is gone from every member's list; its events (runs, audit) stay in the log."""
+
+    type_name = "WorkspaceDeleted"
+    category = "workspace"
+    workspace_id: str
+    name: str
+
+
+class MemberRemoved(Event):
+    type_name = "MemberRemoved"
+    category = "workspace"
+    workspace_id: str
+    user_id: str
+
+
+class MemberRoleChanged(Event):
+    type_name = "MemberRoleChanged"
+    category = "workspace"
+    workspace_id: str
+    user_id: str
+    role: Literal["admin", "member"]
+
+
 # --- benchmarks (stream benchmark-<id>) -----------------------------------------------------------
 
 
