@@ -101,6 +101,20 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     expect(rows.first).to_contain_text("admin")
     checked_shots(page, "settings-audit", ["Audit log", "MemberRemoved", "Filter"])
 
+    # A workspace without runs is deleted after a plain confirmation; the UI lands back in the default one.
+    with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
+        assert api.post("/workspaces", json={"name": "scratch"}).status_code == 201
+    page.goto(f"{stack.url}/benchmarks")
+    page.get_by_label("Workspace").select_option(label="scratch")
+    page.get_by_role("link", name="Settings").click()
+    expect(page.get_by_role("heading", name="scratch")).to_be_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete workspace…").click()
+    expect(page).to_have_url(f"{stack.url}/benchmarks")
+    expect(page.get_by_label("Workspace")).to_have_count(0)  # one workspace left: no switcher
+    with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
+        assert [w["name"] for w in api.get("/workspaces").json()["workspaces"]] == [workspace["name"]]
+
     # Bob, a member: figures yes, forms no, no webhooks section.
     sign_in_as(page, stack, bob["token"])
     expect(page.get_by_test_id("budget").locator("[data-budget=limit]")).to_have_text("$25.00")
