@@ -155,9 +155,7 @@ def user_workspaces(store: EventStore, user_id: str) -> list[dict[str, Any]]:
     with store.read_engine.connect() as conn:
         rows = [dict(row) for row in conn.execute(query).mappings()]
     first = min(rows, key=lambda row: (row["joined"] or 0, row["name"]), default=None)
-    return [
-        {"id": r["id"], "name": r["name"], "role": r["role"], "default": r is first} for r in rows
-    ]
+    return [{"id": r["id"], "name": r["name"], "role": r["role"], "default": r is first} for r in rows]
 
 
 def member_list(store: EventStore, workspace_id: str) -> list[dict[str, str]]:
