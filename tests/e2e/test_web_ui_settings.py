@@ -22,7 +22,8 @@ def sign_in_as(page: Page, stack: Any, token: str) -> None:
 
 
 def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_stack, page: Page) -> None:
-    stack = make_stack(executors=0)
+    # Webhooks may target 127.0.0.1:9 only, where nothing listens: registered, never delivered anywhere.
+    stack = make_stack(executors=0, REGATTA_OUTBOUND_ALLOW="127.0.0.1:9")
     admin = {"Authorization": f"Bearer {stack.token}"}
     with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
         workspace = next(w for w in api.get("/workspaces").json()["workspaces"] if w["current"])
@@ -86,9 +87,25 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     assert listed == {"admin@localhost": "admin", "bob@example.com": "member"}
     checked_shots(page, "settings-members", ["Add a member", "bob@example.com", "admin@localhost"])
 
+    # A webhook: added (its signing secret shown once), its delivery log opened, removed.
     page.get_by_role("link", name="Webhooks").click()
     expect(page.get_by_text("No webhooks yet.")).to_be_visible()
-    checked_shots(page, "settings-webhooks", ["Add a webhook", "run.finished", "No webhooks yet."])
+    page.get_by_label("URL").fill("http://127.0.0.1:9/hook")
+    page.get_by_label("budget.reached").uncheck()
+    page.get_by_role("button", name="Add webhook").click()
+    expect(page.locator("#new-secret [data-secret-value]")).to_have_text(re.compile(r"^[0-9a-f]{64}$"))
+    hook = page.get_by_test_id("webhooks-table").locator("tbody tr")
+    expect(hook).to_have_count(1)
+    expect(hook).to_contain_text("http://127.0.0.1:9/hook")
+    expect(hook).not_to_contain_text("budget.reached")
+    checked_shots(page, "settings-webhooks", ["Add a webhook", "http://127.0.0.1:9/hook", "Signing secret"])
+    hook.get_by_role("link", name="Deliveries").click()
+    expect(page.get_by_text("No deliveries yet.")).to_be_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Remove http://127.0.0.1:9/hook").click()
+    expect(page.get_by_text("No webhooks yet.")).to_be_visible()
+    with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
+        assert api.get("/webhooks").json()["webhooks"] == []
 
     # The audit log shows what was just done, filtered by event.
     page.get_by_role("link", name="Audit log").click()

@@ -153,7 +153,15 @@
       const row = removeHook.closest("tr");
       if (!window.confirm("Remove this webhook? Nothing more is sent to it.")) return;
       await act(removeHook, () => api(`/api/v1/webhooks/${encodeURIComponent(row.dataset.webhookId)}`, { method: "DELETE" }),
-        "Could not remove the webhook", async () => { await refreshRegions(["webhooks"]); toast("Webhook removed"); });
+        "Could not remove the webhook", async () => {
+          // Its delivery log is open: that view is gone with it.
+          if (new URLSearchParams(location.search).get("webhook") === row.dataset.webhookId) {
+            location.assign("/settings/webhooks");
+            return;
+          }
+          await refreshRegions(["webhooks"]);
+          toast("Webhook removed");
+        });
       return;
     }
     const remove = target.closest("[data-delete-workspace]");
