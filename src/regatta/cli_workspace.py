@@ -78,3 +78,64 @@ def workspace_grant_platform_admin(email: str, as_json: JsonOpt = False) -> None
     if as_json:
         return print_json(granted)
     console.print(f"{granted['email']} is now a platform administrator.")
+
+
+@workspace.command("rename")
+def workspace_rename(
+    name: Annotated[str, typer.Argument(help="workspace name or id")], new_name: str, as_json: JsonOpt = False
+) -> None:
+    """Rename a workspace you administer; names are unique."""
+    renamed = Client().request("PATCH", f"/workspaces/{quote(name, safe='')}", json={"name": new_name})
+    if as_json:
+        return print_json(renamed)
+    console.print(f"Workspace {name!r} is now {renamed['name']!r}.")
+
+
+@workspace.command("delete")
+def workspace_delete(
+    name: Annotated[str, typer.Argument(help="workspace name or id")],
+    confirm: Annotated[
+        str | None, typer.Option(help="the workspace's name again: required when it has runs")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a workspace you administer for every member (active runs are stopped; the event log keeps
+    everything it recorded)."""
+    params = {"confirm": confirm} if confirm else {}
+    deleted = Client().request("DELETE", f"/workspaces/{quote(name, safe='')}", params=params)
+    if as_json:
+        return print_json(deleted)
+    console.print(f"Workspace {deleted['name']!r} deleted ({deleted['stopped_runs']} active runs stopped).")
+
+
+def _member_path(name: str, email: str) -> str:
+    """The members path of `email` in workspace `name` (the API names members by user id)."""
+    client = Client()
+    members = client.get(f"/workspaces/{quote(name, safe='')}/members")["members"]
+    found = next((m for m in members if m["email"].lower() == email.lower()), None)
+    if found is None:
+        raise typer.BadParameter(f"{email} is not a member of {name}", param_hint="EMAIL")
+    return f"/workspaces/{quote(name, safe='')}/members/{quote(found['user_id'], safe='')}"
+
+
+@workspace.command("remove-member")
+def workspace_remove_member(
+    name: Annotated[str, typer.Argument(help="workspace name or id")], email: str
+) -> None:
+    """Remove someone from a workspace you administer (or yourself: leave it)."""
+    Client().request("DELETE", _member_path(name, email))
+    console.print(f"{email} removed from {name}.")
+
+
+@workspace.command("set-role")
+def workspace_set_role(
+    name: Annotated[str, typer.Argument(help="workspace name or id")],
+    email: str,
+    role: Annotated[str, typer.Argument(help="member or admin")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Make a member an admin or an admin a member (a workspace keeps at least one admin)."""
+    changed = Client().request("PATCH", _member_path(name, email), json={"role": role})
+    if as_json:
+        return print_json(changed)
+    console.print(f"{email} is now {changed['role']} of {name}.")

@@ -21,7 +21,7 @@ def default_token() -> str | None:
 
 
 # The workspace every request of this process acts in: `regatta --workspace NAME …` (or REGATTA_WORKSPACE).
-# Unset, the server takes the user's first workspace by name.
+# Unset, the server takes the user's default workspace (the first one they were given).
 _workspace: str | None = None
 
 

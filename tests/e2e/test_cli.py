@@ -123,6 +123,20 @@ def test_cli_acts_in_the_workspace_it_is_given(make_stack) -> None:
     refused = regatta(stack, "--workspace", default, "benchmark", "list", token=bob)
     assert refused.returncode == 1 and "Workspace not found or not accessible" in refused.stdout
 
+    # Administering it: a role, a new name, a member removed, the workspace deleted.
+    promoted = regatta(stack, "workspace", "set-role", "team-b", "bob@example.com", "admin", "--json")
+    assert promoted.returncode == 0 and json.loads(promoted.stdout)["role"] == "admin", promoted.stdout
+    renamed = regatta(stack, "workspace", "rename", "team-b", "team-c")
+    assert renamed.returncode == 0, renamed.stdout + renamed.stderr
+    assert listed(token=bob) == [("team-c", "admin", True)]
+    removed = regatta(stack, "workspace", "remove-member", "team-c", "admin@localhost", token=bob)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert [name for name, *_ in listed()] == [default]
+    deleted = regatta(stack, "workspace", "delete", "team-c", "--json", token=bob)
+    assert deleted.returncode == 0 and json.loads(deleted.stdout)["deleted"] is True, deleted.stdout
+    gone = regatta(stack, "workspace", "list", token=bob)
+    assert gone.returncode == 1 and "Workspace not found" in gone.stdout
+
 
 def test_cli_adds_benchmarks_from_a_registry_a_folder_and_a_git_repository(
     make_stack, api_for, tmp_path

@@ -46,6 +46,65 @@ def phone_shot(page: Page, name: str) -> None:
         page.set_viewport_size(size)
 
 
+# Every visible piece of text in `root`: its words and where they were drawn. Screen-reader-only text
+# and closed controls' options are not drawn and a toast passes by; text in a sideways-scrolling table
+# may pass the screen's edge.
+_TEXT_BOXES = """(root) => {
+  const walker = document.createTreeWalker(document.querySelector(root), NodeFilter.SHOW_TEXT);
+  const boxes = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    const parent = node.parentElement;
+    const skipped = ".sr-only, .toast, option, datalist, script, style";
+    if (!node.textContent.trim() || parent.closest(skipped)) continue;
+    const style = getComputedStyle(parent);
+    if (style.visibility === "hidden" || Number(style.opacity) === 0) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) {
+      if (r.width < 1 || r.height < 1 || r.right <= 0) continue; // a skip link waits off-screen
+      const scrolls = parent.closest(".table-wrap, .subnav, .tabs") !== null;
+      const text = node.textContent.trim().slice(0, 50);
+      boxes.push({ text, x: r.left, y: r.top + scrollY, w: r.width, h: r.height, scrolls });
+    }
+  }
+  return boxes;
+}"""
+
+
+def assert_readable(page: Page, name: str, must_show: list[str], root: str = "body") -> None:
+    """What a person checks on a screenshot: the `must_show` texts are drawn, no two pieces of text are
+    drawn over each other, and none runs off the side of the screen (tables scroll, so theirs may)."""
+    boxes = page.evaluate(_TEXT_BOXES, root)
+    drawn = " ".join(box["text"] for box in boxes)
+    missing = [text for text in must_show if text not in drawn]
+    assert not missing, f"{name}: not drawn: {missing}"
+    width = page.evaluate("window.innerWidth")
+    off = [b["text"] for b in boxes if not b["scrolls"] and (b["x"] < -1 or b["x"] + b["w"] > width + 1)]
+    assert not off, f"{name}: text runs off the screen: {off[:5]}"
+    overlaps = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            across = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+            down = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+            if across > 2 and down > 2:
+                overlaps.append((a["text"], b["text"]))
+    assert not overlaps, f"{name}: text drawn over other text: {overlaps[:5]}"
+
+
+def checked_shots(page: Page, name: str, must_show: list[str]) -> None:
+    """Screenshots at desktop and phone widths, each checked as a person would look at it."""
+    assert_readable(page, name, must_show)
+    shot(page, name)
+    size = page.viewport_size
+    page.set_viewport_size(PHONE)
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    assert_readable(page, f"{name}-phone", must_show)
+    if size:
+        page.set_viewport_size(size)
+    phone_shot(page, name)
+
+
 def sign_in(page: Page, stack: Any) -> None:
     page.set_default_timeout(WAIT)
     page.goto(f"{stack.url}/benchmarks")

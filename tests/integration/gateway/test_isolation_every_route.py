@@ -32,6 +32,7 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 NOT_WORKSPACE_ROUTES = {
     ("GET", DOWNLOAD_PREFIX + "/{run_id}/{path:path}"): "a signed URL: the signature is the permission",
     ("GET", "/"): "a redirect to /benchmarks",
+    ("GET", "/settings"): "a redirect to /settings/workspace",
     ("GET", "/signin"): "the sign-in form",
     ("POST", "/signin"): "signs in with a token: no workspace yet",
     ("POST", "/signout"): "clears the session cookies",
@@ -47,6 +48,7 @@ CATCH_ALL = "/api/cli/{rest:path}"  # answers 404 for unknown CLI paths; nothing
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/cli/benchmark-runs/{key}/outputs/download-urls"): {"items": [{"path": "summary.csv"}]},
     ("POST", "/api/v1/workspaces/{key}/members"): {"email": "x@example.com", "role": "member"},
+    ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"): {"role": "member"},
 }
 
 # Who may change what. Admin-only routes answer 403 to a member; the rest are open to members (each
@@ -58,6 +60,9 @@ ADMIN_ONLY = {
     ("POST", "/api/v1/webhooks"),
     ("DELETE", "/api/v1/webhooks/{webhook_id}"),
     ("POST", "/api/v1/platform/admins"),
+    ("PATCH", "/api/v1/workspaces/{key}"),
+    ("DELETE", "/api/v1/workspaces/{key}"),
+    ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"),
 }
 ADMIN_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/workspaces"): {"name": "member-made"},
@@ -65,6 +70,8 @@ ADMIN_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/api/v1/workspace/budget"): {"budget_usd": 1000},
     ("POST", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/member", "kinds": ["run.finished"]},
     ("POST", "/api/v1/platform/admins"): {"email": "admin@localhost"},
+    ("PATCH", "/api/v1/workspaces/{key}"): {"name": "member-named"},
+    ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"): {"role": "admin"},
 }
 # Workspace-wide secrets are admin-only on routes members may otherwise use for their own secrets.
 ADMIN_ONLY_WORKSPACE_SECRETS = [
@@ -93,6 +100,9 @@ MEMBER_WRITES = {
     ("POST", "/api/cli/environment-secrets"): "one's own secrets (workspace scope: admins, checked below)",
     ("DELETE", "/api/cli/environment-secrets"): "one's own secrets (workspace scope: admins, checked below)",
     ("POST", "/workspace"): "switch the web UI to another of one's workspaces",
+    ("DELETE", "/api/v1/workspaces/{key}/members/{user_id}"): (
+        "leave the workspace (removing someone else: admins, test_workspace_admin.py)"
+    ),
 }
 
 
@@ -105,6 +115,7 @@ class Other:
     run_keys: list[str]
     token_id: str
     webhook_id: str
+    member_id: str  # bob, a member of beta only
     leaks: list[str]  # strings that must never appear in a response to the other workspace
 
 
@@ -133,6 +144,13 @@ def routes(app: Any) -> list[tuple[str, str]]:
 def keys_for(method: str, template: str, other: Other) -> list[str]:
     """Concrete paths naming the other workspace's resource, by every kind of key the route takes."""
     names = PLACEHOLDER.findall(template)
+    if names == ["key", "user_id"] and "/workspaces/" in template:
+        # The other workspace's member, in it (by id and by name) and in the caller's own workspace.
+        member = quote(other.member_id, safe="")
+        return [
+            template.replace("{key}", quote(workspace, safe="")).replace("{user_id}", member)
+            for workspace in (other.workspace_id, "beta", "default")
+        ]
     assert len(names) == 1, f"{method} {template}: classify its path parameters in keys_for"
     name = names[0]
     if name == "key" and "/workspaces/" in template:
@@ -170,6 +188,9 @@ def seed_beta(gw: Gateway, bob: str) -> Other:
         run_keys=[run["id"], run["name"]],
         token_id=token["id"],
         webhook_id=hook["id"],
+        member_id=gw.ok(gw.client.get("/api/cli/verify", headers={"Authorization": f"Bearer {bob}"}))["user"][
+            "id"
+        ],
         leaks=[benchmark_id, run["id"], "SECRET_BETA", token["id"], hook["id"], hook_url, workspace_id],
     )
 

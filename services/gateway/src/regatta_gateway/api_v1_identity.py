@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 
 from . import identity
 from .api_v1 import ScopeDep, settle
-from .auth import authenticate, member_list, resolve_scope, user_workspaces
+from .auth import Scope, authenticate, member_list, resolve_scope, user_workspaces
+from .commands import workspace_handlers as workspaces
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 JsonBody = Annotated[dict[str, Any], Body()]
@@ -41,9 +42,62 @@ def list_workspaces(request: Request, s: ScopeDep) -> dict[str, Any]:
 
 @router.post("/workspaces", status_code=201)
 def create_workspace(request: Request, s: ScopeDep, body: JsonBody) -> dict[str, Any]:
-    created = identity.create_workspace(request.app.state.store, s, body)
+    state = request.app.state
+    created = workspaces.create_workspace(state.store, state.settings, s, body)
     settle(request)
     return created
+
+
+def _scope_of(request: Request, key: str, authorization: str | None) -> Scope:
+    store = request.app.state.store
+    return resolve_scope(store, authenticate(store, authorization), key)
+
+
+@router.patch("/workspaces/{key}")
+def rename_workspace(
+    request: Request, key: str, body: JsonBody, authorization: Annotated[str | None, Header()] = None
+) -> dict[str, Any]:
+    renamed = workspaces.rename_workspace(
+        request.app.state.store, _scope_of(request, key, authorization), body
+    )
+    settle(request)
+    return renamed
+
+
+@router.delete("/workspaces/{key}")
+def delete_workspace(
+    request: Request,
+    key: str,
+    confirm: Annotated[str | None, Query(max_length=200)] = None,
+    authorization: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    scope = _scope_of(request, key, authorization)
+    deleted = workspaces.delete_workspace(request.app.state.store, scope, confirm)
+    settle(request)
+    return deleted
+
+
+@router.delete("/workspaces/{key}/members/{user_id}", status_code=204)
+def remove_member(
+    request: Request, key: str, user_id: str, authorization: Annotated[str | None, Header()] = None
+) -> Response:
+    workspaces.remove_member(request.app.state.store, _scope_of(request, key, authorization), user_id)
+    settle(request)
+    return Response(status_code=204)
+
+
+@router.patch("/workspaces/{key}/members/{user_id}")
+def change_role(
+    request: Request,
+    key: str,
+    user_id: str,
+    body: JsonBody,
+    authorization: Annotated[str | None, Header()] = None,
+) -> dict[str, Any]:
+    scope = _scope_of(request, key, authorization)
+    changed = workspaces.change_role(request.app.state.store, scope, user_id, body)
+    settle(request)
+    return changed
 
 
 @router.get("/platform/admins")
@@ -62,9 +116,11 @@ def grant_platform_admin(request: Request, s: ScopeDep, body: JsonBody) -> dict[
 def list_members(
     request: Request, key: str, authorization: Annotated[str | None, Header()] = None
 ) -> dict[str, Any]:
-    store = request.app.state.store
-    scope = resolve_scope(store, authenticate(store, authorization), key)
-    return {"workspace_id": scope.workspace_id, "members": member_list(store, scope.workspace_id)}
+    scope = _scope_of(request, key, authorization)
+    return {
+        "workspace_id": scope.workspace_id,
+        "members": member_list(request.app.state.store, scope.workspace_id),
+    }
 
 
 @router.post("/workspaces/{key}/members", status_code=201)

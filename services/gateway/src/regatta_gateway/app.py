@@ -26,8 +26,9 @@ from .api_v1 import router as v1
 from .api_v1_identity import router as v1_identity
 from .api_v1_ops import router as v1_ops
 from .api_v1_outputs import router as v1_outputs
-from .bootstrap import add_hosted_benchmarks, bootstrap
+from .bootstrap import bootstrap
 from .cli_scope import RawCliPaths
+from .commands.hosted import add_hosted_benchmarks, all_workspaces
 from .errors import ApiError, request_error
 from .guards import RequestGuard
 from .operations import open_operations
@@ -58,10 +59,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await prepare_streams(settings)
         close_resources = await open_resources(app, settings, store)
         close_operations = await open_operations(app, settings, store)
-        admin = bootstrap(store, settings)
+        bootstrap(store, settings)
         await asyncio.to_thread(runner.catch_up)
-        if admin is not None:
-            add_hosted_benchmarks(store, settings, admin)
+        add_hosted_benchmarks(store, settings, all_workspaces(store))
         stop, wake = asyncio.Event(), asyncio.Event()
         await wake_on_commit(app.state.nc, wake)
         task = asyncio.create_task(runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))

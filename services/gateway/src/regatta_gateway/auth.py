@@ -76,7 +76,7 @@ def _no_workspace() -> ApiError:
 
 
 def _workspace_filter(workspace: str | None) -> Any:
-    """The named workspace (by name or id), or any (the first by name is taken)."""
+    """The named workspace (by name or id), or any (the user's first, their default, is taken)."""
     if not workspace:
         return true()
     name = workspace.strip()
@@ -100,12 +100,12 @@ def authenticate(store: EventStore, authorization: str | None) -> Principal:
 
 
 def resolve_scope(store: EventStore, principal: Principal, workspace: str | None) -> Scope:
-    """The named workspace (by name or id) if the user belongs to it; else the user's first workspace."""
+    """The named workspace (by name or id) if the user belongs to it; else their default one."""
     query = (
         select(t.workspaces.c.id, t.workspaces.c.name, t.members.c.role)
         .join(t.members, t.members.c.workspace_id == t.workspaces.c.id)
         .where(t.members.c.user_id == principal.user_id, _workspace_filter(workspace))
-        .order_by(t.workspaces.c.name)
+        .order_by(t.members.c.joined, t.workspaces.c.name)
     )
     with store.read_engine.connect() as conn:
         row = conn.execute(query).mappings().first()
@@ -132,7 +132,7 @@ def authorize(store: EventStore, authorization: str | None, workspace: str | Non
         .outerjoin(t.platform_admins, t.platform_admins.c.user_id == t.tokens.c.user_id)
         .outerjoin(membership, t.members.c.user_id == t.tokens.c.user_id)
         .where(t.tokens.c.token_hash == token_hash)
-        .order_by(t.workspaces.c.name)
+        .order_by(t.members.c.joined, t.workspaces.c.name)
         .limit(1)
     )
     with store.read_engine.connect() as conn:
@@ -143,16 +143,19 @@ def authorize(store: EventStore, authorization: str | None, workspace: str | Non
     return Scope(principal, row["workspace_id"], row["workspace_name"], row["role"])
 
 
-def user_workspaces(store: EventStore, user_id: str) -> list[dict[str, str]]:
-    """The workspaces `user_id` belongs to, by name (the first is the default scope), with the role."""
+def user_workspaces(store: EventStore, user_id: str) -> list[dict[str, Any]]:
+    """The workspaces `user_id` belongs to, by name, with the role; `default` marks the one they were
+    given first, where a request naming no workspace acts (a later workspace never moves them)."""
     query = (
-        select(t.workspaces.c.id, t.workspaces.c.name, t.members.c.role)
+        select(t.workspaces.c.id, t.workspaces.c.name, t.members.c.role, t.members.c.joined)
         .join(t.members, t.members.c.workspace_id == t.workspaces.c.id)
         .where(t.members.c.user_id == user_id)
         .order_by(t.workspaces.c.name)
     )
     with store.read_engine.connect() as conn:
-        return [dict(row) for row in conn.execute(query).mappings()]
+        rows = [dict(row) for row in conn.execute(query).mappings()]
+    first = min(rows, key=lambda row: (row["joined"] or 0, row["name"]), default=None)
+    return [{"id": r["id"], "name": r["name"], "role": r["role"], "default": r is first} for r in rows]
 
 
 def member_list(store: EventStore, workspace_id: str) -> list[dict[str, str]]:

@@ -1,9 +1,6 @@
-"""First start: the bootstrap token creates the first admin and workspace; hosted benchmarks are added."""
+"""First start: the bootstrap token creates the first admin and workspace."""
 
 from __future__ import annotations
-
-import json
-import logging
 
 from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
@@ -18,15 +15,9 @@ from regatta_shared.eventstore.appends import loads
 from regatta_shared.eventstore.schema import events
 from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.settings import Settings, refuse_known_default
-from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import Connection, select
 
 from .auth import Principal, Scope, hash_token
-from .benchmark_sources import parse_source
-from .commands import add_benchmark
-from .readmodels import tables as t
-
-log = logging.getLogger("regatta.gateway")
 
 
 def bootstrap(store: EventStore, settings: Settings) -> Scope | None:
@@ -92,25 +83,3 @@ def _bootstrap_events(
         ApiTokenCreated(token_id=token_id, user_id=user_id, token_hash=token_hash, name="bootstrap"),
     ]
     return [new_event(payload, actor="system") for payload in payloads]
-
-
-def add_hosted_benchmarks(store: EventStore, settings: Settings, scope: Scope) -> None:
-    """Hosted benchmarks come from the deployment's configuration and cannot be removed."""
-    if not settings.hosted_benchmarks:
-        return
-    declared = json.loads(settings.hosted_benchmarks)
-    with store.read_engine.connect() as conn:
-        existing = {
-            (row.source_type, row.source_ref)
-            for row in conn.execute(
-                select(t.benchmarks.c.source_type, t.benchmarks.c.source_ref).where(
-                    t.benchmarks.c.workspace_id == scope.workspace_id, t.benchmarks.c.hosted.is_(True)
-                )
-            )
-        }
-    for body in declared:
-        source = parse_source(body)
-        if (source.type, source.ref) in existing:
-            continue
-        add_benchmark(store, scope, body, SourcePolicy.from_settings(settings), hosted=True)
-        log.info("hosted benchmark %s added", source.ref)

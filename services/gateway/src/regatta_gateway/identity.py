@@ -1,8 +1,9 @@
-"""Identity commands: API tokens, workspaces and members. Each records events; reads use the read models.
+"""Identity commands: API tokens, members, platform administrators. Each records events; reads use the
+read models. Workspaces themselves are decided in commands/workspace.py.
 
-Tokens are shown once and stored only as SHA-256 hashes. Ids that must be unique across concurrent
-requests (a workspace per name, a user per email) are derived from that name or email, so the event
-store's stream-version and event-id checks settle races instead of leaving duplicates to the projection.
+Tokens are shown once and stored only as SHA-256 hashes. A user's id is derived from their email, so
+the event store's event-id check settles a race of two requests adding the same new user instead of
+leaving duplicates to the projection.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from regatta_shared.events import (
     MemberAdded,
     PlatformAdminGranted,
     UserRegistered,
-    WorkspaceCreated,
 )
-from regatta_shared.eventstore import EventStore, WrongExpectedVersion
+from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id, workspace_stream
 from sqlalchemy import func, select
 
@@ -148,36 +148,6 @@ def revoke_token(store: EventStore, scope: Scope, token_id: str) -> None:
             )
         ],
     )
-
-
-def create_workspace(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
-    if not scope.is_admin:
-        raise ApiError(403, "Only workspace admins can create workspaces", code="FORBIDDEN")
-    name = _text(body, "name")
-    assert name is not None
-    with store.read_engine.connect() as conn:
-        taken = conn.execute(
-            select(func.count()).where(func.lower(t.workspaces.c.name) == name.lower())
-        ).scalar_one()
-    if taken:
-        raise ApiError(409, f"A workspace named {name!r} exists", code="CONFLICT", field="name")
-    workspace_id = f"ws_{_digest('workspace:' + name.lower())}"
-    actor = scope.principal.user_id
-    events = [
-        new_event(
-            WorkspaceCreated(workspace_id=workspace_id, name=name), actor=actor, workspace_id=workspace_id
-        ),
-        new_event(
-            MemberAdded(workspace_id=workspace_id, user_id=actor, role="admin"),
-            actor=actor,
-            workspace_id=workspace_id,
-        ),
-    ]
-    try:
-        store.append(workspace_stream(workspace_id), events, 0)
-    except WrongExpectedVersion:
-        raise ApiError(409, f"A workspace named {name!r} exists", code="CONFLICT", field="name") from None
-    return {"id": workspace_id, "name": name, "role": "admin"}
 
 
 def _user_by_email(store: EventStore, email: str) -> dict[str, Any] | None:

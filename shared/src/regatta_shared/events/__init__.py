@@ -22,9 +22,13 @@ from .identity import (
     ApiTokenCreated,
     ApiTokenRevoked,
     MemberAdded,
+    MemberRemoved,
+    MemberRoleChanged,
     PlatformAdminGranted,
     UserRegistered,
     WorkspaceCreated,
+    WorkspaceDeleted,
+    WorkspaceRenamed,
 )
 from .runs import (
     AgentSpec,
@@ -93,6 +97,8 @@ __all__ = [
     "ExecutorNoted",
     "LeaderboardComputed",
     "MemberAdded",
+    "MemberRemoved",
+    "MemberRoleChanged",
     "MetricValue",
     "ModelSpec",
     "Outcome",
@@ -120,6 +126,8 @@ __all__ = [
     "WebhookRemoved",
     "WorkspaceBudgetSet",
     "WorkspaceCreated",
+    "WorkspaceDeleted",
+    "WorkspaceRenamed",
     "parse_event",
     "upcast",
 ]

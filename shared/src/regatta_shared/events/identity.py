@@ -53,3 +53,34 @@ class PlatformAdminGranted(Event):
     type_name = "PlatformAdminGranted"
     category = "workspace"
     user_id: str
+
+
+class WorkspaceRenamed(Event):
+    type_name = "WorkspaceRenamed"
+    category = "workspace"
+    workspace_id: str
+    name: str
+
+
+class WorkspaceDeleted(Event):
+    """The workspace is gone from every member's list; its events (runs, audit) stay in the log."""
+
+    type_name = "WorkspaceDeleted"
+    category = "workspace"
+    workspace_id: str
+    name: str
+
+
+class MemberRemoved(Event):
+    type_name = "MemberRemoved"
+    category = "workspace"
+    workspace_id: str
+    user_id: str
+
+
+class MemberRoleChanged(Event):
+    type_name = "MemberRoleChanged"
+    category = "workspace"
+    workspace_id: str
+    user_id: str
+    role: Literal["admin", "member"]

@@ -165,7 +165,13 @@ def budget_status(store: EventStore, workspace_id: str) -> dict[str, Any]:
             )
         ).scalar_one()
     limit = budget[0] if budget else None
-    return {"budget_usd": limit, "spent_usd": float(spent), "exhausted": limit is not None and spent >= limit}
+    remaining = None if limit is None else max(0.0, limit - float(spent))
+    return {
+        "budget_usd": limit,
+        "spent_usd": float(spent),
+        "remaining_usd": remaining,
+        "exhausted": limit is not None and spent >= limit,
+    }
 
 
 def check_budget(store: EventStore, scope: Scope) -> None:

@@ -23,6 +23,8 @@ from regatta_shared.events import (
     Event,
     LeaderboardComputed,
     MemberAdded,
+    MemberRemoved,
+    MemberRoleChanged,
     PlatformAdminGranted,
     RunFailed,
     RunFinished,
@@ -35,6 +37,8 @@ from regatta_shared.events import (
     SecretSet,
     UserRegistered,
     WorkspaceCreated,
+    WorkspaceDeleted,
+    WorkspaceRenamed,
 )
 from regatta_shared.eventstore import StoredEvent
 from regatta_shared.runs import STATUS_BY_EVENT, expected_attempts, public_submission
@@ -104,15 +108,41 @@ def _user(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
 
 
 @handles(MemberAdded)
-def _member(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+def _member(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    """Adding someone already in the workspace changes only their role: they keep their place."""
+    where = and_(t.members.c.workspace_id == d["workspace_id"], t.members.c.user_id == d["user_id"])
+    if conn.execute(select(t.members.c.user_id).where(where)).first() is not None:
+        conn.execute(update(t.members).where(where).values(role=d["role"]))
+        return
     conn.execute(
-        delete(t.members).where(
-            and_(t.members.c.workspace_id == d["workspace_id"], t.members.c.user_id == d["user_id"])
+        insert(t.members).values(
+            workspace_id=d["workspace_id"], user_id=d["user_id"], role=d["role"], joined=e.position
         )
     )
-    conn.execute(
-        insert(t.members).values(workspace_id=d["workspace_id"], user_id=d["user_id"], role=d["role"])
-    )
+
+
+@handles(MemberRoleChanged)
+def _member_role(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    where = and_(t.members.c.workspace_id == d["workspace_id"], t.members.c.user_id == d["user_id"])
+    conn.execute(update(t.members).where(where).values(role=d["role"]))
+
+
+@handles(MemberRemoved)
+def _member_removed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    where = and_(t.members.c.workspace_id == d["workspace_id"], t.members.c.user_id == d["user_id"])
+    conn.execute(delete(t.members).where(where))
+
+
+@handles(WorkspaceRenamed)
+def _workspace_renamed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(update(t.workspaces).where(t.workspaces.c.id == d["workspace_id"]).values(name=d["name"]))
+
+
+@handles(WorkspaceDeleted)
+def _workspace_deleted(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
+    """Gone from every list and out of reach (no members); its runs' rows stay, as its events do."""
+    conn.execute(delete(t.members).where(t.members.c.workspace_id == d["workspace_id"]))
+    conn.execute(delete(t.workspaces).where(t.workspaces.c.id == d["workspace_id"]))
 
 
 @handles(PlatformAdminGranted)

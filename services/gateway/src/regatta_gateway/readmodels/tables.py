@@ -27,6 +27,8 @@ members = Table(
     Column("workspace_id", String(64), primary_key=True),
     Column("user_id", String(64), primary_key=True),
     Column("role", String(20)),
+    # Log position of the user's MemberAdded: their first workspace is their default one.
+    Column("joined", BigInteger),
 )
 platform_admins = Table(
     "rm_platform_admins",

@@ -12,12 +12,14 @@ from fastapi.staticfiles import StaticFiles
 from .protection import BrowserProtection
 from .routes import router
 from .session import STATIC_DIR, CookieBearerMiddleware, NotSignedIn, not_signed_in
+from .settings import router as settings_router
 
 __all__ = ["install", "router"]
 
 
 def install(app: FastAPI, public_url: str | None = None) -> None:
     app.include_router(router)
+    app.include_router(settings_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(CookieBearerMiddleware)
     # Outside the cookie middleware: a cross-site request is refused before its cookie becomes a token.

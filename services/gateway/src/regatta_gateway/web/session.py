@@ -52,7 +52,7 @@ def check_token(request: Request, token: str) -> Principal:
 
 
 def web_scope(request: Request) -> ApiScope:
-    """FastAPI dependency of every page: the signed-in user's chosen workspace, else their first.
+    """FastAPI dependency of every page: the signed-in user's chosen workspace, else their default.
 
     The user's workspaces are read once here and kept on `request.state.workspaces`: the top bar's
     switcher lists them and the switch checks against them, so a page costs no second lookup."""
@@ -67,8 +67,10 @@ def web_scope(request: Request) -> ApiScope:
     if not mine:
         raise NotSignedIn()
     chosen = request.cookies.get(WORKSPACE_COOKIE)
-    # A cookie naming a workspace the user is not in (stale or forged) means the default, not a lockout.
-    current = next((w for w in mine if w["id"] == chosen), mine[0])
+    # A cookie naming a workspace the user is not in (stale, deleted or forged) means the default, not
+    # a lockout.
+    default = next(w for w in mine if w["default"])
+    current = next((w for w in mine if w["id"] == chosen), default)
     request.state.workspaces = mine
     return ApiScope(principal, current["id"], current["name"], current["role"])
 

@@ -33,18 +33,18 @@ from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from .admission.default_registry import DefaultRegistry, needs_default, resolve_named
-from .admission.hosted_models import admit_hosted
-from .admission.sources import admit_source
-from .auth import Scope
-from .benchmark_sources import parse_source
-from .cached_reads import LRU
-from .errors import ApiError
-from .notifications.registry import check_budget
-from .queries import find_benchmark, find_run
-from .readmodels import tables as t
-from .runtoml import resolved_toml
-from .secret_store import SecretVault, resolve_secrets
+from ..admission.default_registry import DefaultRegistry, needs_default, resolve_named
+from ..admission.hosted_models import admit_hosted
+from ..admission.sources import admit_source
+from ..auth import Scope
+from ..benchmark_sources import parse_source
+from ..cached_reads import LRU
+from ..errors import ApiError
+from ..notifications.registry import check_budget
+from ..queries import find_benchmark, find_run
+from ..readmodels import tables as t
+from ..runtoml import resolved_toml
+from ..secret_store import SecretVault, resolve_secrets
 
 
 def add_benchmark(

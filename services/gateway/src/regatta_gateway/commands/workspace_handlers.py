@@ -1,0 +1,163 @@
+"""Workspace commands: create, rename, delete; remove a member, change a member's role.
+
+Each folds the workspace's stream (workspace.py), decides, and appends with the version it folded as the
+expected version. Names are unique across workspaces, a fact no single stream holds: create and rename
+decide it under the event store's append lock, from the naming events of the log itself (the read models
+may lag behind it), in the transaction that appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from regatta_shared.envelope import new_event
+from regatta_shared.events import Event, WorkspaceCreated, WorkspaceDeleted, WorkspaceRenamed
+from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVersion
+from regatta_shared.eventstore.appends import loads
+from regatta_shared.eventstore.schema import events
+from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.settings import Settings
+from sqlalchemy import Connection, func, select
+
+from ..auth import Scope
+from ..errors import ApiError
+from ..readmodels import tables as t
+from . import stop_run
+from . import workspace as ws
+from .hosted import add_hosted_benchmarks
+
+Decide = Callable[[ws.WorkspaceState], list[Event]]
+# Appends to a workspace's stream that change nothing a decision reads (a token, a budget, a webhook)
+# only move its version: the decision is made again on the new state, a few times at most.
+RETRIES = 5
+ACTIVE = ("pending", "queued", "running")
+
+
+def load(store: EventStore, workspace_id: str) -> ws.WorkspaceState:
+    return ws.fold(workspace_id, store.read_stream(workspace_stream(workspace_id)))
+
+
+def _facts(state: ws.WorkspaceState) -> tuple[Any, ...]:
+    return state.name, state.deleted, state.members
+
+
+def _concurrent() -> ApiError:
+    return ApiError(
+        409,
+        "The workspace was changed by another request while this one was decided; reload and try again",
+        code="CONCURRENT_CHANGE",
+    )
+
+
+def execute(
+    store: EventStore,
+    workspace_id: str,
+    actor: str,
+    decide: Decide,
+    *,
+    state: ws.WorkspaceState | None = None,
+    conn: Connection | None = None,
+) -> list[StoredEvent]:
+    """Decide on `state` (by default the stream as it is now) and append at its version. If the stream
+    moved meanwhile and what a decision reads (name, members, roles) changed, the request conflicts with
+    another one: 409, nothing appended. `conn`: append inside the caller's locked transaction."""
+    state = state or load(store, workspace_id)
+    for _ in range(RETRIES):
+        decided = decide(state)
+        if not decided:
+            return []
+        recorded = [new_event(event, actor=actor, workspace_id=workspace_id) for event in decided]
+        try:
+            if conn is not None:
+                return store.append_within(conn, workspace_stream(workspace_id), recorded, state.version)
+            return store.append(workspace_stream(workspace_id), recorded, state.version)
+        except WrongExpectedVersion:
+            fresh = load(store, workspace_id)
+            if _facts(fresh) != _facts(state):
+                raise _concurrent() from None
+            state = fresh
+    raise _concurrent()
+
+
+def _names(conn: Connection) -> dict[str, str]:
+    """Every live workspace's name, from the log (indexed by type), read under the append lock."""
+    types = (WorkspaceCreated.type_name, WorkspaceRenamed.type_name, WorkspaceDeleted.type_name)
+    rows = conn.execute(
+        select(events.c.type, events.c.data).where(events.c.type.in_(types)).order_by(events.c.position)
+    ).all()
+    return ws.workspace_names(
+        (kind, loads(raw) if isinstance(raw, str | bytes) else raw) for kind, raw in rows
+    )
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def create_workspace(
+    store: EventStore, settings: Settings, scope: Scope, body: dict[str, Any]
+) -> dict[str, Any]:
+    """A new workspace whose only member is its creator (admin), with the hosted benchmarks. Nobody's
+    default workspace changes: that is the first one each user was given."""
+    if not scope.is_admin:
+        raise ApiError(403, "Only workspace admins can create workspaces", code="FORBIDDEN")
+    name = ws.clean_name(body.get("name"))
+    workspace_id = new_id("ws")
+    actor = scope.principal.user_id
+    with store.transaction() as conn:
+        store.lock_appends(conn)
+        decided = ws.decide_create(workspace_id, name, _names(conn), actor)
+        recorded = [new_event(event, actor=actor, workspace_id=workspace_id) for event in decided]
+        store.append_within(conn, workspace_stream(workspace_id), recorded, 0)
+    add_hosted_benchmarks(store, settings, [(workspace_id, name)], scope.principal)
+    return {"id": workspace_id, "name": name, "role": "admin"}
+
+
+def rename_workspace(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    name = ws.clean_name(body.get("name"))
+    actor = scope.principal.user_id
+    with store.transaction() as conn:
+        store.lock_appends(conn)
+        names = _names(conn)
+        execute(
+            store, scope.workspace_id, actor, lambda s: ws.decide_rename(s, actor, name, names), conn=conn
+        )
+    return {"id": scope.workspace_id, "name": name, "role": scope.role}
+
+
+def delete_workspace(store: EventStore, scope: Scope, confirm: str | None) -> dict[str, Any]:
+    """Deleted for every member; runs still active are asked to stop (their results stay in the log)."""
+    with store.read_engine.connect() as conn:
+        runs = conn.execute(
+            select(t.runs.c.id, t.runs.c.status).where(t.runs.c.workspace_id == scope.workspace_id)
+        ).all()
+    actor = scope.principal.user_id
+    execute(store, scope.workspace_id, actor, lambda s: ws.decide_delete(s, actor, confirm, len(runs)))
+    stopped = 0
+    for run_id, status in runs:
+        if status in ACTIVE:
+            try:
+                stop_run(store, scope, run_id, reason="workspace deleted")
+                stopped += 1
+            except ApiError:  # it ended meanwhile
+                pass
+    return {"id": scope.workspace_id, "name": scope.workspace_name, "deleted": True, "stopped_runs": stopped}
+
+
+def remove_member(store: EventStore, scope: Scope, user_id: str) -> None:
+    actor = scope.principal.user_id
+    execute(store, scope.workspace_id, actor, lambda s: ws.decide_remove_member(s, actor, user_id))
+
+
+def change_role(store: EventStore, scope: Scope, user_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    role = ws.clean_role(body.get("role"))
+    actor = scope.principal.user_id
+    execute(store, scope.workspace_id, actor, lambda s: ws.decide_change_role(s, actor, user_id, role))
+    return {"workspace_id": scope.workspace_id, "user_id": user_id, "role": role}
+
+
+def run_count(store: EventStore, workspace_id: str) -> int:
+    with store.read_engine.connect() as conn:
+        return conn.execute(
+            select(func.count()).select_from(t.runs).where(t.runs.c.workspace_id == workspace_id)
+        ).scalar_one()

@@ -1,0 +1,113 @@
+"""The workspace aggregate on its own: what its fold knows and what each decision allows (no store)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from regatta_gateway.commands import workspace as ws
+from regatta_gateway.errors import ApiError
+from regatta_shared.envelope import StoredEvent
+from regatta_shared.events import (
+    ApiTokenCreated,
+    Event,
+    MemberAdded,
+    MemberRemoved,
+    MemberRoleChanged,
+    WorkspaceCreated,
+    WorkspaceDeleted,
+    WorkspaceRenamed,
+)
+
+WS = "ws_1"
+
+
+def stream(*payloads: Event) -> list[StoredEvent]:
+    return [
+        StoredEvent(i, f"e{i}", f"workspace-{WS}", i, p.type_name, p.model_dump(), {}, datetime.now(UTC))
+        for i, p in enumerate(payloads, start=1)
+    ]
+
+
+def team(*extra: Event) -> ws.WorkspaceState:
+    return ws.fold(
+        WS,
+        stream(
+            WorkspaceCreated(workspace_id=WS, name="team"),
+            MemberAdded(workspace_id=WS, user_id="ann", role="admin"),
+            MemberAdded(workspace_id=WS, user_id="bob", role="member"),
+            ApiTokenCreated(token_id="t", user_id="bob", token_hash="h", name="n"),
+            *extra,
+        ),
+    )
+
+
+def refused(decide, status: int, code: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ApiError) as error:
+        decide()
+    assert error.value.status == status
+    if code:
+        assert error.value.code == code
+
+
+def test_the_fold_knows_name_members_roles_and_version() -> None:
+    state = team(
+        WorkspaceRenamed(workspace_id=WS, name="crew"),
+        MemberRoleChanged(workspace_id=WS, user_id="bob", role="admin"),
+        MemberAdded(workspace_id=WS, user_id="cy", role="member"),
+        MemberRemoved(workspace_id=WS, user_id="cy"),
+    )
+    assert (state.name, state.members, state.version, state.exists) == (
+        "crew",
+        {"ann": "admin", "bob": "admin"},
+        8,
+        True,
+    )
+    assert not team(WorkspaceDeleted(workspace_id=WS, name="team")).exists
+
+
+def test_only_admins_decide_and_a_workspace_keeps_one_admin() -> None:
+    state = team()
+    refused(lambda: ws.decide_rename(state, "bob", "x", {}), 403, "FORBIDDEN")
+    refused(lambda: ws.decide_change_role(state, "bob", "bob", "admin"), 403)
+    refused(lambda: ws.decide_remove_member(state, "bob", "ann"), 403)
+    refused(lambda: ws.decide_rename(state, "stranger", "x", {}), 404)
+    refused(lambda: ws.decide_change_role(state, "ann", "ann", "member"), 409, "LAST_ADMIN")
+    refused(lambda: ws.decide_remove_member(state, "ann", "ann"), 409, "LAST_ADMIN")
+    assert ws.decide_remove_member(state, "bob", "bob") == [MemberRemoved(workspace_id=WS, user_id="bob")]
+    assert ws.decide_change_role(state, "ann", "bob", "member") == []  # already so: nothing to record
+    two = team(MemberRoleChanged(workspace_id=WS, user_id="bob", role="admin"))
+    assert ws.decide_change_role(two, "bob", "ann", "member")[0].role == "member"
+
+
+def test_names_are_unique_whatever_the_case_and_free_again_after_a_rename_or_delete() -> None:
+    log = [
+        ("WorkspaceCreated", {"workspace_id": "a", "name": "Alpha"}),
+        ("WorkspaceCreated", {"workspace_id": "b", "name": "beta"}),
+        ("WorkspaceRenamed", {"workspace_id": "a", "name": "gamma"}),
+        ("WorkspaceDeleted", {"workspace_id": "b", "name": "beta"}),
+    ]
+    names = ws.workspace_names(log)
+    assert names == {"a": "gamma"}
+    assert ws.decide_create("c", "alpha", names, "ann")[0] == WorkspaceCreated(workspace_id="c", name="alpha")
+    refused(lambda: ws.decide_create("c", "GAMMA", names, "ann"), 409, "CONFLICT")
+    assert ws.decide_rename(team(), "ann", "Team", {WS: "team"}) == [
+        WorkspaceRenamed(workspace_id=WS, name="Team")
+    ]
+
+
+def test_a_workspace_with_runs_is_deleted_only_when_its_name_is_repeated() -> None:
+    state = team()
+    refused(lambda: ws.decide_delete(state, "ann", None, 3), 409, "CONFIRMATION_REQUIRED")
+    refused(lambda: ws.decide_delete(state, "ann", "TEAM", 3), 409, "CONFIRMATION_REQUIRED")
+    assert ws.decide_delete(state, "ann", "team", 3) == [WorkspaceDeleted(workspace_id=WS, name="team")]
+    assert ws.decide_delete(state, "ann", None, 0) == [WorkspaceDeleted(workspace_id=WS, name="team")]
+    deleted = team(WorkspaceDeleted(workspace_id=WS, name="team"))
+    refused(lambda: ws.decide_delete(deleted, "ann", "team", 0), 404)
+
+
+@pytest.mark.parametrize("name", ["", "  ", "x" * 201, "a\nb", "\x7f", 3, None, ["team"]])
+def test_bad_names_are_refused_naming_the_field(name: object) -> None:
+    with pytest.raises(ApiError) as error:
+        ws.clean_name(name)
+    assert (error.value.status, error.value.field) == (400, "name")
