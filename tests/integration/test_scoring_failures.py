@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from regatta_scoring.scorer import Scorer
-from regatta_shared.events import AttemptFinished, RunExecutionCompleted, RunFailed
+from regatta_shared.events import AttemptFinished, AttemptScheduled, RunExecutionCompleted, RunFailed
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import attempt_id, run_stream
 
@@ -26,6 +26,16 @@ def _finished(run_id: str, agent_index: int, task: str, outcome: str = "passed")
     )
 
 
+def _scheduled(run_id: str, agent_index: int, task: str) -> AttemptScheduled:
+    return AttemptScheduled(
+        run_id=run_id,
+        attempt_id=attempt_id(run_id, agent_index, task, 0),
+        agent_index=agent_index,
+        task=task,
+        attempt_index=0,
+    )
+
+
 def test_a_run_whose_scoring_raises_ends_failed_with_the_reason_and_keeps_its_attempts(
     store: EventStore,
 ) -> None:
@@ -33,6 +43,7 @@ def test_a_run_whose_scoring_raises_ends_failed_with_the_reason_and_keeps_its_at
     stream = run_stream(run_id)
     store.append(stream, [new_event(submission(run_id, tasks=2, agents=1, attempts=1))])
     # An attempt of an agent the run does not have: no scheduler decides one, a damaged store can hold it.
+    store.append(stream, [new_event(_scheduled(run_id, 0, "t0")), new_event(_scheduled(run_id, 7, "t1"))])
     store.append(stream, [new_event(_finished(run_id, 0, "t0")), new_event(_finished(run_id, 7, "t1"))])
     scorer = Scorer(store)
     scorer.on_events(store.read_stream(stream))  # provisional scoring fails quietly, never a redelivery
@@ -58,7 +69,8 @@ def test_a_run_failed_by_the_scheduler_gets_final_scores_of_what_it_measured(sto
     store.append(stream, [new_event(submission(run_id, tasks=2, agents=1, attempts=1))])
     store.append(
         stream,
-        [new_event(_finished(run_id, 0, task, "errored")) for task in ("t0", "t1")]
+        [new_event(_scheduled(run_id, 0, task)) for task in ("t0", "t1")]
+        + [new_event(_finished(run_id, 0, task, "errored")) for task in ("t0", "t1")]
         + [new_event(RunFailed(run_id=run_id, reason="every attempt errored (2 of 2)"))],
     )
     Scorer(store).on_events(store.read_stream(stream)[-1:])
