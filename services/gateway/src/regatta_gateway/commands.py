@@ -191,6 +191,7 @@ def submit_run(store: EventStore, scope: Scope, request: RunRequest, vault: Secr
         standard_conditions=standard_conditions(
             metadata.get("pass_threshold"), metadata.get("primary_reward_key")
         ),
+        recommended_task_set=metadata.get("recommended_task_set"),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
     recorded = [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)]
