@@ -6,9 +6,9 @@ Nothing here reads events or writes anything: pages are views of the read models
 from __future__ import annotations
 
 import re
-from urllib.parse import urlencode
 from collections import defaultdict
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
