@@ -98,7 +98,7 @@ def runs_of(
     total = listed["total_count"]
     first = (page - 1) * RUNS_PAGE + 1
     return {
-        "items": runs,
+        "rows": runs,
         "total": total,
         "page": page,
         "pages": max(1, -(-total // RUNS_PAGE)),

@@ -199,7 +199,10 @@
   function agentLabel(card) {
     const body = agentBody(card);
     const harness = body.harness || bm.default_harness || "harness not chosen";
-    const model = body.model.model || body.model.base_model || "";
+    // The same label as every other page (web/views.py `label`): a hosted LoRA reads `base:lora`.
+    const hosted = body.model.type === "hosted";
+    const lora = hosted ? body.model.lora_model_name : "";
+    const model = hosted ? `${body.model.base_model || ""}${lora ? `:${lora}` : ""}` : body.model.model || "";
     return model ? `${harness} · ${model}` : harness;
   }
 
