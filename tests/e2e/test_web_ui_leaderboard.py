@@ -232,8 +232,7 @@ def test_leaderboard_sections_rank_apart_in_the_chosen_sort_with_the_tooltip_abo
     api.wait_for(lambda: len(api.get(f"/benchmarks/{benchmark['id']}/leaderboard")["leaderboard"]) == 3)
     sign_in(page, stack)
 
-    expect(page.locator("tr[data-name='sets']")).to_contain_text("sets")
-    expect(page.locator("tr[data-name='sets']").get_by_role("link", name="sets")).to_be_visible()
+    expect(page.locator("tr[data-name='sets']").get_by_role("link", name="sets", exact=True)).to_be_visible()
     page.goto(f"{stack.url}/benchmarks/{benchmark['id']}")
     expect(page.get_by_role("heading", level=1)).to_contain_text("sets")
     expect(page.get_by_role("heading", level=1)).not_to_contain_text(str(tmp_path))

@@ -327,7 +327,7 @@
       const slot = form.querySelector(`[data-error-for="${key}"]`);
       if (!input || !slot || !needed) continue;
       const empty = input.value.trim() === "";
-      if (empty) {
+      if (empty && (slot.hidden || slot.dataset.required)) {
         slot.textContent = message;
         slot.hidden = false;
         slot.dataset.required = "true";
@@ -423,6 +423,8 @@
     let issues = payload.issues || [];
     if (!issues.length && payload.field) issues = [{ key: payload.field, message: errorText(result) }];
     Regatta.showIssues(form, issues, formError, normalise);
+    for (const slot of form.querySelectorAll("[data-required]")) delete slot.dataset.required;
+    flagRequiredJudge();
     const badTab = flagTabs();
     if (badTab) Regatta.selectTab(document.querySelector("[data-tabs]"), badTab);
     if (result.status === 403 && payload.code === "BILLING_REQUIRED") {
