@@ -114,7 +114,8 @@ _TEXT_BOXES = """(selector) => {
     const text = node.textContent.trim();
     const parent = node.parentElement;
     if (!text || !parent) continue;
-    if (parent.closest(".sr-only, [hidden], option, select, script, style, noscript, template")) continue;
+    const skipped = ".sr-only, [hidden], option, select, script, style, noscript, template, svg";
+    if (parent.closest(skipped)) continue;
     if (!parent.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
     const range = document.createRange();
     range.selectNodeContents(node);
@@ -123,8 +124,11 @@ _TEXT_BOXES = """(selector) => {
       if (r.width > 1 && r.height > 1) boxes.push(box(text, r));
     }
   }
+  const clipped = [];
   for (const label of root.querySelectorAll("svg text")) {
     const r = label.getBoundingClientRect();
+    const frame = label.ownerSVGElement.getBoundingClientRect();
+    if (r.left < frame.left - 1 || r.right > frame.right + 1) clipped.push(label.textContent.trim());
     owner += 1;
     if (r.width > 1 && r.height > 1) boxes.push(box(label.textContent.trim(), r));
   }
@@ -138,7 +142,7 @@ _TEXT_BOXES = """(selector) => {
       if (w > 2 && h > 2) overlaps.push([a.text, b.text]);
     }
   }
-  return { texts: boxes.map((b) => b.text), overlaps: overlaps.slice(0, 10) };
+  return { texts: boxes.map((b) => b.text), overlaps: overlaps.slice(0, 10), clipped };
 }"""
 
 
@@ -146,7 +150,8 @@ def assert_readable(
     page: Page, name: str, texts: list[str] | tuple[str, ...] = (), selector: str = ""
 ) -> None:
     """At the desktop size and a phone's: each of `texts` is visible on the page, no text is drawn over
-    other text (inside `selector`, or the whole page), and the page does not scroll sideways. Leaves
+    other text (inside `selector`, or the whole page), no chart label is cut off at the chart's edge, and the
+    page does not scroll sideways. Leaves
     screenshots of both sizes (`name`, `name-phone`)."""
     size = page.viewport_size
     for width, height, suffix in ((1280, 900, ""), (PHONE["width"], PHONE["height"], "-phone")):
@@ -159,6 +164,7 @@ def assert_readable(
         assert found is not None, f"{name}{suffix}: nothing matches {selector!r}"
         assert found["texts"], f"{name}{suffix}: no visible text"
         assert not found["overlaps"], f"{name}{suffix}: text drawn over other text: {found['overlaps']}"
+        assert not found["clipped"], f"{name}{suffix}: chart labels cut off at its edge: {found['clipped']}"
         scroll = page.evaluate("document.documentElement.scrollWidth")
         assert scroll <= width, f"{name}{suffix}: the page is {scroll}px wide at {width}px"
     if size:

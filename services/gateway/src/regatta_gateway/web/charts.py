@@ -14,7 +14,7 @@ from html import escape
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255", "#444444")
 
 WIDTH, HEIGHT = 460, 290
-LEFT, RIGHT, TOP, BOTTOM = 54, 18, 14, 50
+LEFT, RIGHT, TOP, BOTTOM = 54, 34, 14, 50  # RIGHT: half the widest last x-axis label ("$0.00020")
 
 
 def colour(index: int) -> str:
