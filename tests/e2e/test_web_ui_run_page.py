@@ -342,7 +342,7 @@ def test_the_cost_chart_axis_of_a_cheap_run_repeats_no_label(
     ]
     stack = make_stack(executors=1)
     api = api_for(stack)
-    add_folder_benchmark(api, tasks, "cheap")
+    cheap_id = add_folder_benchmark(api, tasks, "cheap")
     assert api.benchmark_ready("cheap")["sync_status"] == "ready"
     stored = api.http.post("/api/v1/secrets", json={"name": "SCRIPTED_KEY", "value": "sk-scripted-1"})
     assert stored.status_code == 201, stored.text
@@ -380,3 +380,9 @@ def test_the_cost_chart_axis_of_a_cheap_run_repeats_no_label(
     assert all(re.fullmatch(r"\$[0-9,]+(\.[0-9]+)?", label) for label in labels), labels
     expect(page.get_by_test_id("agent-results")).to_contain_text("terminus-2 · gpt-4o-mini")
     assert_readable(page, "run-cost-chart", ["LLM cost per task (USD)"], "[data-testid=chart-pareto]")
+    expect(page.get_by_text(re.compile(r"Run of cheap · 1 agent · 1 task × 1 attempt$"))).to_be_visible()
+
+    # A one-task benchmark counts in the singular.
+    page.goto(f"{stack.url}/benchmarks/{cheap_id}")
+    expect(page.get_by_test_id("task-count-badge")).to_have_text("1 task")
+    expect(page.get_by_test_id("runs-table").get_by_test_id("run-selection")).to_have_text("All · 1 task")
