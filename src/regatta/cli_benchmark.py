@@ -230,14 +230,18 @@ def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
 
 
 def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
-    table = Table("#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Cost/task", "Time/task")
+    # Rows come section by section (full list, then the recommended set); ranks restart in each.
+    table = Table("Tasks", "#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Cost/task", "Time/task")
     for r in rows:
         p1 = r.get("pass_at_1") or {}
         pk = (r.get("pass_at_k") or [{}])[-1]
         rank = f"{r.get('rank')}{'*' if r.get('tied') else ''}"
+        section = r.get("section") or {}
+        task_set = section.get("task_set") or r.get("task_set") or "full"
         table.add_row(
+            "full list" if task_set == "full" else f"set {task_set}",
             rank,
-            f"{r['model']} ({r['harness']})",
+            f"{r['harness']} · {r['model']}",
             pct(p1),
             f"{pk.get('value', 0):.0%}",
             money(r.get("cost_per_task")),

@@ -1,19 +1,29 @@
 """Issue 7, the web UI's leaderboard: ranks with ties, the comparison on hover, sorting by each metric.
-Issue 21: a run under non-standard scoring conditions is never ranked, and both pages say why."""
+Issue 21: a run under non-standard scoring conditions is never ranked, and both pages say why.
+Issue 19: one section per comparison group with its own ranks, the recommended set, the runs list."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
+import httpx
 from playwright.sync_api import Page, expect
 
 from tests.e2e.web_ui_support import (
     ACK_WAIT,
+    PHONE,
+    RUN,
+    add_folder_benchmark,
+    assert_apart,
+    assert_readable,
     assert_same_page,
     mark_page,
     phone_shot,
     shot,
     sign_in,
+    write_tasks,
 )
 
 TIE_RUN = """
@@ -175,3 +185,212 @@ def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(
     shot(page, "run-not-ranked")
     page.goto(f"{stack.url}/benchmarks/runs/{honest['id']}")
     expect(page.get_by_test_id("run-qualification")).to_contain_text("Qualifies")
+
+
+# --- issue 19: sections, sort, tooltip, the recommended set, labels, the runs list -----------------------
+
+SETS_MANIFEST = """[task_sets.quick]
+tasks = ["task-000", "task-001", "task-002", "task-003"]
+recommended = true
+
+[task_sets.parity]
+tasks = ["task-004", "task-005"]
+"""
+
+
+def hosted(harness: str, base: str, lora: str = "") -> dict[str, Any]:
+    return {"harness": harness, "model": {"type": "hosted", "base_model": base, "lora_model_name": lora}}
+
+
+def submit(api: Any, benchmark: str, agents: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    body = {"experiment_config": {"benchmark": benchmark}, "agents": agents, **extra}
+    response = api.http.post("/api/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_leaderboard_sections_rank_apart_in_the_chosen_sort_with_the_tooltip_above_its_row(
+    make_stack, api_for, page: Page, tmp_path: Path
+) -> None:
+    stack = make_stack(executors=2, **ACK_WAIT)
+    api = api_for(stack)
+    folder = tmp_path / "sets"
+    write_tasks(folder, 6)
+    (folder / "regatta.toml").write_text(SETS_MANIFEST)
+    # No name given: a folder benchmark is named after its folder, never its absolute path.
+    added = api.http.post("/api/v1/benchmarks", json={"source_type": "folder", "path": str(folder)})
+    assert added.status_code == 201, added.text
+    benchmark = api.benchmark_ready("sets")
+    assert benchmark["sync_status"] == "ready" and benchmark["source_ref"] == str(folder)
+
+    alpha, none = hosted("oracle", "alpha", "v1"), hosted("nop", "none")
+    full = submit(api, "sets", [alpha, none])
+    quick = submit(api, "sets", [none], tasks_config={"task_set": "quick"})
+    parity = submit(api, "sets", [alpha], tasks_config={"task_set": "parity"})
+    for run in (full, quick, parity):
+        assert api.wait_run(run["id"], timeout=RUN / 1000)["benchmark_run"]["status"] == "finished"
+    api.wait_for(lambda: len(api.get(f"/benchmarks/{benchmark['id']}/leaderboard")["leaderboard"]) == 3)
+    sign_in(page, stack)
+
+    expect(page.locator("tr[data-name='sets']").get_by_role("link", name="sets", exact=True)).to_be_visible()
+    page.goto(f"{stack.url}/benchmarks/{benchmark['id']}")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("sets")
+    expect(page.get_by_role("heading", level=1)).not_to_contain_text(str(tmp_path))
+
+    # Two sections, each with its own ranks from 1: nop is last of the full list, first of the quick set.
+    sections = page.get_by_test_id("leaderboard-section")
+    expect(sections).to_have_count(2)
+    expect(sections.get_by_test_id("leaderboard-section-title")).to_contain_text(
+        ["Full task list", "Recommended set: quick"]
+    )
+    expect(sections.nth(0).get_by_test_id("rank")).to_have_text(["1", "2"])
+    expect(sections.nth(0).locator("tbody tr").nth(0)).to_contain_text("oracle · alpha:v1")
+    expect(sections.nth(1).get_by_test_id("rank")).to_have_text(["1"])
+    expect(sections.nth(1).locator("tbody tr")).to_contain_text("nop · none")
+    expect(page.get_by_test_id("leaderboard")).not_to_contain_text(parity["name"])
+
+    # Each sort orders the rows inside each section; the sections stay where they are.
+    for key, label in (("time_per_task", "Time / task"), ("pass_at_1", "Pass@1")):
+        sections.nth(1).get_by_role("link", name=label).click()
+        expect(page).to_have_url(re.compile(rf"\?sort={key}$"))
+        expect(sections.nth(0).locator("th[aria-sort]")).to_contain_text(label)
+        body = api.get(f"/benchmarks/{benchmark['id']}/leaderboard", sort=key)
+        for index, section in enumerate(body["sections"]):
+            rows = [r for r in body["leaderboard"] if r["section"]["key"] == section["key"]]
+            if key == "time_per_task":
+                times = [r["mean_duration_seconds"] for r in rows]
+                assert times == sorted(times), times
+            expect(sections.nth(index).locator("tbody tr")).to_have_count(len(rows))
+            for position, row in enumerate(rows):
+                expect(sections.nth(index).locator("tbody tr").nth(position)).to_have_attribute(
+                    "data-participant", row["participant"]
+                )
+            expect(sections.nth(index).get_by_test_id("rank").first).to_have_text(re.compile(r"^1=?$"))
+    expect(sections.get_by_test_id("leaderboard-section-title")).to_contain_text(
+        ["Full task list", "Recommended set: quick"]
+    )
+
+    # The rank tooltip opens above its row and leaves the next row readable, at both widths.
+    for width in (1280, PHONE["width"]):
+        page.set_viewport_size({"width": width, "height": 900 if width == 1280 else PHONE["height"]})
+        first_row = sections.nth(0).locator("tbody tr").nth(0)
+        first_row.evaluate("row => row.scrollIntoView({block: 'center'})")
+        first_row.get_by_test_id("rank").hover()
+        tip = first_row.get_by_test_id("rank-tooltip")
+        expect(tip).to_be_visible()
+        expect(tip).to_contain_text("Top participant")
+        next_row = sections.nth(0).locator("tbody tr").nth(1)
+        assert_apart(tip, next_row, f"tooltip over the next row at {width}px")
+        shot(page, f"leaderboard-tooltip-{width}")
+        page.mouse.move(0, 0)
+        expect(tip).to_be_hidden()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    assert_readable(
+        page, "leaderboard-sections", ["Full task list", "Recommended set: quick", "oracle · alpha:v1"]
+    )
+
+    # The runs list says which tasks each run chose, and labels agents as the leaderboard does.
+    runs = page.get_by_test_id("runs-table")
+    chosen = ((full, "All · 6 tasks"), (quick, "Set quick · 4 tasks"), (parity, "Set parity · 2 tasks"))
+    for run, text in chosen:
+        row = runs.locator(f"tr[data-run-id='{run['id']}']")
+        expect(row.get_by_test_id("run-selection")).to_have_text(text)
+    expect(runs.locator(f"tr[data-run-id='{full['id']}']")).to_contain_text("oracle · alpha:v1, nop · none")
+
+    # The parity run is a subset the benchmark does not recommend: its page says why it is not ranked.
+    page.goto(f"{stack.url}/benchmarks/runs/{parity['id']}")
+    expect(page.get_by_test_id("run-qualification")).to_contain_text(
+        "neither the full task list nor the recommended set 'quick'"
+    )
+    expect(page.get_by_test_id("agent-results")).to_contain_text("oracle · alpha:v1")
+    page.get_by_role("tab", name="Task Results").click()
+    expect(page.locator("#results-agent option", has_text="oracle · alpha:v1")).to_have_count(1)
+
+    # The New Run form says "ranks like a full run" of the recommended set only.
+    page.goto(f"{stack.url}/benchmarks/{benchmark['id']}/runs/new")
+    page.get_by_label("Named task set").check()
+    hint = page.locator("[data-hint=recommended]")
+    other = page.locator("[data-hint=other]")
+    expect(page.locator("#task-set")).to_have_value("quick")
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("ranks like a full run")
+    expect(other).to_be_hidden()
+    page.locator("#task-set").select_option("parity")
+    expect(hint).to_be_hidden()
+    expect(other).to_be_visible()
+    expect(page.get_by_test_id("summary-tasks")).to_have_text("2 tasks (task set parity)")
+    page.get_by_label("All tasks").check()
+    expect(page.locator("[data-hint]:visible")).to_have_count(0)
+    assert_readable(page, "new-run-task-sets", ["All tasks", "6 tasks"])
+
+
+def test_the_runs_list_pages_past_50_and_filters_by_status_and_submitter(
+    make_stack, api_for, page: Page, tmp_path: Path
+) -> None:
+    """No executor: runs stay queued, except the ones stopped here, so the list holds exactly what this
+    test submitted and stopped."""
+    stack = make_stack(executors=0)
+    api = api_for(stack)
+    write_tasks(tmp_path / "many", 2)
+    benchmark_id = add_folder_benchmark(api, tmp_path / "many", "many")
+    assert api.benchmark_ready("many")["sync_status"] == "ready"
+    workspace = next(w for w in api.get("/workspaces")["workspaces"] if w["current"])
+    member = api.http.post(
+        f"/api/v1/workspaces/{workspace['id']}/members",
+        json={"email": "bea@example.com", "role": "member", "issue_token": True},
+    )
+    assert member.status_code == 201, member.text
+    bea = httpx.Client(
+        base_url=stack.url, headers={"Authorization": f"Bearer {member.json()['token']}"}, timeout=30.0
+    )
+    one = [hosted("nop", "none")]
+    created = []
+    for index in range(53):
+        body = {"experiment_config": {"benchmark": "many"}, "agents": one, "name": f"run-{index:02d}"}
+        if index % 3 == 1:
+            body["tasks_config"] = {"task_names": ["task-001"]}
+        client = bea if index % 10 == 0 else api.http
+        response = client.post("/api/v1/runs", json=body)
+        assert response.status_code == 201, response.text
+        created.append(response.json())
+    for run in created[-2:]:
+        assert api.http.post(f"/api/v1/runs/{run['id']}/stop").status_code == 202
+    for run in created[-2:]:
+        assert api.wait_run(run["id"])["benchmark_run"]["status"] == "stopped"
+    sign_in(page, stack)
+
+    page.goto(f"{stack.url}/benchmarks/{benchmark_id}")
+    runs = page.get_by_test_id("runs-table")
+    expect(runs.locator("tbody tr")).to_have_count(50)
+    expect(page.get_by_test_id("runs-range")).to_have_text("1–50 of 53 runs")
+    expect(runs.locator("tbody tr").first).to_contain_text("run-52")
+    expect(runs.locator("tr", has_text="run-49").get_by_test_id("run-selection")).to_have_text(
+        "Named: task-001 · 1 task"
+    )
+    all_tasks = runs.locator("tr", has_text="run-48").get_by_test_id("run-selection")
+    expect(all_tasks).to_have_text("All · 2 tasks")
+    assert_readable(page, "runs-list-page-1", ["1–50 of 53 runs", "Named: task-001 · 1 task"])
+    page.get_by_test_id("runs-pager").get_by_role("link", name="Next").click()
+    expect(page).to_have_url(re.compile(r"page=2"))
+    expect(runs.locator("tbody tr")).to_have_count(3)
+    expect(page.get_by_test_id("runs-range")).to_have_text("51–53 of 53 runs")
+    expect(runs.locator("tbody tr").last).to_contain_text("run-00")
+    shot(page, "runs-list-page-2")
+
+    # Filters: status, then submitter; each change starts from the first page and stays in the URL.
+    page.get_by_label("Status").select_option("stopped")
+    expect(page).to_have_url(re.compile(r"status=stopped"))
+    expect(page).not_to_have_url(re.compile(r"page="))
+    expect(runs.locator("tbody tr")).to_have_count(2)
+    expect(runs.locator("tbody tr")).to_contain_text(["run-52", "run-51"])
+    expect(page.get_by_test_id("runs-pager")).to_have_count(0)
+    page.get_by_label("Status").select_option("")
+    page.get_by_label("Submitted by").select_option("bea@example.com")
+    expect(page).to_have_url(re.compile(r"submitter=bea%40example.com"))
+    expect(runs.locator("tbody tr")).to_have_count(6)
+    expect(runs.locator("tbody tr").first).to_contain_text("run-50")
+    page.get_by_label("Status").select_option("stopped")
+    expect(runs.locator("tbody tr.empty")).to_contain_text("No runs match these filters")
+    assert_readable(page, "runs-list-filtered", ["No runs match these filters"])
+    page.get_by_role("link", name="Show all runs").click()
+    expect(runs.locator("tbody tr")).to_have_count(50)

@@ -1,25 +1,31 @@
 """Issue 7, the web UI's New Run form and run page: a missing secret flagged, validation, submit, live
-progress, results.
+progress, results. Issue 19: the summary's counts, a required judge key, names and labels, the cost axis.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import httpx
 from playwright.sync_api import Page, expect
 
+from tests.conftest import EXAMPLES
 from tests.e2e.web_ui_support import (
     ACK_WAIT,
     RUN,
     WAIT,
+    add_folder_benchmark,
+    assert_readable,
     assert_same_page,
     mark_page,
     phone_shot,
     shot,
     sign_in,
+    write_tasks,
 )
+from tests.support.scripted_llm import ScriptedLLM, terminus_reply
 
 
 def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_live(
@@ -211,3 +217,172 @@ def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_li
     page.get_by_role("tab", name="Overview").click()
     phone_shot(page, "run-overview")
     assert httpx.get(f"{stack.url}/api/v1/runs/{run_id}", timeout=5).status_code == 401  # no cookie, no token
+
+
+# --- issue 19, item 9: the details a new team notices --------------------------------------------------
+
+JUDGE_MANIFEST = """[judge]
+requires_model = true
+requires_api_key = true
+default_model = "openai/gpt-5-mini"
+"""
+
+
+def test_new_run_summary_counts_judge_key_folder_name_and_agent_labels(
+    make_stack, api_for, page: Page, tmp_path: Path
+) -> None:
+    stack = make_stack(executors=1, **ACK_WAIT)
+    api = api_for(stack)
+    folder = tmp_path / "judged"
+    write_tasks(folder, 3)
+    (folder / "regatta.toml").write_text(JUDGE_MANIFEST)
+    added = api.http.post("/api/v1/benchmarks", json={"source_type": "folder", "path": str(folder)})
+    assert added.status_code == 201, added.text
+    assert api.benchmark_ready("judged")["sync_status"] == "ready"
+    sign_in(page, stack)
+
+    # A folder benchmark is named after its folder; its path is only its source.
+    row = page.locator("tr[data-name='judged']")
+    expect(row.get_by_role("link", name="judged", exact=True)).to_be_visible()
+    assert_readable(page, "benchmarks-folder-name", ["judged"])
+    row.get_by_role("link", name="judged", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"^\s*judged\s+3 tasks\s*$"))
+    page.get_by_role("link", name="New Run").click()
+    summary = page.locator("#summary")
+
+    # The judge needs a key: flagged as soon as the form opens, on its field and on its tab.
+    settings_tab = page.get_by_role("tab", name=re.compile("Run settings"))
+    expect(settings_tab.locator(".tab-flag")).to_be_visible()
+    expect(page.get_by_test_id("summary-total")).to_have_text("3 tasks × 1 agent × 1 attempt = 3 attempts")
+    settings_tab.click()
+    key_error = page.locator("[data-error-for='execution.judge_api_key_secret']")
+    expect(key_error).to_be_visible()
+    expect(key_error).to_contain_text("Required")
+    expect(page.get_by_label("Judge API key secret")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("Judge model")).to_have_value("openai/gpt-5-mini")
+    expect(page.locator("[data-error-for='execution.judge_model']")).to_be_hidden()
+    assert_readable(
+        page, "new-run-judge-key-required", ["Required: this benchmark's LLM judge needs an API key"]
+    )
+    page.get_by_label("Judge API key secret").fill("JUDGE_KEY")
+    expect(key_error).to_be_hidden()
+    expect(settings_tab.locator(".tab-flag")).to_be_hidden()
+    page.get_by_label("Judge API key secret").fill("")
+    expect(key_error).to_be_visible()
+    expect(settings_tab.locator(".tab-flag")).to_be_visible()
+
+    # Agent labels: a hosted LoRA reads `base:lora` in the summary, as on every other page.
+    page.get_by_role("tab", name="Agents").click()
+    first = page.locator("[data-agent]").nth(0)
+    first.get_by_label("Harness", exact=True).select_option("oracle")
+    first.get_by_label("Model", exact=True).select_option("hosted")
+    first.get_by_label("Base model").fill("alpha")
+    first.get_by_label("LoRA adapter").fill("v1")
+    expect(summary).to_contain_text("oracle · alpha:v1")
+
+    # The server refuses it too (the form's check is a convenience, not the rule).
+    page.get_by_role("tab", name="Run settings").click()
+    page.get_by_role("button", name="Submit run").click()
+    expect(page.get_by_test_id("submit-error")).to_contain_text("Fix the highlighted fields")
+    expect(key_error).to_have_text("this benchmark's LLM judge needs an API key secret")
+
+    # One task or none: counts in the singular, never "null".
+    page.get_by_role("tab", name="Tasks").click()
+    page.get_by_label("Task names").check()
+    expect(page.get_by_test_id("summary-tasks")).to_have_text("none: no task chosen")
+    expect(page.get_by_test_id("summary-total")).to_have_text("0 tasks × 1 agent × 1 attempt = 0 attempts")
+    expect(summary).not_to_contain_text("null")
+    page.locator("#task-list").get_by_label("task-001").check()
+    expect(page.get_by_test_id("summary-tasks")).to_have_text("1 task (task-001)")
+    expect(page.get_by_test_id("summary-total")).to_have_text("1 task × 1 agent × 1 attempt = 1 attempt")
+    expect(summary).not_to_contain_text("null")
+    expect(summary.get_by_role("button", name="Try one task first")).to_have_count(0)
+    assert_readable(page, "new-run-one-task", ["1 task × 1 agent × 1 attempt = 1 attempt"], "#summary")
+
+    # Submitted, the run labels the agent the same way on the run page, the runs list and the leaderboard.
+    page.get_by_role("tab", name="Run settings").click()
+    page.get_by_label("Judge API key secret").fill("")
+    created = api.http.post(
+        "/api/v1/secrets", json={"name": "JUDGE_KEY", "value": "sk-judge-unused", "scope": "workspace"}
+    )
+    assert created.status_code == 201, created.text
+    page.get_by_label("Judge API key secret").fill("JUDGE_KEY")
+    page.get_by_role("tab", name="Tasks").click()
+    page.get_by_label("All tasks").check()
+    page.get_by_role("button", name="Submit run").click()
+    expect(page).to_have_url(re.compile(r"/benchmarks/runs/run_"))
+    run_id = page.url.rsplit("/", 1)[1].split("?")[0]
+    assert api.wait_run(run_id, timeout=RUN / 1000)["benchmark_run"]["status"] == "finished"
+    page.reload()
+    expect(page.get_by_test_id("agent-results")).to_contain_text("oracle · alpha:v1")
+    expect(page.get_by_test_id("per-task-note")).to_contain_text("mean per attempt of one task")
+    benchmark_id = api.get(f"/runs/{run_id}")["benchmark_run"]["benchmark_id"]
+    api.wait_for(lambda: api.get(f"/benchmarks/{benchmark_id}/leaderboard")["leaderboard"])
+    page.goto(f"{stack.url}/benchmarks/{benchmark_id}")
+    expect(page.get_by_test_id("leaderboard").locator("tbody tr")).to_contain_text("oracle · alpha:v1")
+    expect(page.get_by_test_id("runs-table").locator(f"tr[data-run-id='{run_id}']")).to_contain_text(
+        "oracle · alpha:v1"
+    )
+
+
+def test_the_cost_chart_axis_of_a_cheap_run_repeats_no_label(
+    make_stack, api_for, page: Page, tmp_path
+) -> None:
+    """A terminus-2 run against a scripted OpenAI-compatible server costs fractions of a cent per task:
+    the range where the axis once printed "$0.0001" twice."""
+    tasks = tmp_path / "cheap"
+    shutil.copytree(EXAMPLES / "tasks" / "hello-file", tasks / "hello-file")
+    toml = tasks / "hello-file" / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 60", "timeout_sec = 300"))
+    script = [
+        terminus_reply(["printf 'Hello, Regatta!\\n' > /app/hello.txt\n"]),
+        terminus_reply(["cat /app/hello.txt\n"]),
+        terminus_reply(task_complete=True),
+        terminus_reply(task_complete=True),
+    ]
+    stack = make_stack(executors=1)
+    api = api_for(stack)
+    cheap_id = add_folder_benchmark(api, tasks, "cheap")
+    assert api.benchmark_ready("cheap")["sync_status"] == "ready"
+    stored = api.http.post("/api/v1/secrets", json={"name": "SCRIPTED_KEY", "value": "sk-scripted-1"})
+    assert stored.status_code == 201, stored.text
+    with ScriptedLLM(script, prompt_tokens=300, completion_tokens=20) as llm:
+        model = {
+            "type": "endpoint",
+            "base_url": llm.base_url,
+            "model": "gpt-4o-mini",
+            "api_key_secret": "SCRIPTED_KEY",
+        }
+        body = {
+            "experiment_config": {"benchmark": "cheap"},
+            "agents": [{"harness": "terminus-2", "model": model}],
+        }
+        created = api.http.post("/api/v1/runs", json=body)
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        detail = api.wait_run(run_id, timeout=RUN / 1000)
+    assert detail["benchmark_run"]["status"] == "finished"
+    attempts = api.get(f"/runs/{run_id}/attempts")
+    outcomes = [
+        (a["agent_index"], a["outcome"], (a.get("result") or {}).get("exception_message"))
+        for a in attempts["attempts"]
+    ]
+    assert {a[1] for a in outcomes} == {"passed"}, outcomes
+    metrics = {m["agent_index"]: m for m in detail["agent_metrics"]}
+    assert metrics[0]["cost_per_task"] and metrics[0]["cost_per_task"] < 0.01
+    sign_in(page, stack)
+
+    page.goto(f"{stack.url}/benchmarks/runs/{run_id}")
+    chart = page.get_by_test_id("chart-pareto")
+    expect(chart.locator("svg")).to_be_visible()
+    labels = chart.locator("svg text.tick[text-anchor='middle']").all_text_contents()
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+    assert all(re.fullmatch(r"\$[0-9,]+(\.[0-9]+)?", label) for label in labels), labels
+    expect(page.get_by_test_id("agent-results")).to_contain_text("terminus-2 · gpt-4o-mini")
+    assert_readable(page, "run-cost-chart", ["LLM cost per task (USD)"], "[data-testid=chart-pareto]")
+    expect(page.get_by_text(re.compile(r"Run of cheap · 1 agent · 1 task × 1 attempt$"))).to_be_visible()
+
+    # A one-task benchmark counts in the singular.
+    page.goto(f"{stack.url}/benchmarks/{cheap_id}")
+    expect(page.get_by_test_id("task-count-badge")).to_have_text("1 task")
+    expect(page.get_by_test_id("runs-table").get_by_test_id("run-selection")).to_have_text("All · 1 task")

@@ -38,6 +38,7 @@ def finish_run(
     tasks: list[RunTask] | None = None,
     execution: ExecutionSettings | None = None,
     standard: ScoringConditions | None = None,
+    recommended: str | None = None,
 ) -> None:
     """Record a run whose agent `model` passes exactly the listed task indices, then let scoring react."""
     tasks = tasks or TASKS
@@ -58,6 +59,7 @@ def finish_run(
         agents=specs,
         execution=execution or ExecutionSettings(attempts_per_task=1, pass_threshold=1.0),
         standard_conditions=standard or ScoringConditions(pass_threshold=1.0),
+        recommended_task_set=recommended,
     )
     events = [new_event(submitted)]
     for spec, passing in zip(specs, agents.values(), strict=True):
@@ -122,18 +124,34 @@ def test_three_agents_rank_with_honest_ties_and_reruns_replace_rows(store: Event
     assert ranks(board)["B"] == (1, True)
 
 
-def test_parity_and_full_runs_are_never_tied_and_filtered_runs_never_rank(store: EventStore) -> None:
+def test_full_list_and_recommended_set_rank_in_separate_sections_and_filtered_runs_never_rank(
+    store: EventStore,
+) -> None:
+    """Issue 19 item 6: the set that ranks like a full run is the benchmark's recommended set, whatever its
+    name; each comparison group is a section with its own ranks and its own latest run per agent."""
     scorer = Scorer(store)
-    finish_run(store, scorer, "full", {"X": set(range(11))}, benchmark="bm2")
-    parity_tasks = TASKS[:6]
+    finish_run(store, scorer, "full", {"X": set(range(11)), "Y": set(range(3))}, benchmark="bm2")
+    quick_tasks = TASKS[:6]
+    finish_run(
+        store,
+        scorer,
+        "quick",
+        {"Y": set(range(6))},
+        benchmark="bm2",
+        selection=TaskSelection(task_set="quick"),
+        tasks=quick_tasks,
+        recommended="quick",
+    )
+    # A set named `parity` that the benchmark does not recommend is just a subset: it never ranks.
     finish_run(
         store,
         scorer,
         "parity",
-        {"Y": set(range(6))},
+        {"W": set(range(6))},
         benchmark="bm2",
         selection=TaskSelection(task_set="parity"),
-        tasks=parity_tasks,
+        tasks=quick_tasks,
+        recommended="quick",
     )
     finish_run(
         store,
@@ -144,12 +162,32 @@ def test_parity_and_full_runs_are_never_tied_and_filtered_runs_never_rank(store:
         selection=TaskSelection(categories=["math"]),
         tasks=TASKS[:4],
     )
-    board = leaderboard(store, "bm2")
-    assert set(board) == {"X", "Y"}, "a category-filtered run never ranks"
-    # Same numbers in one group would tie (one discordant task, p = 1); across task sets they never do.
-    assert ranks(board) == {"Y": (1, False), "X": (2, False)}
-    assert board["X"]["ranks"]["pass_at_1"]["comparison"]["p_value"] is None
-    assert board["Y"]["task_set"] == "parity" and board["X"]["task_set"] == "full"
+    rows = store.read_stream(leaderboard_stream("bm2"))[-1].data["rows"]
+    assert [(r["model"], r["task_set"]) for r in rows] == [("X", "full"), ("Y", "full"), ("Y", "quick")], (
+        "the full list first, then the recommended set; the quick run of Y keeps Y's full-list row"
+    )
+    sections = [r["section"] for r in rows]
+    assert sections[0] == sections[1] != sections[2]
+    assert (sections[0]["recommended"], sections[2]["recommended"]) == (False, True)
+    # Each section ranks on its own: Y is 1st of the quick set although X is ahead on the full list.
+    assert [(r["model"], r["ranks"]["pass_at_1"]["rank"]) for r in rows] == [("X", 1), ("Y", 2), ("Y", 1)]
+    assert rows[2]["ranks"]["pass_at_1"]["comparison"]["top"] == "oracle|Y"
+    reasons = {
+        run: qualification(store.read_stream(run_stream(run))[0].data)["reasons"]
+        for run in ("quick", "parity", "filtered")
+    }
+    assert reasons == {
+        "quick": [],
+        "parity": ["task set 'parity' is neither the full task list nor the recommended set 'quick'"],
+        "filtered": ["a category- or task-name-filtered run never ranks"],
+    }
+
+
+def test_a_run_recorded_before_recommended_sets_keeps_the_parity_rule() -> None:
+    """RunSubmitted payloads stored before they carried the recommended set: `parity` ranked then."""
+    old = {"selection": {"task_set": "parity"}, "execution": {"attempts_per_task": 1}}
+    assert qualification(old)["qualifies"] is True
+    assert qualification({**old, "recommended_task_set": None})["qualifies"] is False
 
 
 def test_run_scores_carry_intervals_categories_and_the_runs_own_ranking(store: EventStore) -> None:
@@ -219,7 +257,8 @@ def test_runs_under_different_standard_conditions_are_ranked_apart(store: EventS
     after = ExecutionSettings(attempts_per_task=1, pass_threshold=0.5)
     finish_run(store, scorer, "after", {"Y": set(range(10))}, benchmark="bm4", execution=after, standard=half)
     board = leaderboard(store, "bm4")
-    # One discordant task in one group would tie at rank 1 (p = 1); across groups they are never tied.
-    assert ranks(board) == {"X": (1, False), "Y": (2, False)}
-    assert board["Y"]["ranks"]["pass_at_1"]["comparison"]["p_value"] is None
+    # Two groups, two sections, each ranked alone: never tested or tied against each other.
+    assert ranks(board) == {"X": (1, False), "Y": (1, False)}
+    assert board["X"]["section"]["key"] != board["Y"]["section"]["key"]
+    assert board["Y"]["ranks"]["pass_at_1"]["comparison"]["top"] == "oracle|Y"
     assert board["Y"]["conditions"]["pass_threshold"] == 0.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -59,6 +60,7 @@ def test_charts_are_wellformed_svg_with_labelled_axes() -> None:
         ("duration", 125, "2 m 05 s"),
         ("duration", 7260, "2 h 01 m"),
         ("money", 0.01234, "$0.0123"),
+        ("money", 0.000037, "$0.000037"),
         ("money", 12.5, "$12.50"),
         ("tokens", 12345, "12k"),
         ("pvalue", 0.001953125, "0.002"),
@@ -119,3 +121,12 @@ async def test_the_cookie_authenticates_api_reads_and_ui_writes_only() -> None:
     assert await _call("GET", {**cookie, "Authorization": "Bearer rg_cli"}) == "Bearer rg_cli"
     assert await _call("GET", cookie, path="/api/cli/benchmarks") is None
     assert await _call("GET", {}) is None
+
+
+@pytest.mark.parametrize("top", [0.000037, 0.00012, 0.0013, 0.004, 0.31, 1.7, 12.0, 2500.0])
+def test_the_cost_axis_never_repeats_a_label(top: float) -> None:
+    """Issue 19: small costs once drew "$0.0001" twice (and "$0." for the smallest) on the axis."""
+    svg = charts.cost_vs_pass([_point("1", top, 0.5), _point("2", top / 3, 0.2)])
+    labels = re.findall(r'<text class="tick" [^>]*text-anchor="middle">([^<]*)</text>', svg)
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+    assert all(re.fullmatch(r"\$[0-9,]+(\.[0-9]+)?", label) for label in labels), labels

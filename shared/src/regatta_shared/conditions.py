@@ -76,13 +76,28 @@ def _value(value: Any) -> str:
     return "(none)" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
 
 
-def selection_reason(selection: dict[str, Any]) -> str | None:
+# Runs recorded before RunSubmitted carried the benchmark's recommended set keep the rule they were
+# submitted under: a set named `parity` ranked.
+_LEGACY_RANKED_SET = "parity"
+
+
+def ranked_task_set(submission: dict[str, Any]) -> str | None:
+    """The one named task set that ranks like the full list: the benchmark's recommended set when the run
+    was submitted (its manifest's `recommended`), whatever it is called."""
+    if "recommended_task_set" in submission:
+        return submission["recommended_task_set"]
+    return _LEGACY_RANKED_SET
+
+
+def selection_reason(selection: dict[str, Any], recommended: str | None) -> str | None:
     """Why a run's task selection keeps it off the leaderboard (statistics.md §6), or None."""
     if selection.get("task_names") or selection.get("categories"):
         return "a category- or task-name-filtered run never ranks"
     task_set = selection.get("task_set")
-    if task_set and task_set != "parity":
-        return f"task set {task_set!r} is neither the full task list nor the parity set"
+    if task_set and task_set != recommended:
+        if recommended is None:
+            return f"task set {task_set!r} is not the full task list (this benchmark recommends no set)"
+        return f"task set {task_set!r} is neither the full task list nor the recommended set {recommended!r}"
     return None
 
 
@@ -96,7 +111,7 @@ def qualification(submission: dict[str, Any]) -> dict[str, Any]:
     standard = ScoringConditions.model_validate(recorded) if recorded else standard_conditions(None, primary)
     found = differences(used, standard)
     reasons = [describe(d) for d in found]
-    selection = selection_reason(submission.get("selection") or {})
+    selection = selection_reason(submission.get("selection") or {}, ranked_task_set(submission))
     if selection:
         reasons.append(selection)
     return {

@@ -35,6 +35,7 @@ from regatta_shared.events import (
     RunQueued,
     RunStarted,
     TaskInfo,
+    Timings,
     Usage,
 )
 from regatta_shared.eventstore import EventStore
@@ -176,9 +177,11 @@ class Gateway:
         finish: bool = True,
         artifacts: dict[str, bytes] | None = None,
         passes: Callable[[int, str], bool] | None = None,
+        usage: Callable[[int, str, int], tuple[Usage, Timings]] | None = None,
     ) -> None:
         """Record what scheduler and executor would: each attempt passes when `passes(agent, task)` (default:
-        agent 0 passes, the others fail). With `finish`, execution completes and the real scoring code
+        agent 0 passes, the others fail) and reports `usage(agent, task, attempt index)` (default: 120 tokens,
+        $0.01, no timings). With `finish`, execution completes and the real scoring code
         scores the run, finishes it and recomputes the benchmark's leaderboard."""
         passes = passes or (lambda agent, _task: agent == 0)
         with self.store.read_engine.connect() as conn:
@@ -200,6 +203,11 @@ class Gateway:
                 for index in range(k):
                     aid = attempt_id(run_id, agent["index"], task, index)
                     outcome = "passed" if passes(agent["index"], task) else "failed"
+                    used, timings = (
+                        usage(agent["index"], task, index)
+                        if usage
+                        else (Usage(input_tokens=100, output_tokens=20, cost_usd=0.01), Timings())
+                    )
                     events += [
                         AttemptScheduled(
                             run_id=run_id,
@@ -219,7 +227,8 @@ class Gateway:
                             outcome=outcome,
                             rewards={"reward": 1.0 if outcome == "passed" else 0.0},
                             primary_reward=1.0 if outcome == "passed" else 0.0,
-                            usage=Usage(input_tokens=100, output_tokens=20, cost_usd=0.01),
+                            usage=used,
+                            timings=timings,
                             executor_id="exec-test",
                             artifacts=refs,
                         ),

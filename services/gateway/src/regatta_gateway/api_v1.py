@@ -117,10 +117,23 @@ def hosted_models(request: Request, _s: ScopeDep) -> dict[str, Any]:
 
 @router.get("/runs")
 def list_runs(
-    request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0, benchmark: str | None = None
+    request: Request,
+    s: ScopeDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    benchmark: str | None = None,
+    status: Literal["pending", "queued", "running", "finished", "failed", "stopped"] | None = None,
+    submitter: Annotated[str | None, Query(min_length=1, max_length=300)] = None,
 ) -> dict[str, Any]:
     return run_queries.list_runs(
-        request.app.state.store, s, limit, offset, benchmark, request.app.state.settings.gateway_url
+        request.app.state.store,
+        s,
+        limit,
+        offset,
+        benchmark,
+        request.app.state.settings.gateway_url,
+        status=status,
+        submitter=submitter,
     )
 
 

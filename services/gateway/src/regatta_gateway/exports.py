@@ -15,6 +15,8 @@ import io
 import json
 from typing import Any
 
+from regatta_shared.per_task import per_task_figures
+
 SUMMARY_COLUMNS = [
     "agent",
     "harness",
@@ -104,6 +106,7 @@ def summary_csv(submission: dict[str, Any], scores: list[dict[str, Any]], final:
     rows = []
     for agent in submission.get("agents") or []:
         score = by_index.get(agent["index"]) or {}
+        figures = per_task_figures(score)
         one = score.get("pass_at_1") or {}
         curve = score.get("pass_at_k") or []
         last = curve[-1] if curve else {}
@@ -130,10 +133,10 @@ def summary_csv(submission: dict[str, Any], scores: list[dict[str, Any]], final:
                 "cancelled": score.get("cancelled", 0),
                 "input_tokens": score.get("input_tokens", 0),
                 "output_tokens": score.get("output_tokens", 0),
-                "tokens_per_task": score.get("tokens_per_task"),
+                "tokens_per_task": figures["tokens_per_task"],
                 "cost_usd": score.get("cost_usd"),
-                "cost_per_task_usd": score.get("cost_per_task"),
-                "time_per_task_seconds": score.get("mean_duration_seconds"),
+                "cost_per_task_usd": figures["cost_per_task"],
+                "time_per_task_seconds": figures["mean_duration_seconds"],
                 "final": final,
             }
         )

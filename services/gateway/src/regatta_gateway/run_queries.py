@@ -6,7 +6,8 @@ from typing import Any
 
 from regatta_shared.conditions import qualification
 from regatta_shared.eventstore import EventStore
-from sqlalchemy import func, literal_column, select
+from regatta_shared.per_task import per_task_figures
+from sqlalchemy import func, literal_column, or_, select
 
 from .auth import Scope
 from .cached_reads import LRU
@@ -29,6 +30,7 @@ def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:
         "created_at": row["created_at"],
         "creator_name": row["created_by"] or "",
         "agent_count": len(submission.get("agents") or []),
+        "task_selection": task_selection(submission),
         "ingested_results": int(row["ingested"] or 0),
         "expected_results": int(row["expected"] or 0),
     }
@@ -47,12 +49,49 @@ def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:
     return body
 
 
+RUN_STATUSES = ("pending", "queued", "running", "finished", "failed", "stopped")
+SHOWN_TASK_NAMES = 10
+
+
+def task_selection(submission: dict[str, Any]) -> dict[str, Any]:
+    """Which tasks a run chose, for lists: `kind` (all, task_set, categories, task_names), what was
+    named (at most SHOWN_TASK_NAMES task names, with their count) and how many tasks that made."""
+    selection = submission.get("selection") or {}
+    names = list(selection.get("task_names") or [])
+    categories = list(selection.get("categories") or [])
+    body: dict[str, Any] = {"task_count": len(submission.get("tasks") or [])}
+    if names:
+        body.update(kind="task_names", task_names=names[:SHOWN_TASK_NAMES], task_name_count=len(names))
+    elif categories:
+        body.update(kind="categories")
+    elif selection.get("task_set"):
+        body.update(kind="task_set", task_set=selection["task_set"])
+    else:
+        body.update(kind="all")
+    if categories:
+        body["categories"] = categories
+    return body
+
+
 def list_runs(
-    store: EventStore, scope: Scope, limit: int, offset: int, benchmark: str | None = None, base_url: str = ""
+    store: EventStore,
+    scope: Scope,
+    limit: int,
+    offset: int,
+    benchmark: str | None = None,
+    base_url: str = "",
+    *,
+    status: str | None = None,
+    submitter: str | None = None,
 ) -> dict[str, Any]:
+    """Newest first. `status` one of RUN_STATUSES; `submitter` a user's name or email, exactly."""
     where = [t.runs.c.workspace_id == scope.workspace_id]
     if benchmark:
         where.append(t.runs.c.benchmark_id == benchmark)
+    if status:
+        where.append(t.runs.c.status == status)
+    if submitter:
+        where.append(or_(t.runs.c.created_by == submitter, t.runs.c.creator_email == submitter))
     with store.read_engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(t.runs).where(*where)).scalar_one()
         query = select(*_detail_columns(store)).where(*where).order_by(t.runs.c.seq.desc())
@@ -61,6 +100,20 @@ def list_runs(
     for row in rows:
         row["submission"] = submissions.get(row["id"])
     return page("benchmark_runs", [run_summary(r, base_url) for r in rows], total, limit, offset)
+
+
+def run_submitters(store: EventStore, scope: Scope, benchmark: str) -> list[dict[str, str]]:
+    """Everyone who submitted a run of the benchmark (name and email), for the runs list's filter."""
+    query = (
+        select(t.runs.c.created_by, t.runs.c.creator_email)
+        .where(t.runs.c.workspace_id == scope.workspace_id, t.runs.c.benchmark_id == benchmark)
+        .group_by(t.runs.c.created_by, t.runs.c.creator_email)
+        .order_by(t.runs.c.created_by)
+    )
+    with store.read_engine.connect() as conn:
+        return [
+            {"name": name or "", "email": email or ""} for name, email in conn.execute(query) if name or email
+        ]
 
 
 # What the run page reads of a big run's row, cheaply. `scores` holds every agent's per-task (n, c)
@@ -116,6 +169,8 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
         index = agent["index"]
         agent_id = f"{row['id']}:{index}"
         score = scores.get(index)
+        # Per-attempt means, also for scores recorded when cost/tokens per task were per-task sums.
+        figures = per_task_figures(score) if score else {}
         model = agent["model"]
         display = model.get("model") or model.get("base_model") or ""
         agents.append(
@@ -129,8 +184,8 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
                 "environment_variables": agent.get("env") or {},
                 "aggregates": {
                     "reported_cost_usd": score.get("cost_usd") if score else None,
-                    "mean_duration_seconds": score.get("mean_duration_seconds") if score else None,
-                    "tokens_per_task": score.get("tokens_per_task") if score else None,
+                    "mean_duration_seconds": figures.get("mean_duration_seconds"),
+                    "tokens_per_task": figures.get("tokens_per_task"),
                 },
             }
         )
@@ -152,9 +207,7 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
                     "failed": score["failed"],
                     "errored": score["errored"],
                     "cancelled": score["cancelled"],
-                    "cost_per_task": score.get("cost_per_task"),
-                    "mean_duration_seconds": score.get("mean_duration_seconds"),
-                    "tokens_per_task": score.get("tokens_per_task"),
+                    **figures,
                     "final": bool(row["scores_final"]),
                 }
             )

@@ -1,10 +1,16 @@
-"""Leaderboards (statistics.md §5–6): latest qualifying run per participant, ranks and ties per metric.
+"""Leaderboards (statistics.md §5–6): ranks and ties per metric inside each comparison group.
 
-Pure: takes run histories, returns rows. Task set and version only shape the comparison groups.
+A benchmark's leaderboard is one section per comparison group (benchmark version/digest, the full task
+list or the recommended set, scoring conditions). A section holds each participant's latest qualifying run
+in that group and ranks its rows on their own: a quick run of the recommended set never replaces an agent's
+full-list row, and rows of different measurements are never ranked against each other.
+
+Pure: takes run histories, returns rows.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -12,6 +18,7 @@ from typing import Any
 from regatta_shared.conditions import qualification
 from regatta_shared.events import AgentScores, RunFinished, RunScored, RunSubmitted
 from regatta_shared.eventstore import StoredEvent
+from regatta_shared.per_task import per_task_figures
 
 from . import statistics as st
 
@@ -37,10 +44,15 @@ class LeaderboardEntry:
     k: int
     scores: AgentScores
     conditions: dict[str, Any]
+    recommended: bool = False
+
+    @property
+    def figures(self) -> dict[str, float | None]:
+        return per_task_figures(self.scores.model_dump())
 
 
 def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
-    """The qualifying agents of one run: finished run, full list or parity set, the benchmark's standard
+    """The qualifying agents of one run: finished run, full list or recommended set, the benchmark's standard
     scoring conditions (regatta_shared.conditions), every attempt scored."""
     if not history or history[0].type != RunSubmitted.type_name:
         return []
@@ -79,15 +91,17 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
                 k=submitted.execution.attempts_per_task,
                 scores=scores,
                 conditions=conditions,
+                recommended=submitted.selection.task_set is not None,
             )
         )
     return entries
 
 
 def latest_per_participant(entries: list[LeaderboardEntry]) -> list[LeaderboardEntry]:
-    latest: dict[str, LeaderboardEntry] = {}
+    """Each participant's latest qualifying run in each comparison group."""
+    latest: dict[tuple[Any, ...], LeaderboardEntry] = {}
     for entry in sorted(entries, key=lambda e: e.order):
-        latest[entry.participant] = entry
+        latest[(entry.group, entry.participant)] = entry
     return list(latest.values())
 
 
@@ -117,7 +131,36 @@ def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.
 
 
 def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
-    entries = latest_per_participant(all_entries)
+    """Rows of every section, sections in display order (`_section_order`), rows by pass@1 rank."""
+    by_group: dict[tuple[Any, ...], list[LeaderboardEntry]] = {}
+    for entry in latest_per_participant(all_entries):
+        by_group.setdefault(entry.group, []).append(entry)
+    rows: list[dict[str, Any]] = []
+    for entries in sorted(by_group.values(), key=lambda members: _section_order(members, all_entries)):
+        rows += _rank_section(entries)
+    return rows
+
+
+def _section_order(members: list[LeaderboardEntry], all_entries: list[LeaderboardEntry]) -> tuple[Any, ...]:
+    """Newest benchmark version first (by its latest qualifying run), then the full list before the
+    recommended set, then the most recently updated section."""
+    digest = members[0].group[0]
+    newest_of_version = max(e.order for e in all_entries if e.group[0] == digest)
+    return (-newest_of_version, members[0].recommended, -max(e.order for e in members))
+
+
+def _section(entry: LeaderboardEntry) -> dict[str, Any]:
+    return {
+        "key": hashlib.sha256(repr(entry.group).encode()).hexdigest()[:16],
+        "task_set": entry.task_set,
+        "recommended": entry.recommended,
+        "version": entry.version,
+        "digest": entry.group[0],
+        "conditions": entry.conditions,
+    }
+
+
+def _rank_section(entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {e.participant: _row(e) for e in entries}
     for metric in PASS_METRICS:
         for ranked in st.rank_participants(_pass_participants(entries, metric)):
@@ -127,7 +170,7 @@ def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any
                 "comparison": _comparison(ranked.comparison),
             }
     for metric, field in COST_METRICS.items():
-        values = {e.participant: getattr(e.scores, field) for e in entries}
+        values = {e.participant: e.figures[field] for e in entries}
         ranks = st.rank_lower_is_better(values)
         tied = st.tied_flags(ranks)
         for pid in rows:
@@ -167,10 +210,9 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
         "k": entry.k,
         "pass_at_1": scores.pass_at_1.model_dump() if scores.pass_at_1 else None,
         "pass_at_k": pass_k,
-        "cost_per_task": scores.cost_per_task,
-        "mean_duration_seconds": scores.mean_duration_seconds,
-        "tokens_per_task": scores.tokens_per_task,
+        **entry.figures,
         "conditions": entry.conditions,
+        "section": _section(entry),
         "ranks": {},
     }
 

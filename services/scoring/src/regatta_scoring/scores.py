@@ -13,6 +13,7 @@ from typing import Any
 
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import AgentScores, AttemptFinished, CategoryScore, MetricValue, RunSubmitted
+from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, with_finished
 
 from .statistics import pass_at_k, pass_at_k_curve, wilson
@@ -96,9 +97,15 @@ def score_agent(run: RunTally, index: int) -> AgentScores:
         low, high = wilson(value, len(scored))
         pass_k.append({"k": kk, "value": float(value), "ci_low": low, "ci_high": high})
     categories = _categories(submitted, agent)
-    n_tasks = len(submitted.tasks)
     complete = all(agent.counts.get(t.name, [0, 0])[0] == k for t in submitted.tasks)
-    tokens = agent.input_tokens + agent.output_tokens
+    figures = per_task_figures(
+        {
+            **agent.outcomes,
+            "input_tokens": agent.input_tokens,
+            "output_tokens": agent.output_tokens,
+            "cost_usd": agent.cost_usd,
+        }
+    )
     return AgentScores(
         agent_index=index,
         pass_at_1=metric(one, len(scored)) if one is not None else None,
@@ -114,9 +121,9 @@ def score_agent(run: RunTally, index: int) -> AgentScores:
         output_tokens=agent.output_tokens,
         cache_tokens=agent.cache_tokens,
         cost_usd=agent.cost_usd,
-        cost_per_task=agent.cost_usd / n_tasks if agent.cost_usd is not None and n_tasks else None,
+        cost_per_task=figures["cost_per_task"],
         mean_duration_seconds=sum(agent.durations) / len(agent.durations) if agent.durations else None,
-        tokens_per_task=tokens / n_tasks if n_tasks else None,
+        tokens_per_task=figures["tokens_per_task"],
         complete=complete,
     )
 

@@ -111,6 +111,9 @@ class RunSubmitted(Event):
     # The benchmark's standard conditions when the run was submitted (conditions.py): a run qualifies for
     # the leaderboard only under them. None on runs recorded before they were: the platform's defaults apply.
     standard_conditions: ScoringConditions | None = None
+    # The benchmark's recommended task set when the run was submitted: the only named set that ranks like
+    # the full task list (conditions.ranked_task_set).
+    recommended_task_set: str | None = None
 
 
 class RunQueued(Event):

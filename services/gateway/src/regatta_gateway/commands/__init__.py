@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Any
 
 from regatta_shared import run_keys
@@ -81,7 +82,10 @@ def _benchmark_name(given: Any, source: BenchmarkSource) -> str:
     """The name asked for, else the dataset's or the source's: a short single-line string."""
     if given is not None and not isinstance(given, str):
         raise ApiError(400, "name must be a string", code="VALIDATION", field="name")
-    name = (given or source.dataset or source.ref).strip()
+    # A folder is named after itself, not its host path (which says nothing to a reader and leaks the
+    # server's layout into every page).
+    default = PurePosixPath(source.ref).name if source.type == "folder" else source.ref
+    name = (given or source.dataset or default).strip()
     if not name:
         raise ApiError(400, "name is required", code="VALIDATION", field="name")
     if len(name) > MAX_BENCHMARK_NAME:
@@ -212,6 +216,7 @@ def submit_run(
         standard_conditions=standard_conditions(
             metadata.get("pass_threshold"), metadata.get("primary_reward_key")
         ),
+        recommended_task_set=metadata.get("recommended_task_set"),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
     recorded = [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)]
@@ -345,8 +350,28 @@ def _execution(request: RunRequest, metadata: dict[str, Any]) -> ExecutionSettin
                     code="VALIDATION",
                     issues=[{"key": f"execution.{key}", "message": "benchmark has no LLM judge"}],
                 )
-    elif not values.get("judge_model"):
-        values["judge_model"] = metadata.get("judge_model_default")
+    else:
+        if not values.get("judge_model"):
+            values["judge_model"] = metadata.get("judge_model_default")
+        # Refused here, not per attempt: without them every attempt's verifier would fail to grade.
+        needed = [
+            ("judge_model", "this benchmark's LLM judge needs a judge model", "requires_judge_model"),
+            (
+                "judge_api_key_secret",
+                "this benchmark's LLM judge needs an API key secret",
+                "requires_judge_api_key",
+            ),
+        ]
+        issues = [
+            {"key": f"execution.{key}", "message": message}
+            for key, message, flag in needed
+            if metadata.get(flag) and not values.get(key)
+        ]
+        if issues:
+            key = issues[0]["key"].removeprefix("execution.")
+            raise ApiError(
+                400, issues[0]["message"], field=f"execution_config.{key}", code="VALIDATION", issues=issues
+            )
     if values.get("pass_threshold") is None:
         values["pass_threshold"] = float(metadata.get("pass_threshold", 1.0))
     return ExecutionSettings(**values)

@@ -14,7 +14,7 @@ from html import escape
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255", "#444444")
 
 WIDTH, HEIGHT = 460, 290
-LEFT, RIGHT, TOP, BOTTOM = 54, 18, 14, 50
+LEFT, RIGHT, TOP, BOTTOM = 54, 34, 14, 50  # RIGHT: half the widest last x-axis label ("$0.00020")
 
 
 def colour(index: int) -> str:
@@ -60,10 +60,21 @@ def _fmt_usd(value: float) -> str:
     if value == 0:
         return "$0"
     if value < 0.01:
-        return f"${value:.4f}".rstrip("0")
+        # Two significant digits, however small: $0.000037, never "$0." or a rounded-away zero.
+        decimals = 1 - math.floor(math.log10(value))
+        return f"${value:.{decimals}f}".rstrip("0").rstrip(".")
     if value < 1:
         return f"${value:.3f}".rstrip("0").rstrip(".")
     return f"${value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _usd_ticks(values: list[float], step: float) -> list[str]:
+    """Axis labels with as many decimals as the step needs (one count for the whole axis), so no two
+    ticks read the same: $0.0005 steps are $0.0005, $0.0010, $0.0015, not $0.0005, $0.001, $0.0015."""
+    decimals = 0
+    while decimals < 12 and any(abs(round(v, decimals) - v) > step * 1e-6 for v in values):
+        decimals += 1
+    return ["$0" if v == 0 else f"${v:,.{decimals}f}" for v in values]
 
 
 class _Frame:
@@ -195,7 +206,8 @@ def cost_vs_pass(points: list[ScatterPoint]) -> str:
     step = _nice_step(top * 1.1 if top > 0 else 1.0, 4)
     x_max = step * math.ceil((top * 1.1 if top > 0 else 1.0) / step)
     frame = _Frame(x_max=x_max)
-    ticks = [(step * i, _fmt_usd(step * i)) for i in range(round(x_max / step) + 1)]
+    values = [step * i for i in range(round(x_max / step) + 1)]
+    ticks = list(zip(values, _usd_ticks(values, step), strict=True))
     parts = frame.axes(ticks, "LLM cost per task (USD)", "pass@1")
     frontier = pareto_frontier(points)
     if frontier:

@@ -66,6 +66,8 @@ def money(value: float | None) -> str:
         return NONE
     if value == 0:
         return "$0.00"
+    if abs(value) < 0.0001:  # a cached or tiny model's cost per attempt: two significant digits, not $0.0000
+        return f"${value:.{1 - math.floor(math.log10(abs(value)))}f}"
     return f"${value:.4f}" if abs(value) < 1 else f"${value:,.2f}"
 
 

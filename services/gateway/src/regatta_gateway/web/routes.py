@@ -12,7 +12,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
@@ -41,6 +41,8 @@ templates.env.globals.update(
     sorts=views.SORTS,
     outcomes=views.OUTCOMES,
     is_url=views.is_url,
+    page_query=views.page_query,
+    plural=views.plural,
 )
 ScopeDep = Annotated[Scope, Depends(web_scope)]
 
@@ -219,7 +221,15 @@ def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
 
 
 @router.get("/benchmarks/{key}")
-def benchmark_page(request: Request, scope: ScopeDep, key: str, sort: str = "pass_at_1") -> Response:
+def benchmark_page(
+    request: Request,
+    scope: ScopeDep,
+    key: str,
+    sort: str = "pass_at_1",
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    status: str = "",
+    submitter: Annotated[str, Query(max_length=300)] = "",
+) -> Response:
     def build() -> Response:
         state = request.app.state
         store = state.store
@@ -230,8 +240,16 @@ def benchmark_page(request: Request, scope: ScopeDep, key: str, sort: str = "pas
             "benchmark": detail,
             "source": views.benchmark_source(store, scope, detail["id"]),
             "sort": chosen,
-            "leaderboard": views.leaderboard(store, detail["id"], chosen),
-            "runs": views.runs_of(store, scope, detail["id"], state.settings.gateway_url),
+            "leaderboard": views.leaderboard(store, detail, chosen),
+            "runs": views.runs_of(
+                store,
+                scope,
+                detail["id"],
+                state.settings.gateway_url,
+                page=page,
+                status=status,
+                submitter=submitter,
+            ),
         }
         partial = fragments(
             request,

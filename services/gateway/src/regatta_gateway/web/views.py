@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
@@ -62,12 +63,81 @@ def is_url(value: Any) -> bool:
     return isinstance(value, str) and bool(re.match(r"^https?://", value))
 
 
-def runs_of(store: EventStore, scope: Scope, benchmark_id: str, base_url: str) -> list[dict[str, Any]]:
-    runs = run_queries.list_runs(store, scope, 50, 0, benchmark_id, base_url)["benchmark_runs"]
+RUNS_PAGE = 50
+
+
+def runs_of(
+    store: EventStore,
+    scope: Scope,
+    benchmark_id: str,
+    base_url: str,
+    *,
+    page: int = 1,
+    status: str | None = None,
+    submitter: str | None = None,
+) -> dict[str, Any]:
+    """One page of the benchmark's runs (newest first) with the filters applied, and what the pager
+    and the filter form need."""
+    status = status if status in run_queries.RUN_STATUSES else None
+    page = max(1, page)
+    listed = run_queries.list_runs(
+        store,
+        scope,
+        RUNS_PAGE,
+        (page - 1) * RUNS_PAGE,
+        benchmark_id,
+        base_url,
+        status=status,
+        submitter=submitter or None,
+    )
+    runs = listed["benchmark_runs"]
     agents = _agent_names(store, [r["id"] for r in runs])
     for run in runs:
         run["agent_names"] = agents.get(run["id"], [])
-    return runs
+        run["selection_text"] = selection_text(run["task_selection"])
+    total = listed["total_count"]
+    first = (page - 1) * RUNS_PAGE + 1
+    return {
+        "rows": runs,
+        "total": total,
+        "page": page,
+        "pages": max(1, -(-total // RUNS_PAGE)),
+        "first": first if runs else 0,
+        "last": first + len(runs) - 1 if runs else 0,
+        "status": status or "",
+        "submitter": submitter or "",
+        "statuses": run_queries.RUN_STATUSES,
+        "submitters": run_queries.run_submitters(store, scope, benchmark_id),
+    }
+
+
+def page_query(current: dict[str, str], **changes: Any) -> str:
+    """`?a=1&b=2`: the page's own query string (fragment requests aside) with `changes`, empty values
+    dropped, so pager and filter links keep the sort and the other filters."""
+    merged = {k: v for k, v in current.items() if k != "fragment"}
+    merged.update({k: str(v) for k, v in changes.items()})
+    return "?" + urlencode({k: v for k, v in merged.items() if v not in ("", None)})
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def selection_text(selection: dict[str, Any]) -> str:
+    """A run's task selection in words, as the runs list shows it."""
+    count = plural(int(selection.get("task_count") or 0), "task")
+    kind = selection.get("kind")
+    if kind == "task_set":
+        return f"Set {selection.get('task_set')} · {count}"
+    if kind == "categories":
+        categories = selection.get("categories") or []
+        word = "Category" if len(categories) == 1 else "Categories"
+        return f"{word} {', '.join(categories)} · {count}"
+    if kind == "task_names":
+        names = selection.get("task_names") or []
+        more = int(selection.get("task_name_count") or len(names)) - len(names)
+        return f"Named: {', '.join(names)}{f' and {more} more' if more > 0 else ''} · {count}"
+    return f"All · {count}"
 
 
 def _agent_names(store: EventStore, run_ids: list[str]) -> dict[str, list[str]]:
@@ -79,19 +149,36 @@ def _agent_names(store: EventStore, run_ids: list[str]) -> dict[str, list[str]]:
 
 
 def agent_label(agent: dict[str, Any]) -> str:
-    model = agent.get("model") or {}
-    name = (model.get("model") or model.get("base_model") or "") if isinstance(model, dict) else str(model)
-    return f"{agent.get('harness') or 'default'} · {name}" if name else str(agent.get("harness") or "default")
+    """An agent of a submission (AgentSpec as stored), labelled as everywhere else (`label`)."""
+    return label(agent.get("harness"), model_name(agent.get("model")))
+
+
+def model_name(model: Any) -> str:
+    """ModelSpec.display_name of a stored model spec: `base:lora` for a hosted LoRA, else the model."""
+    if not isinstance(model, dict):
+        return str(model or "")
+    if model.get("type") == "hosted" or (model.get("base_model") and not model.get("model")):
+        base, lora = model.get("base_model") or "", model.get("lora_model_name") or ""
+        return f"{base}:{lora}" if lora else base
+    return str(model.get("model") or "")
+
+
+def label(harness: Any, model: Any) -> str:
+    """The one way every page names an agent: `harness · model` (the leaderboard's participant)."""
+    harness = str(harness or "default")
+    return f"{harness} · {model}" if model else harness
 
 
 # --- leaderboard ----------------------------------------------------------------------------------
 
 
-def leaderboard(store: EventStore, benchmark_id: str, sort: str) -> list[dict[str, Any]]:
-    rows = queries.leaderboard_rows(store, benchmark_id, sort)
+def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list[dict[str, Any]]:
+    """The leaderboard's sections (full task list, recommended set; per version and conditions), each
+    with its rows in the chosen sort's rank order and a title saying what it measures."""
+    rows = queries.leaderboard_rows(store, benchmark["id"], sort)
     names: dict[str, str] = {}
     for row in rows:
-        row["label"] = f"{row.get('harness')} · {row.get('model')}"
+        row["label"] = label(row.get("harness"), row.get("model"))
         names[row.get("participant", "")] = row["label"]
         curve = row.get("pass_at_k") or []
         row["pass_at_k_last"] = curve[-1] if curve else None
@@ -99,7 +186,17 @@ def leaderboard(store: EventStore, benchmark_id: str, sort: str) -> list[dict[st
         comparison = row.get("comparison")
         if comparison:
             row["top_label"] = names.get(comparison.get("top", ""), comparison.get("top", ""))
-    return rows
+    sections = queries.leaderboard_sections(rows)
+    for section in sections:
+        task_set = section.get("task_set")
+        section["title"] = "Full task list" if task_set in (None, "full") else f"Recommended set: {task_set}"
+        count = len(section["rows"])
+        notes = [f"{count} agent{'' if count == 1 else 's'}"]
+        if section.get("version"):
+            earlier = benchmark.get("version") and section["version"] != benchmark.get("version")
+            notes.append(f"version {section['version']}" + (" (earlier)" if earlier else ""))
+        section["note"] = " · ".join(notes)
+    return sections
 
 
 def rank_text(row: dict[str, Any]) -> str:
@@ -125,12 +222,12 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
     progress = _agent_progress(attempts)
     agents = []
     for index, agent in enumerate(detail.get("agents") or []):
-        label = f"{agent['harness']} · {agent['model']}" if agent.get("model") else agent["harness"]
+        name = label(agent["harness"], model_name(agent.get("model_ref")) or agent.get("model"))
         done = progress[agent["agent_index"]]
         agents.append(
             {
                 **agent,
-                "label": label,
+                "label": name,
                 "colour": charts.colour(index),
                 "metric": metrics.get(agent["agent_index"]),
                 "done": done["done"],

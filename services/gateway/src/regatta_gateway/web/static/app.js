@@ -308,11 +308,14 @@ const Regatta = (() => {
     wrap.classList.remove("tip-dismissed");
     tip.classList.add("is-floating");
     const anchor = (wrap.querySelector(".rank") || wrap).getBoundingClientRect();
+    // Above the rank's row when it fits, so the rows below (the next one to hover) stay readable;
+    // below the row only when the row is at the top of the window.
+    const row = (wrap.closest("tr") || wrap).getBoundingClientRect();
     const width = tip.offsetWidth;
     const height = tip.offsetHeight;
     const left = Math.min(Math.max(8, anchor.left), window.innerWidth - width - 8);
-    let top = anchor.bottom + 6;
-    if (top + height > window.innerHeight - 8) top = Math.max(8, anchor.top - height - 6);
+    let top = row.top - height - 4;
+    if (top < 8) top = row.bottom + 4;
     tip.style.left = `${left}px`;
     tip.style.top = `${top}px`;
   }

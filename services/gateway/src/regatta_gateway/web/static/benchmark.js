@@ -9,7 +9,7 @@
   const benchmarkId = header.dataset.benchmarkId;
 
   // --- leaderboard sort: ?sort= in the URL, rows re-rendered by the server from the same query ----
-  async function showSort(sort, push) {
+  async function showSort(sort, push, section = null) {
     const url = new URL(location.href);
     url.searchParams.set("sort", sort);
     if (push) history.pushState({ sort }, "", url);
@@ -18,16 +18,30 @@
     await refreshRegions(["leaderboard"], url.pathname + url.search);
     region.dataset.sort = sort;
     region.removeAttribute("aria-busy");
-    region.querySelector(`[data-sort-link="${sort}"]`)?.focus();
+    // Focus stays in the section whose header was clicked (every section has the same sort links).
+    const within = section && region.querySelector(`[data-section="${CSS.escape(section)}"]`);
+    (within || region).querySelector(`[data-sort-link="${sort}"]`)?.focus();
   }
   document.addEventListener("click", (event) => {
     const link = event.target.closest("[data-sort-link]");
     if (!link || event.ctrlKey || event.metaKey || event.shiftKey) return;
     event.preventDefault();
-    showSort(link.dataset.sortLink, true);
+    showSort(link.dataset.sortLink, true, link.closest("[data-section]")?.dataset.section);
   });
   window.addEventListener("popstate", () => {
     showSort(new URL(location.href).searchParams.get("sort") || "pass_at_1", false);
+  });
+
+  // --- runs filters: a change reloads the list from its first page, the filters kept in the URL -----
+  document.querySelector("[data-testid=runs-filters]")?.addEventListener("change", (event) => {
+    if (!event.target.matches("[data-filter]")) return;
+    const url = new URL(location.href);
+    for (const select of event.currentTarget.querySelectorAll("[data-filter]")) {
+      if (select.value) url.searchParams.set(select.name, select.value);
+      else url.searchParams.delete(select.name);
+    }
+    url.searchParams.delete("page");
+    window.location.assign(url);
   });
 
   // --- actions menu ------------------------------------------------------------------------------
@@ -54,7 +68,11 @@
   let busy = true;
   const live = poll({
     async probe() {
-      const runs = await api(`/api/v1/runs?benchmark=${encodeURIComponent(benchmarkId)}&limit=50`);
+      // The same page of the same filtered list as the table shows.
+      const here = new URL(location.href).searchParams;
+      const query = new URLSearchParams({ benchmark: benchmarkId, limit: "50", offset: String(50 * (Math.max(1, Number(here.get("page")) || 1) - 1)) });
+      for (const name of ["status", "submitter"]) if (here.get(name)) query.set(name, here.get(name));
+      const runs = await api(`/api/v1/runs?${query}`);
       if (!runs.ok) return null;
       const rows = runs.data.benchmark_runs;
       let sync = header.dataset.sync;

@@ -38,6 +38,12 @@
   const taskMode = () => form.querySelector("input[name=task_mode]:checked").value;
   function syncTaskMode() {
     for (const body of form.querySelectorAll(".choice-body[data-mode]")) body.hidden = body.dataset.mode !== taskMode();
+    // "Ranks like a full run" is said of the benchmark's recommended set only.
+    const chosenSet = document.getElementById("task-set")?.selectedOptions[0];
+    const recommended = chosenSet ? chosenSet.hasAttribute("data-recommended") : false;
+    for (const hint of form.querySelectorAll("[data-hint]")) {
+      hint.hidden = hint.dataset.hint !== (recommended ? "recommended" : "other");
+    }
   }
 
   function selection() {
@@ -50,11 +56,11 @@
     if (mode === "categories") {
       const chosen = Array.from(form.querySelectorAll("input[name=category]:checked"));
       const count = chosen.reduce((sum, box) => sum + Number(box.dataset.count || 0), 0);
-      return { config: { categories: chosen.map((box) => box.value) }, count, text: chosen.length ? `categories ${chosen.map((b) => b.value).join(", ")}` : "no category chosen" };
+      return { config: { categories: chosen.map((box) => box.value) }, count, text: chosen.length ? `${chosen.length === 1 ? "category" : "categories"} ${chosen.map((b) => b.value).join(", ")}` : "no category chosen" };
     }
     if (mode === "task_names") {
       const chosen = Array.from(taskList.querySelectorAll("input:checked")).map((box) => box.value);
-      return { config: { task_names: chosen }, count: chosen.length, text: chosen.length === 1 ? `task ${chosen[0]}` : `${chosen.length} named tasks` };
+      return { config: { task_names: chosen }, count: chosen.length, text: chosen.length ? chosen.join(", ") : "no task chosen" };
     }
     return { config: null, count: bm.task_count || bm.tasks.length, text: "all tasks" };
   }
@@ -206,8 +212,10 @@
     const body = agentBody(card);
     const harness = body.harness || bm.default_harness || "harness not chosen";
     if (card.querySelector("[data-f=model_type]").value === "none") return harness;
-    const lora = body.model.lora_model_name ? `:${body.model.lora_model_name}` : "";
-    const model = body.model.model || (body.model.base_model ? body.model.base_model + lora : "");
+    // The same label as every other page (web/views.py `label`): a hosted LoRA reads `base:lora`.
+    const hosted = body.model.type === "hosted";
+    const lora = hosted ? body.model.lora_model_name : "";
+    const model = hosted ? `${body.model.base_model || ""}${lora ? `:${lora}` : ""}` : body.model.model || "";
     return model ? `${harness} · ${model}` : harness;
   }
 
@@ -320,7 +328,34 @@
   // Coming back from the Secrets tab: re-check without being asked.
   window.addEventListener("focus", () => recheckSecrets());
 
+  // --- judge ---------------------------------------------------------------------------------------------
+  // A benchmark whose judge needs a key (or a model) flags the empty field as soon as the form shows,
+  // rather than after a refused submission; the flag on the Settings tab points there from any tab.
+  function flagRequiredJudge() {
+    for (const [id, key, needed, message] of [
+      ["s-judge-secret", "execution.judge_api_key_secret", bm.requires_judge_api_key, "Required: this benchmark's LLM judge needs an API key secret."],
+      ["s-judge-model", "execution.judge_model", bm.requires_judge_model, "Required: this benchmark's LLM judge needs a model."],
+    ]) {
+      const input = document.getElementById(id);
+      const slot = form.querySelector(`[data-error-for="${key}"]`);
+      if (!input || !slot || !needed) continue;
+      const empty = input.value.trim() === "";
+      if (empty && (slot.hidden || slot.dataset.required)) {
+        slot.textContent = message;
+        slot.hidden = false;
+        slot.dataset.required = "true";
+        input.setAttribute("aria-invalid", "true");
+      } else if (slot.dataset.required) {
+        slot.hidden = true;
+        delete slot.dataset.required;
+        input.removeAttribute("aria-invalid");
+      }
+    }
+  }
+
   // --- summary ------------------------------------------------------------------------------------------
+  const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
+
   function update() {
     syncTaskMode();
     const chosen = selection();
@@ -328,16 +363,19 @@
     const attempts = Number(document.getElementById("s-attempts").value) || 1;
     const total = chosen.count * cards.length * attempts;
     const references = referencedSecrets();
-    summary.replaceChildren(
+    const parts = [
       el("dl", { class: "summary-list" },
         el("dt", {}, "Benchmark"), el("dd", {}, bm.name),
-        el("dt", {}, "Tasks"), el("dd", {}, `${chosen.count} (${chosen.text})`),
+        el("dt", {}, "Tasks"), el("dd", { "data-testid": "summary-tasks" }, chosen.count ? `${plural(chosen.count, "task")} (${chosen.text})` : `none: ${chosen.text}`),
         el("dt", {}, "Agents"), el("dd", {}, cards.length ? el("ol", { class: "plain-list" }, cards.map((card) => el("li", {}, agentLabel(card)))) : "none"),
-        el("dt", {}, "Attempts"), el("dd", {}, `${attempts} per task`)),
+        el("dt", {}, "Attempts"), el("dd", {}, `${plural(attempts, "attempt")} per task`)),
       el("p", { class: "summary-total", "data-testid": "summary-total" },
-        `${chosen.count} task${chosen.count === 1 ? "" : "s"} × ${cards.length} agent${cards.length === 1 ? "" : "s"} × ${attempts} attempt${attempts === 1 ? "" : "s"} = ${total} attempts`),
-      chosen.count > 1 ? el("button", { type: "button", class: "btn btn-small", id: "one-task", title: "Select a single task to check agents and secrets cheaply" }, "Try one task first") : null,
-    );
+        `${plural(chosen.count, "task")} × ${plural(cards.length, "agent")} × ${plural(attempts, "attempt")} = ${plural(total, "attempt")}`),
+    ];
+    // replaceChildren() writes a null argument as the text "null": only real nodes are passed.
+    if (chosen.count > 1) parts.push(el("button", { type: "button", class: "btn btn-small", id: "one-task", title: "Select a single task to check agents and secrets cheaply" }, "Try one task first"));
+    summary.replaceChildren(...parts);
+    flagRequiredJudge();
     renderSecretFlags(references);
     flagTabs();
     preview.textContent = JSON.stringify(body(), null, 2);
@@ -398,6 +436,8 @@
     let issues = payload.issues || [];
     if (!issues.length && payload.field) issues = [{ key: payload.field, message: errorText(result) }];
     Regatta.showIssues(form, issues, formError, normalise);
+    for (const slot of form.querySelectorAll("[data-required]")) delete slot.dataset.required;
+    flagRequiredJudge();
     const badTab = flagTabs();
     if (badTab) Regatta.selectTab(document.querySelector("[data-tabs]"), badTab);
     if (result.status === 403 && payload.code === "BILLING_REQUIRED") {

@@ -1,0 +1,216 @@
+"""Issue 19 items 6–8 through the API: leaderboard sections with their own ranks in the chosen sort, the
+recommended set (whatever its name) as the only set that ranks, per-task figures that mean the mean per
+attempt everywhere, and the runs list's paging, filters and task selection.
+
+Attempts are seeded (conftest `progress`); scores and leaderboards come from the real scoring code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from regatta_shared.events import BenchmarkMetadata, Timings, Usage
+
+from .conftest import Gateway, demo_config
+from .test_cli_downloads import fetch, urls_for
+
+TASKS = [f"t{i}" for i in range(12)]
+# Six tasks: one agent passing all and one none differ at p = 0.03125 (statistics.md §4), so ranks 1 and 2.
+SETS = BenchmarkMetadata(task_sets={"quick": TASKS[:6], "parity": TASKS[6:9]}, recommended_task_set="quick")
+
+
+def cheap_nop(agent: int, _task: str, _index: int) -> tuple[Usage, Timings]:
+    """Agent 0 (oracle) costs $0.04 and 1000 tokens an attempt and takes 30 s; agent 1 (nop) a tenth."""
+    scale = 1.0 if agent == 0 else 0.1
+    used = Usage(input_tokens=int(900 * scale), output_tokens=int(100 * scale), cost_usd=0.04 * scale)
+    return used, Timings(total=30.0 * scale)
+
+
+def board(gw: Gateway, benchmark_id: str, sort: str = "pass_at_1") -> dict[str, Any]:
+    return gw.ok(gw.v1("GET", f"/benchmarks/{benchmark_id}/leaderboard", params={"sort": sort}))
+
+
+def shown(body: dict[str, Any]) -> list[tuple[str, str, int]]:
+    return [(row["section"]["task_set"], row["harness"], row["rank"]) for row in body["leaderboard"]]
+
+
+def test_sections_rank_on_their_own_in_the_chosen_sort_and_only_the_recommended_set_ranks(
+    gateway: Gateway,
+) -> None:
+    gw = gateway
+    benchmark_id = gw.benchmark("sets", TASKS, metadata=SETS)
+    detail = gw.ok(gw.v1("GET", f"/benchmarks/{benchmark_id}"))["benchmark"]
+    assert {s["name"]: s["recommended"] for s in detail["task_sets"]} == {"parity": False, "quick": True}
+
+    full = gw.submit(demo_config("sets"))
+    gw.progress(full["id"], usage=cheap_nop)  # oracle passes everything, nop nothing
+    quick = gw.submit(demo_config("sets", tasks_config={"task_set": "quick"}))
+    gw.progress(quick["id"], passes=lambda agent, _task: agent == 1, usage=cheap_nop)
+    parity = gw.submit(demo_config("sets", tasks_config={"task_set": "parity"}))
+    gw.progress(parity["id"], usage=cheap_nop)
+
+    # Sections: the full list, then the recommended set; in each, the row order of the chosen sort, and
+    # ranks that start at 1 in each section.
+    by_pass = board(gw, benchmark_id)
+    assert shown(by_pass) == [
+        ("full", "oracle", 1),
+        ("full", "nop", 2),
+        ("quick", "nop", 1),
+        ("quick", "oracle", 2),
+    ]
+    assert [(s["task_set"], s["recommended"], s["row_count"]) for s in by_pass["sections"]] == [
+        ("full", False, 2),
+        ("quick", True, 2),
+    ]
+    by_cost = board(gw, benchmark_id, "cost_per_task")
+    assert shown(by_cost) == [
+        ("full", "nop", 1),
+        ("full", "oracle", 2),
+        ("quick", "nop", 1),
+        ("quick", "oracle", 2),
+    ]
+    by_time = board(gw, benchmark_id, "time_per_task")
+    assert [r["harness"] for r in by_time["leaderboard"]] == ["nop", "oracle", "nop", "oracle"]
+    assert [s["key"] for s in by_cost["sections"]] == [s["key"] for s in by_pass["sections"]]
+    assert parity["id"] not in {row["run_id"] for row in by_pass["leaderboard"]}, (
+        "a set named parity that the benchmark does not recommend never ranks"
+    )
+
+    why = gw.ok(gw.v1("GET", f"/runs/{parity['id']}"))["leaderboard_qualification"]
+    assert why["qualifies"] is False
+    assert why["reasons"] == [
+        "task set 'parity' is neither the full task list nor the recommended set 'quick'"
+    ]
+    assert gw.ok(gw.v1("GET", f"/runs/{quick['id']}"))["leaderboard_qualification"]["qualifies"] is True
+    assert gw.v1("GET", f"/benchmarks/{benchmark_id}/leaderboard", params={"sort": "nope"}).status_code == 400
+
+
+def test_a_benchmark_without_a_recommended_set_ranks_full_runs_only(gateway: Gateway) -> None:
+    gw = gateway
+    metadata = BenchmarkMetadata(task_sets={"parity": ["t0", "t1"]})
+    benchmark_id = gw.benchmark("plain", TASKS, metadata=metadata)
+    run = gw.submit(demo_config("plain", tasks_config={"task_set": "parity"}))
+    gw.progress(run["id"])
+    assert board(gw, benchmark_id)["leaderboard"] == []
+    reasons = gw.ok(gw.v1("GET", f"/runs/{run['id']}"))["leaderboard_qualification"]["reasons"]
+    assert reasons == ["task set 'parity' is not the full task list (this benchmark recommends no set)"]
+
+
+def test_cost_tokens_and_time_per_task_are_the_mean_per_attempt_everywhere(gateway: Gateway) -> None:
+    """3 attempts per task on 12 tasks: per task means per attempt, so the figures equal one attempt's
+    ($0.04, 1000 tokens, 30 s for oracle), not three attempts' sum ($0.12, 3000 tokens)."""
+    gw = gateway
+    benchmark_id = gw.benchmark("thrice", TASKS)
+    run = gw.submit(demo_config("thrice", execution_config={"attempts_per_task": 3}))
+    gw.progress(run["id"], usage=cheap_nop)
+    expected = {
+        "oracle": (pytest.approx(0.04), pytest.approx(1000.0), pytest.approx(30.0)),
+        "nop": (pytest.approx(0.004), pytest.approx(100.0), pytest.approx(3.0)),
+    }
+
+    detail = gw.ok(gw.v1("GET", f"/runs/{run['id']}"))
+    harness = {a["agent_index"]: a["harness"] for a in detail["agents"]}
+    metrics = {
+        harness[m["agent_index"]]: (m["cost_per_task"], m["tokens_per_task"], m["mean_duration_seconds"])
+        for m in detail["agent_metrics"]
+    }
+    assert metrics == expected
+    aggregates = {
+        a["harness"]: (a["aggregates"]["tokens_per_task"], a["aggregates"]["mean_duration_seconds"])
+        for a in detail["agents"]
+    }
+    assert aggregates == {name: figures[1:] for name, figures in expected.items()}
+    assert {a["harness"]: a["aggregates"]["reported_cost_usd"] for a in detail["agents"]} == {
+        "oracle": pytest.approx(0.04 * 36),
+        "nop": pytest.approx(0.004 * 36),
+    }
+
+    rows = board(gw, benchmark_id)["leaderboard"]
+    assert {
+        r["harness"]: (r["cost_per_task"], r["tokens_per_task"], r["mean_duration_seconds"]) for r in rows
+    } == (expected)
+
+    cli = gw.ok(gw.cli("GET", f"/benchmark-runs/{run['id']}"))
+    assert {
+        harness[m["agent_index"]]: (m["cost_per_task"], m["tokens_per_task"], m["mean_duration_seconds"])
+        for m in cli["agent_metrics"]
+    } == expected
+
+    manifest = gw.ok(gw.cli("GET", f"/benchmark-runs/{run['id']}/outputs/manifest?types=summary"))
+    url = urls_for(gw, run["id"], manifest["files"])["summary.csv"]
+    summary = {
+        row["harness"]: (
+            float(row["cost_per_task_usd"]),
+            float(row["tokens_per_task"]),
+            float(row["time_per_task_seconds"]),
+        )
+        for row in csv.DictReader(io.StringIO(fetch(gw, url).text))
+    }
+    assert summary == expected
+
+
+def test_the_runs_list_pages_past_50_filters_and_shows_each_task_selection(gateway: Gateway) -> None:
+    gw = gateway
+    benchmark_id = gw.benchmark(
+        "many", TASKS, metadata=SETS, categories={"t0": "math", "t1": "math", "t2": "text"}
+    )
+    other = gw.member("default", "bea@example.com")
+    chosen = [
+        {},
+        {"task_set": "quick"},
+        {"categories": ["math"]},
+        {"task_names": ["t4", "t5"]},
+    ]
+    submitted = []
+    for index in range(55):
+        extra = {"tasks_config": chosen[index % 4]} if chosen[index % 4] else {}
+        token = {"token": other} if index % 5 == 0 else {}
+        submitted.append(gw.submit(demo_config("many", name=f"run-{index:02d}", **extra), **token))
+    for run in submitted[:3]:
+        gw.progress(run["id"])
+    gw.settle()
+
+    def runs(**params: Any) -> dict[str, Any]:
+        return gw.ok(gw.v1("GET", "/runs", params={"benchmark": benchmark_id, **params}))
+
+    first = runs()
+    assert (first["total_count"], len(first["benchmark_runs"]), first["has_more"], first["next_offset"]) == (
+        55,
+        50,
+        True,
+        50,
+    )
+    second = runs(offset=50)
+    assert [r["name"] for r in second["benchmark_runs"]] == [f"run-{i:02d}" for i in range(4, -1, -1)]
+    assert second["has_more"] is False
+
+    selections = {r["name"]: r["task_selection"] for r in first["benchmark_runs"] + second["benchmark_runs"]}
+    assert selections["run-00"] == {"kind": "all", "task_count": 12}
+    assert selections["run-01"] == {"kind": "task_set", "task_set": "quick", "task_count": 6}
+    assert selections["run-02"] == {"kind": "categories", "categories": ["math"], "task_count": 2}
+    assert selections["run-03"] == {
+        "kind": "task_names",
+        "task_names": ["t4", "t5"],
+        "task_name_count": 2,
+        "task_count": 2,
+    }
+
+    finished = runs(status="finished")
+    assert sorted(r["name"] for r in finished["benchmark_runs"]) == ["run-00", "run-01", "run-02"]
+    assert finished["total_count"] == 3
+    pending = runs(status="pending", limit=200)
+    assert pending["total_count"] == 52
+
+    mine = runs(submitter="bea@example.com", limit=200)
+    assert sorted(r["name"] for r in mine["benchmark_runs"]) == [f"run-{i:02d}" for i in range(0, 55, 5)]
+    name = mine["benchmark_runs"][0]["creator_name"]
+    assert runs(submitter=name, limit=200)["total_count"] == 11
+    assert runs(submitter="bea@example.com", status="finished")["total_count"] == 1
+    assert runs(submitter="nobody@example.com")["total_count"] == 0
+
+    for field, value in (("status", "done"), ("submitter", "x" * 301)):
+        refused = gw.v1("GET", "/runs", params={field: value})
+        assert refused.status_code == 400 and field in refused.text, refused.text
