@@ -39,6 +39,8 @@ from tests.integration.container_support import (
     trial_dir,
     write_task,
 )
+from tests.integration.local_environment_support import require_sandbox_host
+from tests.integration.local_environment_support import started_environment as started_local_environment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -484,3 +486,22 @@ async def test_exec_as_a_missing_user_fails_with_the_runtime_message(
         result = await env.exec("echo never", user="no-such-user")
         assert result.return_code == 126
         assert "no-such-user" in (result.stderr or "") and "never" not in (result.stdout or "")
+
+
+async def test_a_public_local_sandbox_leaves_the_engines_view_of_running_containers_alone(
+    engine: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local environment's network for public tasks (slirp4netns) once unmounted, on the host, every
+    shared mount, the engine's mounts of running containers among them. The containers ran on, but the
+    engine saw an empty folder for their files: an exec as a user name failed ("unable to find user
+    root: no matching entries in passwd file") and the archive API lost every file."""
+    require_sandbox_host(monkeypatch)
+    async with started_environment(tmp_path / "container") as env:
+        async with started_local_environment(tmp_path / "local") as local:
+            assert local.network_policy.network_mode == "public"
+            assert (await local.exec("echo sandboxed")).stdout == "sandboxed\n"
+        by_name = engine.containers.get(env.container_name).exec_run(["true"], user="root")
+        assert by_name.exit_code == 0, by_name.output
+        await env.exec("echo written > /logs/agent/probe.txt")
+        await env.download_file("/logs/agent/probe.txt", tmp_path / "probe.txt")
+        assert (tmp_path / "probe.txt").read_text() == "written\n"
