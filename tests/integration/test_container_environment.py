@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -31,6 +31,7 @@ from tests.integration.container_support import (
     containers_of,
     exception_type,
     host_addresses,
+    images_built_are_removed,
     outcome,
     require_engine,
     rewards,
@@ -48,6 +49,12 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
     return require_engine(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def _built_images_removed(tmp_path: Path) -> Iterator[None]:
+    with images_built_are_removed(tmp_path):
+        yield
 
 
 async def _eventually(check: Callable[[], bool], deadline_sec: float = 30.0) -> bool:
