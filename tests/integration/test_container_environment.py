@@ -512,3 +512,38 @@ async def test_a_public_local_sandbox_leaves_the_engines_view_of_running_contain
         await env.exec("echo written > /logs/agent/probe.txt")
         await env.download_file("/logs/agent/probe.txt", tmp_path / "probe.txt")
         assert (tmp_path / "probe.txt").read_text() == "written\n"
+
+
+async def test_what_is_answered_without_an_exec_is_what_the_command_would_do(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """`chmod +x` of a file still waiting to be uploaded, `test -d` and reads from one archive of a folder:
+    the same results as the commands and separate reads would give."""
+    source = tmp_path / "scripts"
+    source.mkdir()
+    (source / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (source / "run.sh").chmod(0o644)
+    (tmp_path / "empty").mkdir()
+    async with started_environment(tmp_path) as env:
+        await env.upload_dir(source, "/opt/scripts")
+        assert (await env.exec("chmod +x /opt/scripts/run.sh", user="root")).return_code == 0
+        ran = await env.exec("stat -c %a /opt/scripts/run.sh && /opt/scripts/run.sh")
+        assert ran.stdout == "755\nran\n", ran
+        assert (await env.exec("chmod +x /opt/scripts/absent.sh", user="root")).return_code != 0
+
+        await env.upload_dir(tmp_path / "empty", "/made/empty")
+        assert await env.is_dir("/made/empty", user="root") is True
+
+        await env.exec(
+            "mkdir -p /logs/artifacts/sub && echo a > /logs/artifacts/sub/a && echo x > /logs/agent/x.txt"
+            " && ln -s /etc /logs/artifacts/link"
+        )
+        await env.download_file("/logs/agent/x.txt", tmp_path / "x.txt")
+        await env.download_dir("/logs/agent", tmp_path / "agent")
+        assert await env.is_dir("/logs/artifacts", user="root") is True
+        await env.download_dir("/logs/artifacts", tmp_path / "artifacts")
+        assert (tmp_path / "x.txt").read_text() == (tmp_path / "agent" / "x.txt").read_text() == "x\n"
+        assert (tmp_path / "artifacts" / "sub" / "a").read_text() == "a\n"
+        assert await env.is_dir("/logs/agent/x.txt", user="root") is False
+        assert await env.is_dir("/logs/nothing", user="root") is False
+        assert await env.is_dir("/logs/artifacts/link", user="root") is True  # `test -d` follows links

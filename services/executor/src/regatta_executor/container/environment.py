@@ -22,7 +22,6 @@ processes and emptying the verifier's folders is done by Harbor's own removal of
 
 from __future__ import annotations
 
-import asyncio
 import posixpath
 import re
 import secrets
@@ -191,11 +190,11 @@ class ContainerEnvironment(BaseEnvironment):
 
     @override
     async def start(self, force_build: bool) -> None:
-        await asyncio.to_thread(janitor.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
         self.image = await self._image(force_build)
         network = "none"
         if self._network_is_public:
-            network = await asyncio.to_thread(
+            network = await execs.in_thread(
                 ensure_sandbox_network,
                 self._client,
                 self.options.sandbox_network,
@@ -206,7 +205,7 @@ class ContainerEnvironment(BaseEnvironment):
             self.logger.warning(
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
-        self._container_id = await asyncio.to_thread(self._create_and_start, self.image.reference, network)
+        self._container_id = await execs.in_thread(self._create_and_start, self.image.reference, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -225,11 +224,11 @@ class ContainerEnvironment(BaseEnvironment):
         reference = self.task_env_config.docker_image
         try:
             if reference:
-                return await asyncio.to_thread(cache.named, reference)
+                return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
             network = "none" if not self._network_is_public else self.options.sandbox_network
             if network != "none":
-                await asyncio.to_thread(
+                await execs.in_thread(
                     ensure_sandbox_network,
                     self._client,
                     self.options.sandbox_network,
@@ -237,7 +236,7 @@ class ContainerEnvironment(BaseEnvironment):
                     self._state_dir,
                 )
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
-                return await asyncio.to_thread(
+                return await execs.in_thread(
                     cache.built,
                     self.environment_dir,
                     timeout_sec=self.task_env_config.build_timeout_sec,
@@ -309,7 +308,7 @@ class ContainerEnvironment(BaseEnvironment):
             self._staged.discard()
             self._staged = None
         self._drop_snapshot()
-        await asyncio.to_thread(self._remove, delete)
+        await execs.in_thread(self._remove, delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
@@ -374,7 +373,7 @@ class ContainerEnvironment(BaseEnvironment):
 
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        await asyncio.to_thread(self._stage().add_file, Path(source_path), files.container_path(target_path))
+        await execs.in_thread(self._stage().add_file, Path(source_path), files.container_path(target_path))
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
@@ -384,7 +383,12 @@ class ContainerEnvironment(BaseEnvironment):
             # Harbor uploads a multi-step task's tests in several calls without an exec between them;
             # only the first of those clears.
             await self._prepare_verifier()
-        await asyncio.to_thread(self._stage().add_dir, Path(source_dir), target)
+        if not any(Path(source_dir).iterdir()):
+            # Nothing to archive, but the folder must exist afterwards (`mkdir -p`: an archive entry
+            # for it would reset an existing folder's owner and mode).
+            await self.exec(self._ensure_dirs_command([target], chmod=False), user="root")
+            return
+        await execs.in_thread(self._stage().add_dir, Path(source_dir), target)
 
     async def _prepare_verifier(self) -> None:
         """Nothing the agent started may run alongside the verifier or touch its output, and nothing
@@ -414,7 +418,7 @@ class ContainerEnvironment(BaseEnvironment):
             return
         buffer = staged.take()
         try:
-            await asyncio.to_thread(self._client.api.put_archive, self._running(), "/", buffer)
+            await execs.in_thread(self._client.api.put_archive, self._running(), "/", buffer)
         finally:
             buffer.close()
         # Written where the engine sees the container's files, which must be the container's own.
@@ -450,7 +454,7 @@ class ContainerEnvironment(BaseEnvironment):
         self._drop_snapshot()
         limit = min(self._download_budget, _SNAPSHOT_MAX_BYTES)
         try:
-            snapshot, size = await asyncio.to_thread(
+            snapshot, size = await execs.in_thread(
                 files.fetch_snapshot, self._client.api, self._running(), root, limit
             )
         except NotFound:
@@ -471,7 +475,7 @@ class ContainerEnvironment(BaseEnvironment):
         runs), the archive API silently works on an empty folder instead and execs by user name fail:
         the attempt cannot go on, and must not be scored."""
         try:
-            response = await asyncio.to_thread(
+            response = await execs.in_thread(
                 self._client.api.head,
                 self._client.api._url("/containers/{0}/archive", self._running()),
                 params={"path": _ALWAYS_THERE},
@@ -493,10 +497,10 @@ class ContainerEnvironment(BaseEnvironment):
         root = LOGS if _within(path, AGENT_LOGS) else None
         snapshot = await self._snapshot_for(path, root)
         if snapshot is not None and snapshot.member(path) is not None and not snapshot.through_link(path):
-            await asyncio.to_thread(snapshot.extract_file, path, Path(target_path))
+            await execs.in_thread(snapshot.extract_file, path, Path(target_path))
             return
         try:
-            size = await asyncio.to_thread(
+            size = await execs.in_thread(
                 files.download_file,
                 self._client.api,
                 self._running(),
@@ -516,10 +520,10 @@ class ContainerEnvironment(BaseEnvironment):
         if snapshot is not None and not snapshot.through_link(path):
             member = snapshot.member(path)
             if member is not None and member.isdir():
-                await asyncio.to_thread(snapshot.extract_dir, path, Path(target_dir))
+                await execs.in_thread(snapshot.extract_dir, path, Path(target_dir))
                 return
         try:
-            size = await asyncio.to_thread(
+            size = await execs.in_thread(
                 files.download_dir,
                 self._client.api,
                 self._running(),

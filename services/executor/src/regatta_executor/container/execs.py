@@ -24,11 +24,12 @@ _EXIT_CODE_WAIT_SEC = 30.0
 _START_RETRIES = (0.1, 0.2, 0.4, 0.8, 0.0)
 # A command holds a thread (reading its output) for as long as it runs, which may be the whole agent
 # phase. Asyncio's default pool has min(32, cores + 4) threads: with more long commands than that, every
-# other call, the kill of a timed-out command included, would queue behind them.
+# other call, the kill of a timed-out command included, would queue behind them. The environment's file
+# transfers run here too, for the same reason.
 _STREAMS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="regatta-exec")
 
 
-async def _in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_STREAMS, functools.partial(function, *args, **kwargs))
 
@@ -174,7 +175,7 @@ async def run_command(
     """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started)."""
     token = secrets.token_hex(12)
     running = asyncio.ensure_future(
-        _in_thread(
+        in_thread(
             _run,
             api,
             container_id,
@@ -197,7 +198,7 @@ async def run_command(
 
 async def _kill(api: docker.APIClient, container_id: str, token: str, running: asyncio.Future) -> None:
     try:
-        await _in_thread(
+        await in_thread(
             _run,
             api,
             container_id,
@@ -216,7 +217,7 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
 async def end_other_processes(api: docker.APIClient, container_id: str, then: str) -> None:
     """Kill every process outside the container's first session, then run the shell command `then`
     (as root)."""
-    result = await _in_thread(
+    result = await in_thread(
         _run,
         api,
         container_id,
