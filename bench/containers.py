@@ -151,10 +151,20 @@ async def main(attempts: int, concurrency: int, rounds: int) -> None:
     client = docker.from_env(max_pool_size=64)
     await plain_round(client, image, 1, 1)
     ours, plain = [], []
-    for index in range(rounds):
-        ours.append(await environment_round(task, work, attempts, concurrency, f"round{index}"))
-        plain.append(await plain_round(client, image, attempts, concurrency))
-        print(f"round {index + 1}: container environment {ours[-1]:.2f}/s, plain SDK {plain[-1]:.2f}/s")
+    index = 0
+    while len(ours) < rounds:
+        index += 1
+        try:
+            mine = await environment_round(task, work, attempts, concurrency, f"round{index}")
+            theirs = await plain_round(client, image, attempts, concurrency)
+        except Exception as exc:  # a round hit by an engine fault is run again, and says so
+            if index >= rounds + 3:
+                raise
+            print(f"round {index} failed and is run again: {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        ours.append(mine)
+        plain.append(theirs)
+        print(f"round {index}: container environment {mine:.2f}/s, plain SDK {theirs:.2f}/s")
     ratios = [a / b for a, b in zip(ours, plain, strict=True)]
     print(
         f"{attempts} attempts at concurrency {concurrency}, {rounds} rounds; load average "

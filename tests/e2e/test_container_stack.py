@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -15,6 +16,7 @@ from regatta_executor.container.janitor import owners_label
 
 from tests.conftest import unavailable
 from tests.e2e.test_executor import add_folder, run_events
+from tests.integration.container_support import images_built_are_removed
 from tests.support.tasks import run_toml, write_tasks
 
 pytestmark = pytest.mark.timeout(400)
@@ -25,6 +27,12 @@ def engine() -> docker.DockerClient:
     if not engine_answers():
         unavailable("no Docker engine answers (scripts/services.sh starts one)")
     return docker.from_env()
+
+
+@pytest.fixture(autouse=True)
+def _built_images_removed(tmp_path: Path) -> Iterator[None]:
+    with images_built_are_removed(tmp_path):
+        yield
 
 
 def container_stack(make_stack, tmp_path: Path, **env: str):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import secrets
 import textwrap
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,14 @@ from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.paths import TrialPaths
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
-from regatta_executor.container.engine import CONTAINER_ENVIRONMENT, LABEL_SESSION, engine_answers
+from regatta_executor.container.engine import (
+    CONTAINER_ENVIRONMENT,
+    LABEL_DIGEST,
+    LABEL_SESSION,
+    engine_answers,
+)
 from regatta_executor.container.environment import ContainerEnvironment
+from regatta_executor.container.images import IMAGE_REPOSITORY
 from regatta_executor.outcome import classify
 
 from tests.conftest import unavailable
@@ -36,6 +44,32 @@ def require_engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
         unavailable(f"{BASE_IMAGE} is not on the engine (scripts/test-image.sh makes it)")
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")
     return engine
+
+
+@contextlib.contextmanager
+def images_built_are_removed(folder: Path) -> Iterator[None]:
+    """Remove, at the end, the task images that attempts with a state folder under `folder` built
+    meanwhile (most tests' Dockerfiles are unique, and the engine would keep them all). Never a base
+    image, never one made before, never one a container still uses."""
+    started = time.time()
+    try:
+        yield
+    finally:
+        remove_images_built(folder, since=started)
+
+
+def remove_images_built(folder: Path, since: float) -> list[str]:
+    engine = docker.from_env()
+    removed = []
+    for digest in sorted({lock.stem for lock in folder.glob("**/images/*.lock")}):
+        for image in engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"}):
+            created = datetime.strptime(image.attrs["Created"][:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+            if created.timestamp() < since - 1:
+                continue
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # gone, or in use
+                engine.images.remove(f"{IMAGE_REPOSITORY}:{digest}")
+                removed.append(digest)
+    return removed
 
 
 def baked_task(parent: Path, name: str, *, network_mode: str = "no-network", extra: str = "") -> Path:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -31,6 +31,7 @@ from tests.integration.container_support import (
     containers_of,
     exception_type,
     host_addresses,
+    images_built_are_removed,
     outcome,
     require_engine,
     rewards,
@@ -39,6 +40,8 @@ from tests.integration.container_support import (
     trial_dir,
     write_task,
 )
+from tests.integration.local_environment_support import require_sandbox_host
+from tests.integration.local_environment_support import started_environment as started_local_environment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -46,6 +49,12 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
     return require_engine(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def _built_images_removed(tmp_path: Path) -> Iterator[None]:
+    with images_built_are_removed(tmp_path):
+        yield
 
 
 async def _eventually(check: Callable[[], bool], deadline_sec: float = 30.0) -> bool:
@@ -484,3 +493,57 @@ async def test_exec_as_a_missing_user_fails_with_the_runtime_message(
         result = await env.exec("echo never", user="no-such-user")
         assert result.return_code == 126
         assert "no-such-user" in (result.stderr or "") and "never" not in (result.stdout or "")
+
+
+async def test_a_public_local_sandbox_leaves_the_engines_view_of_running_containers_alone(
+    engine: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local environment's network for public tasks (slirp4netns) once unmounted, on the host, every
+    shared mount, the engine's mounts of running containers among them. The containers ran on, but the
+    engine saw an empty folder for their files: an exec as a user name failed ("unable to find user
+    root: no matching entries in passwd file") and the archive API lost every file."""
+    require_sandbox_host(monkeypatch)
+    async with started_environment(tmp_path / "container") as env:
+        async with started_local_environment(tmp_path / "local") as local:
+            assert local.network_policy.network_mode == "public"
+            assert (await local.exec("echo sandboxed")).stdout == "sandboxed\n"
+        by_name = engine.containers.get(env.container_name).exec_run(["true"], user="root")
+        assert by_name.exit_code == 0, by_name.output
+        await env.exec("echo written > /logs/agent/probe.txt")
+        await env.download_file("/logs/agent/probe.txt", tmp_path / "probe.txt")
+        assert (tmp_path / "probe.txt").read_text() == "written\n"
+
+
+async def test_what_is_answered_without_an_exec_is_what_the_command_would_do(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """`chmod +x` of a file still waiting to be uploaded, `test -d` and reads from one archive of a folder:
+    the same results as the commands and separate reads would give."""
+    source = tmp_path / "scripts"
+    source.mkdir()
+    (source / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (source / "run.sh").chmod(0o644)
+    (tmp_path / "empty").mkdir()
+    async with started_environment(tmp_path) as env:
+        await env.upload_dir(source, "/opt/scripts")
+        assert (await env.exec("chmod +x /opt/scripts/run.sh", user="root")).return_code == 0
+        ran = await env.exec("stat -c %a /opt/scripts/run.sh && /opt/scripts/run.sh")
+        assert ran.stdout == "755\nran\n", ran
+        assert (await env.exec("chmod +x /opt/scripts/absent.sh", user="root")).return_code != 0
+
+        await env.upload_dir(tmp_path / "empty", "/made/empty")
+        assert await env.is_dir("/made/empty", user="root") is True
+
+        await env.exec(
+            "mkdir -p /logs/artifacts/sub && echo a > /logs/artifacts/sub/a && echo x > /logs/agent/x.txt"
+            " && ln -s /etc /logs/artifacts/link"
+        )
+        await env.download_file("/logs/agent/x.txt", tmp_path / "x.txt")
+        await env.download_dir("/logs/agent", tmp_path / "agent")
+        assert await env.is_dir("/logs/artifacts", user="root") is True
+        await env.download_dir("/logs/artifacts", tmp_path / "artifacts")
+        assert (tmp_path / "x.txt").read_text() == (tmp_path / "agent" / "x.txt").read_text() == "x\n"
+        assert (tmp_path / "artifacts" / "sub" / "a").read_text() == "a\n"
+        assert await env.is_dir("/logs/agent/x.txt", user="root") is False
+        assert await env.is_dir("/logs/nothing", user="root") is False
+        assert await env.is_dir("/logs/artifacts/link", user="root") is True  # `test -d` follows links

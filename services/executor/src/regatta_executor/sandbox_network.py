@@ -13,6 +13,11 @@ Docker bridge); a task that allows the network must reach the internet and nothi
   cannot remove them. There is no IPv6 (slirp4netns runs without --enable-ipv6).
 slirp4netns itself runs sandboxed (its own mount namespace, seccomp) and exits with the executor's end
 of its exit pipe, so a crashed executor leaves none behind.
+
+Its sandbox makes only `/` private before it detaches the old root, so every other shared mount of the
+host would be unmounted on the host too (the Docker engine's mounts of running containers among them:
+the engine then sees an empty folder where a container's files are). It is therefore started in a mount
+namespace of its own whose every mount is a slave of the host's: unmounts reach it, none leaves it.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ _MTU = 65520
 
 
 def tools() -> dict[str, str]:
-    found = {name: shutil.which(name, path=HOST_PATH) for name in ("slirp4netns", "nsenter", "ip")}
+    found = {name: shutil.which(name, path=HOST_PATH) for name in ("slirp4netns", "nsenter", "ip", "unshare")}
     missing = [name for name, path in found.items() if path is None]
     if missing:
         raise RuntimeError(f"public tasks in the local environment need {missing} on the host")
@@ -88,6 +93,7 @@ class SlirpNetwork:
         os.set_inheritable(self._exit_w, False)
         try:
             self._process = await asyncio.create_subprocess_exec(
+                found["unshare"], "--mount", "--propagation", "slave", "--",
                 found["slirp4netns"], "--configure", f"--mtu={_MTU}", "--disable-host-loopback",
                 "--enable-sandbox", "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}",
                 "--", str(pid), "tap0",

@@ -10,18 +10,27 @@ The image is the task's `[environment].docker_image` (pulled when missing) or bu
 in and out through the engine's archive API, so Harbor downloads the log folders itself (the
 environment is not `mounted`). Commands run through exec with the user, working directory,
 environment and timeout Harbor asks for (execs.py).
+
+Every engine round trip costs tens of milliseconds of the engine's CPU (an exec as much as an archive
+transfer), so the environment makes no more of them than Harbor's calls need, and only where the result
+is provably the same: uploads wait and go in together, as one archive, with the next operation that
+could see them (so `chmod +x` of a file still waiting is done in its header); a folder read back is
+archived once and the following reads and `test -d` checks of Harbor are answered from that archive
+until anything runs in the container; the log folders go in with the first upload; ending the agent's
+processes and emptying the verifier's folders is done by Harbor's own removal of stale reward files.
 """
 
 from __future__ import annotations
 
-import asyncio
+import posixpath
 import re
 import secrets
+import shlex
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
-from docker.errors import APIError, NotFound
+from docker.errors import APIError, DockerException, NotFound
 from harbor.environments.base import BaseEnvironment, ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.environments.options import EnvironmentOptions
@@ -48,10 +57,20 @@ from regatta_executor.container.network import ensure_sandbox_network
 
 _MIB = 1024 * 1024
 TESTS = PurePosixPath("/tests")
+LOGS = "/logs"
+AGENT_LOGS = "/logs/agent"
 VERIFIER_LOGS = PurePosixPath("/logs/verifier")
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 BUILD_LOG = "environment-build.log"
-_PUT_RETRIES = (0.0, 0.2, 0.5, 1.0, None)
+# Users Harbor means as root. The engine is always given uid 0 instead of the name: a name makes the
+# engine read the image's /etc/passwd from its own view of the container's files, which can be lost
+# while the container runs (see `_check_engine_view`), and then no exec as "root" starts at all.
+_ROOT_USERS = ("root", "0", 0)
+# A folder read back to answer several reads is not worth more than this; past it, each read goes alone.
+_SNAPSHOT_MAX_BYTES = 64 * _MIB
+# A folder every container has (the engine makes it) and no process in it can remove (it is a mount point
+# there): if the engine cannot see it, it has lost its view of the container's files.
+_ALWAYS_THERE = "/proc"
 # The main process: a loop rather than `sleep infinity` (busybox's sleep has no infinity, and an
 # image's CMD is appended as arguments, which `sh -c` ignores).
 _MAIN = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done", "regatta-main"]
@@ -59,24 +78,6 @@ _MAIN = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!;
 # sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
 DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-# Prints the pid of the container's main process (the only child of its init, which may not have
-# started it yet when the engine says the container runs), then runs the set-up commands given.
-_FIND_MAIN = """
-tries=0
-while :; do
-  main=""
-  for d in /proc/[0-9]*; do
-    read -r s < "$d/stat" 2>/dev/null || continue
-    set -- ${s##*) }
-    [ "$2" = 1 ] && main="$main ${d#/proc/}"
-  done
-  set -- $main
-  if [ "$#" = 1 ]; then echo "$1"; break; fi
-  tries=$((tries + 1))
-  if [ "$tries" -gt 200 ]; then echo "init has $# children: $main" >&2; exit 1; fi
-  sleep 0.05
-done
-"""
 
 
 class ContainerEnvironmentOptions(EnvironmentOptions):
@@ -144,8 +145,11 @@ class ContainerEnvironment(BaseEnvironment):
         token = secrets.token_hex(4)
         self._name = f"regatta-{_NAME_CHARS.sub('-', self.session_id)[:80]}-{token}"
         self._container_id: str | None = None
-        self._main_pid = 0
-        self._uploading_tests = False
+        self._staged: files.StagedArchive | None = None
+        self._snapshot: files.Snapshot | None = None
+        # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
+        # until the next command: the tests uploaded meanwhile are the verifier's.
+        self._verifier_ready = False
         self._download_budget = self.options.max_download_mb * _MIB
         self.image: ResolvedImage | None = None
         self.enforced_limits: frozenset[str] = frozenset()
@@ -186,11 +190,11 @@ class ContainerEnvironment(BaseEnvironment):
 
     @override
     async def start(self, force_build: bool) -> None:
-        await asyncio.to_thread(janitor.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
         self.image = await self._image(force_build)
         network = "none"
         if self._network_is_public:
-            network = await asyncio.to_thread(
+            network = await execs.in_thread(
                 ensure_sandbox_network,
                 self._client,
                 self.options.sandbox_network,
@@ -201,12 +205,10 @@ class ContainerEnvironment(BaseEnvironment):
             self.logger.warning(
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
-        self._container_id = await asyncio.to_thread(self._create_and_start, self.image.reference, network)
-        # /solution and /tests made now save each upload a failed put and an exec for its folder.
-        dirs = [*LOG_DIRS, "/solution", str(TESTS)]
-        dirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []
-        make_dirs = self._ensure_dirs_command(dirs, chmod=False) + " && chmod 777 " + " ".join(LOG_DIRS)
-        self._main_pid = int((await self._root_shell(f"{_FIND_MAIN}\n{make_dirs}")).strip())
+        self._container_id = await execs.in_thread(self._create_and_start, self.image.reference, network)
+        # Writable by any user the task names; they go in with the first upload or before the first
+        # command, whichever comes first.
+        self._stage().add_folders(list(LOG_DIRS), 0o777)
         await self._upload_environment_dir_after_start()
 
     @property
@@ -222,11 +224,11 @@ class ContainerEnvironment(BaseEnvironment):
         reference = self.task_env_config.docker_image
         try:
             if reference:
-                return await asyncio.to_thread(cache.named, reference)
+                return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
             network = "none" if not self._network_is_public else self.options.sandbox_network
             if network != "none":
-                await asyncio.to_thread(
+                await execs.in_thread(
                     ensure_sandbox_network,
                     self._client,
                     self.options.sandbox_network,
@@ -234,7 +236,7 @@ class ContainerEnvironment(BaseEnvironment):
                     self._state_dir,
                 )
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
-                return await asyncio.to_thread(
+                return await execs.in_thread(
                     cache.built,
                     self.environment_dir,
                     timeout_sec=self.task_env_config.build_timeout_sec,
@@ -261,6 +263,8 @@ class ContainerEnvironment(BaseEnvironment):
             "detach": True,
             "init": True,
             "privileged": False,
+            # The engine makes the task's WORKDIR (root-owned) when it creates the container.
+            **({"working_dir": self.task_env_config.workdir} if self.task_env_config.workdir else {}),
             "security_opt": ["no-new-privileges"],
             "cap_drop": list(self.options.cap_drop),
             "network_mode": network,
@@ -300,7 +304,11 @@ class ContainerEnvironment(BaseEnvironment):
 
     @override
     async def stop(self, delete: bool) -> None:
-        await asyncio.to_thread(self._remove, delete)
+        if self._staged is not None:
+            self._staged.discard()
+            self._staged = None
+        self._drop_snapshot()
+        await execs.in_thread(self._remove, delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
@@ -326,99 +334,250 @@ class ContainerEnvironment(BaseEnvironment):
         timeout_sec: int | None = None,
         user: str | int | None = None,
     ) -> ExecResult:
-        self._uploading_tests = False
         resolved = self._resolve_user(user)
+        if resolved in _ROOT_USERS:
+            chmod = _executable_target(command)
+            if chmod is not None and self._staged is not None and self._staged.make_executable(chmod):
+                return ExecResult(stdout="", stderr="", return_code=0)
+            # Harbor removes stale reward files as the verifier starts. Emptying /logs/verifier does
+            # that too, so the agent's processes are ended and the verifier's folders emptied now, in
+            # the same exec, rather than by an exec of its own when the tests are uploaded. Not where
+            # tests come with the image (Harbor then uploads none, and /tests must stay).
+            if self._enable_environment_dir_upload and _removes_reward_files(command):
+                await self._prepare_verifier()
+                return ExecResult(stdout="", stderr="", return_code=0)
+        await self._flush()
+        self._ran()
         output = await execs.run_command(
             self._client.api,
             self._running(),
             ["bash", "-c", command],
             env=self._merge_env(env) or {},
-            user="" if resolved is None else str(resolved),
+            user=_engine_user(resolved),
             workdir=cwd or self.task_env_config.workdir,
             timeout_sec=timeout_sec,
             max_output_bytes=self.options.max_output_mb * _MIB,
         )
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
 
-    async def _root_shell(self, script: str) -> str:
-        output = await execs.run_command(
-            self._client.api,
-            self._running(),
-            ["/bin/sh", "-c", script],
-            env={},
-            user="0",
-            workdir="/",
-            timeout_sec=60,
-            max_output_bytes=_MIB,
-        )
-        if output.return_code != 0:
-            raise RuntimeError(
-                f"container set-up command failed ({output.return_code}): {output.stderr.strip()}"
-            )
-        return output.stdout
+    @override
+    async def is_dir(self, path: str, user: str | int | None = None) -> bool:
+        # As root (what Harbor asks), `test -d` sees what the engine's archive of the folder shows.
+        if self._resolve_user(user) in _ROOT_USERS:
+            snapshot = await self._snapshot_for(files.container_path(path), root=files.container_path(path))
+            if snapshot is not None:
+                member = snapshot.member(path)
+                if member is not None and not member.issym() and not snapshot.through_link(path):
+                    return member.isdir()
+        return await super().is_dir(path, user)
 
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        source, target = Path(source_path), files.container_path(target_path)
-        await self._put(files.upload_file, source, target, str(PurePosixPath(target).parent))
+        await execs.in_thread(self._stage().add_file, Path(source_path), files.container_path(target_path))
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         target = files.container_path(target_dir)
-        if PurePosixPath(target) == TESTS and not self._uploading_tests:
-            # The verifier starts now. Nothing the agent started may run alongside it or touch its
-            # output, and nothing it left in /tests or /logs/verifier may count. Harbor uploads a
-            # multi-step task's tests in several calls without an exec between them; only the first
-            # of those clears.
-            self._uploading_tests = True
-            await execs.kill_all_but_main(
-                self._client.api,
-                self._running(),
-                self._main_pid,
-                then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-                + f" && chmod 777 {VERIFIER_LOGS}",
-            )
-        await self._put(files.upload_dir, Path(source_dir), target, target)
+        if PurePosixPath(target) == TESTS and not self._verifier_ready:
+            # The verifier starts now (Harbor did not announce it by removing reward files first).
+            # Harbor uploads a multi-step task's tests in several calls without an exec between them;
+            # only the first of those clears.
+            await self._prepare_verifier()
+        if not any(Path(source_dir).iterdir()):
+            # Nothing to archive, but the folder must exist afterwards (`mkdir -p`: an archive entry
+            # for it would reset an existing folder's owner and mode).
+            await self.exec(self._ensure_dirs_command([target], chmod=False), user="root")
+            return
+        await execs.in_thread(self._stage().add_dir, Path(source_dir), target)
 
-    async def _put(self, upload: Any, source: Path, target: str, folder: str) -> None:
-        container_id = self._running()
-        for delay in _PUT_RETRIES:
-            try:
-                await asyncio.to_thread(upload, self._client.api, container_id, source, target)
-                return
-            except NotFound:
-                if delay is None:
-                    raise
-            # A missing folder is made; if the engine still does not see it, its view of the
-            # container's files lagged (seen on a loaded engine), so try again shortly.
-            await self._root_shell(self._ensure_dirs_command([folder], chmod=False))
-            await asyncio.sleep(delay)
+    async def _prepare_verifier(self) -> None:
+        """Nothing the agent started may run alongside the verifier or touch its output, and nothing
+        it left in /tests or /logs/verifier may count."""
+        await self._flush()
+        self._ran()
+        await execs.end_other_processes(
+            self._client.api,
+            self._running(),
+            then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
+            + f" && chmod 777 {VERIFIER_LOGS}",
+        )
+        self._verifier_ready = True
+
+    def _stage(self) -> files.StagedArchive:
+        if self._staged is None:
+            self._staged = files.StagedArchive()
+        return self._staged
+
+    async def _flush(self) -> None:
+        """Send the staged uploads (before anything that could see them)."""
+        staged, self._staged = self._staged, None
+        if staged is None:
+            return
+        if not staged:
+            staged.discard()
+            return
+        buffer = staged.take()
+        try:
+            await execs.in_thread(self._client.api.put_archive, self._running(), "/", buffer)
+        finally:
+            buffer.close()
+        # Written where the engine sees the container's files, which must be the container's own.
+        await self._check_engine_view()
+        snapshot = self._snapshot
+        if snapshot is not None:
+            # The archive of a folder still answers for its parts no upload went into, if the uploads
+            # could not reach past their own folders (no symlink on the way or inside).
+            if all(snapshot.covers(target) and snapshot.is_plain_tree(target) for target in staged.targets):
+                snapshot.stale.extend(staged.targets)
+            else:
+                self._drop_snapshot()
+
+    def _ran(self) -> None:
+        """Something runs in the container: what was read from it may change, and the verifier's
+        folders may be written again."""
+        self._drop_snapshot()
+        self._verifier_ready = False
+
+    def _drop_snapshot(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.close()
+            self._snapshot = None
+
+    async def _snapshot_for(self, path: str, root: str | None) -> files.Snapshot | None:
+        """An archive that answers for `path`: the one already read if nothing ran since, else one of
+        `root` read now (None: when `root` is None, or the archive cannot answer)."""
+        await self._flush()
+        if self._snapshot is not None and self._snapshot.covers(path):
+            return self._snapshot
+        if root is None:
+            return None
+        self._drop_snapshot()
+        limit = min(self._download_budget, _SNAPSHOT_MAX_BYTES)
+        try:
+            snapshot, size = await execs.in_thread(
+                files.fetch_snapshot, self._client.api, self._running(), root, limit
+            )
+        except NotFound:
+            await self._check_engine_view()
+            return None
+        except files.DownloadTooLargeError:
+            return None
+        self._download_budget -= size
+        if not snapshot.usable or not snapshot.covers(path):
+            snapshot.close()
+            return None
+        self._snapshot = snapshot
+        return snapshot
+
+    async def _check_engine_view(self) -> None:
+        """The engine reads and writes a running container's files through its own mount of them on
+        the host. If that mount is gone (unmounted on the host by something else while the container
+        runs), the archive API silently works on an empty folder instead and execs by user name fail:
+        the attempt cannot go on, and must not be scored."""
+        try:
+            response = await execs.in_thread(
+                self._client.api.head,
+                self._client.api._url("/containers/{0}/archive", self._running()),
+                params={"path": _ALWAYS_THERE},
+            )
+        except (DockerException, OSError):
+            return
+        if response.status_code == 404:
+            raise EngineViewLostError(
+                f"the Docker engine no longer sees the files of container {self._name} (its mount of "
+                "the container's file system was removed on the host while the container ran); "
+                "files cannot be moved in or out of it"
+            )
 
     @override
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        size = await asyncio.to_thread(
-            files.download_file,
-            self._client.api,
-            self._running(),
-            source_path,
-            Path(target_path),
-            self._download_budget,
-        )
+        path = files.container_path(source_path)
+        # The agent's logs are read file by file and then as a folder, and the artifacts right after:
+        # one archive of /logs answers for all of them.
+        root = LOGS if _within(path, AGENT_LOGS) else None
+        snapshot = await self._snapshot_for(path, root)
+        if snapshot is not None and snapshot.member(path) is not None and not snapshot.through_link(path):
+            await execs.in_thread(snapshot.extract_file, path, Path(target_path))
+            return
+        try:
+            size = await execs.in_thread(
+                files.download_file,
+                self._client.api,
+                self._running(),
+                path,
+                Path(target_path),
+                self._download_budget,
+            )
+        except NotFound:
+            await self._check_engine_view()
+            raise
         self._download_budget -= size
 
     @override
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        size = await asyncio.to_thread(
-            files.download_dir,
-            self._client.api,
-            self._running(),
-            source_dir,
-            Path(target_dir),
-            self._download_budget,
-        )
+        path = files.container_path(source_dir)
+        snapshot = await self._snapshot_for(path, LOGS if _within(path, AGENT_LOGS) else path)
+        if snapshot is not None and not snapshot.through_link(path):
+            member = snapshot.member(path)
+            if member is not None and member.isdir():
+                await execs.in_thread(snapshot.extract_dir, path, Path(target_dir))
+                return
+        try:
+            size = await execs.in_thread(
+                files.download_dir,
+                self._client.api,
+                self._running(),
+                path,
+                Path(target_dir),
+                self._download_budget,
+            )
+        except NotFound:
+            await self._check_engine_view()
+            raise
         self._download_budget -= size
 
     def _running(self) -> str:
         if self._container_id is None:
             raise RuntimeError("the container environment has not been started")
         return self._container_id
+
+
+class EngineViewLostError(RuntimeError):
+    """The engine lost its view of a running container's files (an infrastructure fault)."""
+
+
+def _engine_user(user: str | int | None) -> str:
+    if user is None:
+        return ""  # the image's USER
+    return "0" if user in _ROOT_USERS else str(user)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
+def _executable_target(command: str) -> str | None:
+    """The path of Harbor's `chmod +x PATH`, else None."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if len(argv) == 3 and argv[:2] == ["chmod", "+x"] and argv[2].startswith("/"):
+        return argv[2]
+    return None
+
+
+def _removes_reward_files(command: str) -> bool:
+    """Whether `command` is Harbor's `rm -f -- FILE...` of files directly in /logs/verifier."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if len(argv) < 4 or argv[:3] != ["rm", "-f", "--"]:
+        return False
+    return all(
+        posixpath.normpath(path) == path
+        and posixpath.dirname(path) == str(VERIFIER_LOGS)
+        and posixpath.basename(path) not in ("", ".", "..")
+        for path in argv[3:]
+    )

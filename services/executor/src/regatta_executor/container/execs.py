@@ -24,11 +24,12 @@ _EXIT_CODE_WAIT_SEC = 30.0
 _START_RETRIES = (0.1, 0.2, 0.4, 0.8, 0.0)
 # A command holds a thread (reading its output) for as long as it runs, which may be the whole agent
 # phase. Asyncio's default pool has min(32, cores + 4) threads: with more long commands than that, every
-# other call, the kill of a timed-out command included, would queue behind them.
+# other call, the kill of a timed-out command included, would queue behind them. The environment's file
+# transfers run here too, for the same reason.
 _STREAMS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="regatta-exec")
 
 
-async def _in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_STREAMS, functools.partial(function, *args, **kwargs))
 
@@ -54,16 +55,21 @@ done
 exit 0
 """
 
-# Kills every process but the container's init (pid 1), its main process (argument 1) and itself.
-# Processes are stopped first, round after round until no new one appears, so that none can fork
-# its way out between the listing and the kill.
-KILL_ALL_BUT = r"""
-keep=$1; previous=""
+# Kills every process but those of the container's first session (its init, pid 1, and the main process
+# with what it runs) and itself. Every exec starts a session of its own (runc calls setsid) and no process
+# can join another session, so nothing an exec started is spared however it forks, setsids or reparents.
+# Processes are stopped first, round after round until no new one appears, so that none can fork its way
+# out between the listing and the kill.
+KILL_OTHERS = r"""
+previous=""
 for round in 1 2 3 4 5 6 7 8 9 10; do
   current=""
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    case "$p" in 1|"$keep"|"$$") continue;; esac
+    [ "$p" = "$$" ] && continue
+    read -r s < "$d/stat" 2>/dev/null || continue
+    set -- ${s##*) }
+    [ "$4" = 1 ] && continue
     kill -STOP "$p" 2>/dev/null && current="$current $p"
   done
   [ "$current" = "$previous" ] && break
@@ -72,8 +78,10 @@ done
 for p in $previous; do kill -KILL "$p" 2>/dev/null; done
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
-  case "$p" in 1|"$keep"|"$$") continue;; esac
-  kill -KILL "$p" 2>/dev/null
+  [ "$p" = "$$" ] && continue
+  read -r s < "$d/stat" 2>/dev/null || continue
+  set -- ${s##*) }
+  [ "$4" = 1 ] || kill -KILL "$p" 2>/dev/null
 done
 exit 0
 """
@@ -167,7 +175,7 @@ async def run_command(
     """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started)."""
     token = secrets.token_hex(12)
     running = asyncio.ensure_future(
-        _in_thread(
+        in_thread(
             _run,
             api,
             container_id,
@@ -190,7 +198,7 @@ async def run_command(
 
 async def _kill(api: docker.APIClient, container_id: str, token: str, running: asyncio.Future) -> None:
     try:
-        await _in_thread(
+        await in_thread(
             _run,
             api,
             container_id,
@@ -206,13 +214,14 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
     await asyncio.wait([running], timeout=_KILL_GRACE_SEC)
 
 
-async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int, then: str) -> None:
-    """Kill every process but init and the main one, then run the shell command `then` (as root)."""
-    result = await _in_thread(
+async def end_other_processes(api: docker.APIClient, container_id: str, then: str) -> None:
+    """Kill every process outside the container's first session, then run the shell command `then`
+    (as root)."""
+    result = await in_thread(
         _run,
         api,
         container_id,
-        ["/bin/sh", "-c", KILL_ALL_BUT.replace("exit 0\n", then + "\n"), "kill-all", str(main_pid)],
+        ["/bin/sh", "-c", KILL_OTHERS.replace("exit 0\n", then + "\n"), "kill-others"],
         env={},
         user="0",
         workdir="/",

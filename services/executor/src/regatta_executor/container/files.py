@@ -7,9 +7,11 @@ a symlink that was already in the target folder.
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import tarfile
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 
 import docker
@@ -26,27 +28,6 @@ def container_path(path: str) -> str:
     if "\0" in normal:
         raise ValueError(f"invalid container path {path!r}")
     return normal
-
-
-def upload_file(api: docker.APIClient, container_id: str, source: Path, target: str) -> None:
-    """Copy `source` to `target`, whose folder must exist (the engine answers NotFound otherwise)."""
-    target_path = PurePosixPath(container_path(target))
-    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as buffer:
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            archive.add(source, arcname=target_path.name, recursive=False)
-        buffer.seek(0)
-        api.put_archive(container_id, str(target_path.parent), buffer)
-
-
-def upload_dir(api: docker.APIClient, container_id: str, source: Path, target: str) -> None:
-    """Copy the contents of `source` into the existing folder `target`, like `docker cp dir/.`. Only
-    the contents are in the archive: an entry for an existing folder would reset its owner and mode."""
-    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as buffer:
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            for child in sorted(source.iterdir()):
-                archive.add(child, arcname=child.name)
-        buffer.seek(0)
-        api.put_archive(container_id, container_path(target), buffer)
 
 
 def _fetch(
@@ -91,14 +72,7 @@ def download_file(api: docker.APIClient, container_id: str, source: str, target:
         member = archive.next()
         if member is None or not member.isfile():
             raise FileNotFoundError(f"{source} is not a regular file in the container")
-        content = archive.extractfile(member)
-        assert content is not None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink():
-            target.unlink()
-        with open(target, "wb") as out:
-            while block := content.read(1024 * 1024):
-                out.write(block)
+        _write_member(archive, member, target)
     return size
 
 
@@ -117,3 +91,187 @@ def _refuse_symlinked_parent(target: Path, name: str) -> None:
         current = current / part
         if current.is_symlink():
             raise ValueError(f"refusing to extract {name!r} through the symlink {current}")
+
+
+class StagedArchive:
+    """Uploads waiting to go into the container together, as one archive extracted at its root.
+
+    Names are relative to `/`, so no target folder has to exist first: the engine makes a missing
+    parent (root-owned, 0755, as `mkdir -p` as root would). The source files are read when staged,
+    never later (Harbor hands over temporary folders). A regular file still waiting here can be made
+    executable in place, which is how `chmod +x` of a file just uploaded costs no exec."""
+
+    def __init__(self) -> None:
+        self._buffer = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 (owned)
+        self._archive = tarfile.open(fileobj=self._buffer, mode="w")  # noqa: SIM115 (owned)
+        self._regular: dict[str, tuple[int, tarfile.TarInfo]] = {}
+        self.targets: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.targets)
+
+    def add_dir(self, source: Path, target: str) -> None:
+        """The contents of `source` into the folder `target`, like `docker cp dir/.`: only the
+        contents are in the archive, as an entry for an existing folder would reset its owner and mode."""
+        prefix = container_path(target).lstrip("/")
+        self._begin(target)
+        for child in sorted(source.iterdir()):
+            self._archive.add(child, arcname=posixpath.join(prefix, child.name), filter=self._record)
+
+    def add_file(self, source: Path, target: str) -> None:
+        self._begin(target)
+        self._archive.add(source, arcname=_relative(target), recursive=False, filter=self._record)
+
+    def add_folders(self, folders: list[str], mode: int) -> None:
+        """Folders with `mode`, owned by root (an existing one keeps its contents)."""
+        for folder in folders:
+            self._begin(folder)
+            info = tarfile.TarInfo(_relative(folder))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+            self._archive.addfile(self._record(info))
+
+    def make_executable(self, path: str) -> bool:
+        """`chmod +x path` (umask 022) on a regular file this archive will write last at `path`;
+        false if it will not (the caller then runs the command)."""
+        entry = self._regular.get(_relative(path))
+        if entry is None:
+            return False
+        offset, info = entry
+        before = info.tobuf(self._archive.format, self._archive.encoding, self._archive.errors)
+        changed = copy.copy(info)
+        changed.mode |= 0o111
+        after = changed.tobuf(self._archive.format, self._archive.encoding, self._archive.errors)
+        if len(after) != len(before):
+            return False
+        end = self._buffer.tell()
+        self._buffer.seek(offset)
+        self._buffer.write(after)
+        self._buffer.seek(end)
+        self._regular[changed.name] = (offset, changed)
+        return True
+
+    def take(self) -> tempfile.SpooledTemporaryFile[bytes]:
+        """The finished archive, rewound (the caller closes it); this object is then spent."""
+        self._archive.close()
+        self._buffer.seek(0)
+        return self._buffer
+
+    def discard(self) -> None:
+        self._archive.close()
+        self._buffer.close()
+
+    def _begin(self, target: str) -> None:
+        self.targets.append(container_path(target))
+        self._archive.inodes = {}  # a file staged by an earlier upload is copied again, not hard-linked
+
+    def _record(self, info: tarfile.TarInfo) -> tarfile.TarInfo:
+        # Called just before the member is written, at the archive's current end: its header's offset.
+        name = info.name.rstrip("/")
+        for staged in [n for n in self._regular if n == name or n.startswith(name + "/")]:
+            del self._regular[staged]  # written over (a later member replaces, a folder or link hides it)
+        if info.isreg():
+            self._regular[name] = (self._archive.offset, copy.copy(info))
+        return info
+
+
+def _relative(path: str) -> str:
+    relative = container_path(path).lstrip("/")
+    if not relative:
+        raise ValueError("cannot upload over the container's root folder")
+    return relative
+
+
+class Snapshot:
+    """One archive of a container folder, read once, from which several downloads and folder checks
+    are answered while nothing has run in the container since (see ContainerEnvironment)."""
+
+    def __init__(self, root: str, buffer: tempfile.SpooledTemporaryFile[bytes]) -> None:
+        self.root = container_path(root)
+        self._buffer = buffer
+        self._archive = tarfile.open(fileobj=buffer, mode="r:")  # noqa: SIM115 (owned)
+        self._members = {member.name.rstrip("/"): member for member in self._archive.getmembers()}
+        self._top = posixpath.basename(self.root) or "."
+        self.stale: list[str] = []
+
+    @property
+    def usable(self) -> bool:
+        """The folder itself was archived as a folder (a symlink is archived as the link alone)."""
+        top = self._members.get(self._top)
+        return top is not None and top.isdir()
+
+    def covers(self, path: str) -> bool:
+        path = container_path(path)
+        if not (path == self.root or path.startswith(self.root.rstrip("/") + "/")):
+            return False
+        return not any(_within(path, stale) or _within(stale, path) for stale in self.stale)
+
+    def member(self, path: str) -> tarfile.TarInfo | None:
+        return self._members.get(self._name(path))
+
+    def through_link(self, path: str) -> bool:
+        """Whether a folder between the archived folder and `path` is a symlink (the engine would
+        follow it; the archive does not)."""
+        parts = PurePosixPath(self._name(path)).parts
+        for depth in range(1, len(parts)):
+            member = self._members.get(str(PurePosixPath(*parts[:depth])))
+            if member is None or not member.isdir():
+                return True
+        return False
+
+    def is_plain_tree(self, path: str) -> bool:
+        """`path` is a real folder here, reached without symlinks, and holds none: an upload into it
+        cannot write anywhere else."""
+        member = self.member(path)
+        if member is None or not member.isdir() or self.through_link(path):
+            return False
+        prefix = self._name(path) + "/"
+        return not any(m.issym() or m.islnk() for n, m in self._members.items() if n.startswith(prefix))
+
+    def extract_dir(self, path: str, target: Path) -> None:
+        prefix = self._name(path) + "/"
+        members = []
+        for name, member in self._members.items():
+            if not name.startswith(prefix) or member.isdev():
+                continue
+            member = copy.copy(member)
+            member.name = name[len(prefix) :]
+            _refuse_symlinked_parent(target, member.name)
+            members.append(member)
+        target.mkdir(parents=True, exist_ok=True)
+        self._archive.extractall(target, members=members, filter=_skip_unsafe)
+
+    def extract_file(self, path: str, target: Path) -> None:
+        member = self.member(path)
+        if member is None or not member.isfile():
+            raise FileNotFoundError(f"{path} is not a regular file in the container")
+        _write_member(self._archive, member, target)
+
+    def close(self) -> None:
+        self._archive.close()
+        self._buffer.close()
+
+    def _name(self, path: str) -> str:
+        rest = container_path(path)[len(self.root.rstrip("/")) :].strip("/")
+        return posixpath.join(self._top, rest) if rest else self._top
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def fetch_snapshot(
+    api: docker.APIClient, container_id: str, root: str, max_bytes: int
+) -> tuple[Snapshot, int]:
+    buffer, size = _fetch(api, container_id, root, max_bytes)
+    return Snapshot(root, buffer), size
+
+
+def _write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    content = archive.extractfile(member)
+    assert content is not None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink():
+        target.unlink()
+    with open(target, "wb") as out:
+        while block := content.read(1024 * 1024):
+            out.write(block)
