@@ -39,6 +39,7 @@ from regatta_executor.container.engine import (
     client,
     host_name,
 )
+from regatta_executor.container.hardening import EngineRoot, engine_root, log_mounts, require_remapped_root
 from regatta_executor.container.images import (
     ImageBuildError,
     ImageCache,
@@ -97,6 +98,17 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
         description="Writable-layer size when the task sets none (only on engines "
         "whose storage driver supports a size, e.g. overlay2 on xfs with pquota).",
     )
+    default_logs_mb: int = Field(
+        default=1024,
+        ge=1,
+        description="Size of /logs (agent logs and artifacts together) and of /logs/verifier, each, "
+        "when the task sets no storage_mb (a task's storage_mb caps them too).",
+    )
+    allow_host_root: bool = Field(
+        default=False,
+        description="Run on an engine whose containers run as the host's root (no userns-remap, "
+        "not rootless). Only when every task is trusted.",
+    )
     max_processes: int = Field(default=1024, ge=16, description="Process (pid) limit per container.")
     image_cache_max_mb: int | None = Field(
         default=20480, ge=1, description="Built images past this total are removed least recently used first."
@@ -148,6 +160,7 @@ class ContainerEnvironment(BaseEnvironment):
         self._uploading_tests = False
         self._download_budget = self.options.max_download_mb * _MIB
         self.image: ResolvedImage | None = None
+        self._engine_root = EngineRoot(remapped=False)
         self.enforced_limits: frozenset[str] = frozenset()
 
     @staticmethod
@@ -186,6 +199,8 @@ class ContainerEnvironment(BaseEnvironment):
 
     @override
     async def start(self, force_build: bool) -> None:
+        check = engine_root if self.options.allow_host_root else require_remapped_root
+        self._engine_root = await asyncio.to_thread(check, self._client)
         await asyncio.to_thread(janitor.sweep_once, self._client, self._owners_dir)
         self.image = await self._image(force_build)
         network = "none"
@@ -252,7 +267,14 @@ class ContainerEnvironment(BaseEnvironment):
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
         storage_mb = self._effective_storage_mb or self.options.default_storage_mb
-        enforced = {"pids"}
+        enforced = {"pids", "logs"}
+        labels = {
+            LABEL_MANAGED: "1",
+            LABEL_OWNER: janitor.owner_id(self._owners_dir),
+            LABEL_HOST: host_name(),
+            LABEL_OWNERS: janitor.owners_label(self._owners_dir),
+            LABEL_SESSION: _NAME_CHARS.sub("-", self.session_id)[:200],
+        }
         config: dict[str, Any] = {
             "image": image,
             "entrypoint": _MAIN,
@@ -266,13 +288,10 @@ class ContainerEnvironment(BaseEnvironment):
             "network_mode": network,
             "pids_limit": self.options.max_processes,
             "log_config": {"type": "none", "config": {}},
-            "labels": {
-                LABEL_MANAGED: "1",
-                LABEL_OWNER: janitor.owner_id(self._owners_dir),
-                LABEL_HOST: host_name(),
-                LABEL_OWNERS: janitor.owners_label(self._owners_dir),
-                LABEL_SESSION: _NAME_CHARS.sub("-", self.session_id)[:200],
-            },
+            "labels": labels,
+            "mounts": log_mounts(
+                self._effective_storage_mb or self.options.default_logs_mb, labels, self._engine_root
+            ),
         }
         if memory_mb:
             config["mem_limit"] = memory_mb * _MIB
@@ -306,7 +325,7 @@ class ContainerEnvironment(BaseEnvironment):
         for ident in filter(None, (self._container_id, self._name)):
             try:
                 if delete:
-                    self._client.api.remove_container(ident, force=True)
+                    self._client.api.remove_container(ident, force=True, v=True)
                 else:
                     self._client.api.kill(ident)
                 return
