@@ -41,6 +41,7 @@ from tests.integration.local_environment_support import (
     sandboxes_dir,
     write_task,
 )
+from tests.support.host_secrets import planted_host_secret
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -275,22 +276,8 @@ async def test_the_processes_that_outlive_the_agent_are_closed_to_it(
 
 @pytest.fixture
 def planted_secrets() -> Iterator[tuple[str, list[Path]]]:
-    """A secret in places only the host's root may read: a 0600 file in /etc, a folder in /var/lib
-    and a file in /root. A sandbox's own image may hold files of the same names as the host's; these
-    names and this content exist only on the host."""
-    secret, name = f"host-only-{secrets.token_hex(12)}", marker("regatta-hostile")
-    paths = [Path("/etc", name), Path("/var/lib", name, "secret"), Path("/root", name)]
-    try:
-        for path in paths:
-            path.parent.mkdir(mode=0o700, exist_ok=True)
-            path.touch(mode=0o600)
-            path.write_text(secret + "\n")
-        yield secret, paths
-    finally:
-        for path in paths:
-            path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            Path("/var/lib", name).rmdir()
+    with planted_host_secret() as planted:
+        yield planted.value, planted.paths
 
 
 async def test_host_secrets_are_not_visible(
