@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import docker
@@ -31,7 +32,9 @@ _CHECK_TTL_SEC = 60.0
 # A remapping engine keeps its data under <data-root>/<uid>.<gid>, the host ids of its containers' root.
 _REMAPPED_ROOT_DIR = re.compile(r"/(\d+)\.(\d+)/?$")
 _lock = threading.Lock()
-_checked: dict[str, tuple[float, EngineRoot]] = {}
+# Per client object: a client's base_url is the same for every unix socket.
+_checked: weakref.WeakKeyDictionary[docker.DockerClient, tuple[float, EngineRoot]]
+_checked = weakref.WeakKeyDictionary()
 
 
 class HostRootError(RuntimeError):
@@ -48,10 +51,9 @@ class EngineRoot:
 
 def engine_root(client: docker.DockerClient) -> EngineRoot:
     """Who a container's root is on the host, as the engine reports it."""
-    key = str(client.api.base_url)
     now = time.monotonic()
     with _lock:
-        seen = _checked.get(key)
+        seen = _checked.get(client)
         if seen and now - seen[0] < _CHECK_TTL_SEC:
             return seen[1]
     info = client.info()
@@ -64,7 +66,7 @@ def engine_root(client: docker.DockerClient) -> EngineRoot:
         host_ids=(int(ids.group(1)), int(ids.group(2))) if ids else None,
     )
     with _lock:
-        _checked[key] = (now, found)
+        _checked[client] = (now, found)
     return found
 
 
