@@ -233,37 +233,45 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
     assert [p.name for p in files if secret.encode() in p.read_bytes()] == []
 
 
-@pytest.fixture
-def survivors_open_in(request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params.get("environment") == "container":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="known gap (docs/reliability.md): the container's init and main process run as "
-                "the agent's uid (root) and stay dumpable, so root in the container can ptrace them",
-            )
-        )
-
-
 async def test_the_processes_that_outlive_the_agent_are_closed_to_it(
-    environment: Environment, tmp_path: Path, survivors_open_in: None
+    environment: Environment, tmp_path: Path
 ) -> None:
     """What the environment keeps running across the kill before the verifier (pid 1, and whatever
     else is not in the agent's own session) must be closed to ptrace and to /proc/<pid>/mem: code
     injected there would outlive the kill and could rewrite the reward."""
+    # As the agent's uid, then (a root agent can setuid) as each process's own uid.
     solve = """
-        me=$(ps -o sid= $$ | tr -d ' ')
-        for d in /proc/[0-9]*; do
-            p=${d#/proc/}
-            [ "$(ps -o sid= "$p" 2>/dev/null | tr -d ' ')" = "$me" ] && continue
-            [ -e "$d/stat" ] || continue
-            if head -c1 "$d/mem" > /dev/null 2>&1 || cat "$d/maps" > /dev/null 2>&1 \\
-                || cat "$d/environ" > /dev/null 2>&1; then
-                echo "open $p $(cat "$d/comm")"
-            else
-                echo "closed $p $(cat "$d/comm" 2>/dev/null)"
-            fi
-        done > /logs/agent/survivors.txt
+        python3 - <<'PY' > /logs/agent/survivors.txt
+        import os
+        def peek(pid):
+            try:
+                with open(f"/proc/{pid}/maps") as maps:
+                    maps.read()
+                return True
+            except OSError:
+                return False
+        def peek_as(uid, pid):
+            child = os.fork()
+            if child == 0:
+                try:
+                    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+                except OSError:
+                    os._exit(2)
+                os._exit(0 if peek(pid) else 1)
+            return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+        me = os.getsid(0)
+        for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if os.getsid(pid) == me:
+                    continue
+                status = open(f"/proc/{pid}/status").read()
+                comm = open(f"/proc/{pid}/comm").read().strip()
+            except OSError:
+                continue
+            uid = int(next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1])
+            state = "open" if peek(pid) or peek_as(uid, pid) else "closed"
+            print(state, pid, comm, uid)
+        PY
     """
     task = write_task(tmp_path / "tasks", "survivors", solve=solve)
     result = await run_oracle(environment, task, tmp_path)

@@ -29,7 +29,7 @@ from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor
+from regatta_executor.container import execs, files, janitor, pid1
 from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
@@ -53,31 +53,10 @@ VERIFIER_LOGS = PurePosixPath("/logs/verifier")
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 BUILD_LOG = "environment-build.log"
 _PUT_RETRIES = (0.0, 0.2, 0.5, 1.0, None)
-# The main process: a loop rather than `sleep infinity` (busybox's sleep has no infinity, and an
-# image's CMD is appended as arguments, which `sh -c` ignores).
-_MAIN = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done", "regatta-main"]
 # Docker's default capabilities minus those a task never needs and an attacker would like: raw
 # sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
 DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-# Prints the pid of the container's main process (the only child of its init, which may not have
-# started it yet when the engine says the container runs), then runs the set-up commands given.
-_FIND_MAIN = """
-tries=0
-while :; do
-  main=""
-  for d in /proc/[0-9]*; do
-    read -r s < "$d/stat" 2>/dev/null || continue
-    set -- ${s##*) }
-    [ "$2" = 1 ] && main="$main ${d#/proc/}"
-  done
-  set -- $main
-  if [ "$#" = 1 ]; then echo "$1"; break; fi
-  tries=$((tries + 1))
-  if [ "$tries" -gt 200 ]; then echo "init has $# children: $main" >&2; exit 1; fi
-  sleep 0.05
-done
-"""
 
 
 class ContainerEnvironmentOptions(EnvironmentOptions):
@@ -141,10 +120,10 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
 
 
 class ContainerEnvironment(BaseEnvironment):
-    """One container per attempt, with an init, no new privileges, limits from task.toml, no host
-    mounts and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
-    executor left). `no-network` (and `allowlist`, enforced as no network) tasks get no network at
-    all; `public` ones the isolated bridge of network.py."""
+    """One container per attempt, with a pid 1 the agent cannot ptrace (pid1.py), no new privileges,
+    limits from task.toml, no host mounts and no engine socket; removed when the attempt ends
+    (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
+    no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
@@ -157,6 +136,7 @@ class ContainerEnvironment(BaseEnvironment):
         self._name = f"regatta-{_NAME_CHARS.sub('-', self.session_id)[:80]}-{token}"
         self._container_id: str | None = None
         self._main_pid = 0
+        self._default_exec_user = "0"
         self._uploading_tests = False
         self._download_budget = self.options.max_download_mb * _MIB
         self.image: ResolvedImage | None = None
@@ -221,7 +201,9 @@ class ContainerEnvironment(BaseEnvironment):
         dirs = [*LOG_DIRS, "/solution", str(TESTS)]
         dirs += [self.task_env_config.workdir] if self.task_env_config.workdir else []
         make_dirs = self._ensure_dirs_command(dirs, chmod=False) + " && chmod 777 " + " ".join(LOG_DIRS)
-        self._main_pid = int((await self._root_shell(f"{_FIND_MAIN}\n{make_dirs}")).strip())
+        await self._root_shell(make_dirs)
+        # pid 1 is the only process kept across the kill before the verifier (pid1.py).
+        self._main_pid = 1
         await self._upload_environment_dir_after_start()
 
     @property
@@ -261,6 +243,10 @@ class ContainerEnvironment(BaseEnvironment):
             raise SandboxBuildFailedError(str(exc)) from exc
 
     def _create_and_start(self, image: str, network: str) -> str:
+        # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
+        inspected = self._client.api.inspect_image(image)
+        image_id = str(inspected["Id"])
+        self._default_exec_user = (inspected.get("Config") or {}).get("User") or "0"
         memory_mb = (
             self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
             or self.options.default_memory_mb
@@ -277,11 +263,10 @@ class ContainerEnvironment(BaseEnvironment):
         }
         config: dict[str, Any] = {
             "image": image,
-            "entrypoint": _MAIN,
             "name": self._name,
             "hostname": "sandbox",
             "detach": True,
-            "init": True,
+            **pid1.container_config(),
             "privileged": False,
             "security_opt": ["no-new-privileges"],
             "cap_drop": list(self.options.cap_drop),
@@ -314,6 +299,7 @@ class ContainerEnvironment(BaseEnvironment):
             container = self._client.containers.create(**config)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
+        pid1.install(self._client.api, container.id, image_id)
         container.start()
         return str(container.id)
 
@@ -352,7 +338,7 @@ class ContainerEnvironment(BaseEnvironment):
             self._running(),
             ["bash", "-c", command],
             env=self._merge_env(env) or {},
-            user="" if resolved is None else str(resolved),
+            user=self._default_exec_user if resolved is None else str(resolved),
             workdir=cwd or self.task_env_config.workdir,
             timeout_sec=timeout_sec,
             max_output_bytes=self.options.max_output_mb * _MIB,
