@@ -207,7 +207,7 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
 
 
 async def kill_all_but_main(api: docker.APIClient, container_id: str, main_pid: int, then: str) -> None:
-    """Kill every process but init and the main one, then run the shell command `then` (as root)."""
+    """Kill every process but pid 1 and `main_pid`, then run the shell command `then` (as root)."""
     result = await _in_thread(
         _run,
         api,
