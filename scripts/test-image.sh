@@ -2,7 +2,9 @@
 # Builds the base image the container tests use, once per machine: no registry can be reached here,
 # so it comes from the Debian archive apt already uses (debootstrap) and is imported into the engine,
 # then tagged under the public names our example and test Dockerfiles start FROM (a local image of
-# that name is used without a pull). Skipped when the image exists.
+# that name is used without a pull). Skipped when the image exists. Run it after scripts/services.sh: the
+# image goes into the running engine's storage, which userns-remap makes its own
+# (/var/lib/docker/<uid>.<gid>), so an engine restarted with other settings gets it again from the cache.
 set -euo pipefail
 
 IMAGE=${REGATTA_TEST_IMAGE:-regatta-test-base:bookworm}

@@ -283,8 +283,8 @@ async def test_agent_leftovers_are_gone_before_the_verifier_and_verifier_env_sta
     processes = (verifier / "processes.txt").read_text()
     assert rewards(result) == {"reward": 1.0}, processes
     assert "do echo 1" not in processes
-    # init, the main loop and its sleep, the verifier's command: nothing else
-    assert len(processes.splitlines()) == 1 + 6, processes
+    # pid 1 (pid1.py) and its sleep, the verifier's command (bash, test.sh, ps): nothing else
+    assert len(processes.splitlines()) == 1 + 5, processes
     agent_env = (trial_dir(tmp_path, result) / "agent" / "env.txt").read_text()
     assert "REGATTA" not in agent_env or "VERIFIER_ONLY" not in agent_env
     assert "for-the-verifier" not in agent_env
@@ -470,10 +470,16 @@ async def test_container_gets_no_privileges_kernel_tunables_or_engine(
     async with started_environment(tmp_path) as env:
         attrs = engine.api.inspect_container(env.container_name)
         host = attrs["HostConfig"]
-        assert host["Privileged"] is False and host["Init"] is True
+        assert host["Privileged"] is False
         assert "no-new-privileges" in host["SecurityOpt"]
         assert set(host["CapDrop"]) >= {"NET_RAW", "MKNOD"}
-        assert host["Binds"] in (None, []) and attrs["Mounts"] == []
+        # Nothing of the host: only the log folders' own tmpfs volumes.
+        assert host["Binds"] in (None, [])
+        mounts = {m["Destination"]: m for m in attrs["Mounts"]}
+        assert sorted(mounts) == ["/logs", "/logs/verifier"]
+        assert all(m["Type"] == "volume" and m["Driver"] == "local" for m in mounts.values())
+        for mount in host["Mounts"]:
+            assert mount["VolumeOptions"]["DriverConfig"]["Options"]["type"] == "tmpfs"
 
         core = await env.exec("echo '|/tmp/x' > /proc/sys/kernel/core_pattern", user="root")
         assert core.return_code != 0 and "Read-only file system" in (core.stderr or "")

@@ -196,6 +196,24 @@ def test_local_labels_a_prebuilt_image_it_does_not_use(tmp_path) -> None:
     assert "its image 'ghcr.io/example/tools:1' (task.toml)" in (fidelity.note or "")
 
 
+def test_local_labels_a_task_user_it_does_not_honour(tmp_path) -> None:
+    """`local` runs every command as its sandbox's root: a task asking for another user is told so."""
+    task = write_task(tmp_path, "users")
+    toml = task / "task.toml"
+    text = toml.read_text()
+    assert "[agent]" in text and "[verifier]" in text
+    toml.write_text(text.replace("[agent]\n", '[agent]\nuser = "root"\n', 1))
+    assert check_task_environment(EnvironmentChoice("local"), task).built is True
+    toml.write_text(text.replace("[agent]\n", '[agent]\nuser = "agent"\n', 1).replace(
+        "[verifier]\n", "[verifier]\nuser = 1000\n", 1
+    ))  # fmt: skip
+    fidelity = check_task_environment(EnvironmentChoice("local"), task)
+    assert fidelity.built is False
+    said = "its [agent].user 'agent', [verifier].user '1000' (task.toml; every command ran as the sandbox's"
+    assert said in (fidelity.note or "")
+    assert check_task_environment(EnvironmentChoice("container"), task).built is True
+
+
 def test_a_compose_task_is_refused_naming_the_file_unless_harbor_docker_runs_it(tmp_path) -> None:
     task = write_task(tmp_path, "sidecars")
     (task / "environment" / "docker-compose.yaml").write_text("services: {main: {build: .}}\n")

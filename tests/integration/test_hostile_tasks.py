@@ -9,14 +9,16 @@ Every test runs against every environment in `ENVIRONMENTS`: the same guarantees
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,9 @@ import pytest
 from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
+from regatta_executor.container.engine import CONTAINER_ENVIRONMENT
 
+from tests.integration.container_support import require_engine
 from tests.integration.local_environment_support import (
     LOCAL_ENVIRONMENT,
     exception_type,
@@ -37,6 +41,7 @@ from tests.integration.local_environment_support import (
     sandboxes_dir,
     write_task,
 )
+from tests.support.host_secrets import planted_host_secret
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -48,12 +53,13 @@ class Environment:
     require: Callable[[pytest.MonkeyPatch], None]
 
 
-# One entry per sandbox implementation. The container environment joins with one more entry, e.g.
-# "container": Environment("regatta_executor.container.environment:ContainerEnvironment",
-#                          lambda work: {}, require_docker_host)
+# One entry per sandbox implementation.
 ENVIRONMENTS = {
     "local": Environment(
         LOCAL_ENVIRONMENT, lambda work: {"sandbox_dir": str(sandboxes_dir(work))}, require_sandbox_host
+    ),
+    "container": Environment(
+        CONTAINER_ENVIRONMENT, lambda work: {"state_dir": str(work / "state")}, require_engine
     ),
 }
 
@@ -196,13 +202,10 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
                 echo 1 > /logs/verifier/reward.txt 2>/dev/null
                 cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" \\
                     | grep -a VERIFIER_SECRET >> /logs/artifacts/stolen.txt
-                echo alive > /logs/artifacts/alive.txt
+                echo alive > /logs/artifacts/new && mv /logs/artifacts/new /logs/artifacts/alive.txt
                 sleep 0.05
             done' > /dev/null 2>&1 &
         while [ ! -s /logs/artifacts/alive.txt ]; do sleep 0.05; done
-        # pid 1 kills the loop before the verifier: it must not be open to ptrace or memory reads.
-        head -c1 /proc/1/mem > /dev/null 2>&1 || cat /proc/1/maps > /dev/null 2>&1 \
-            && echo open > /logs/artifacts/pid1.txt || echo closed > /logs/artifacts/pid1.txt
     """
     test = """
         echo 0 > /logs/verifier/reward.txt
@@ -225,19 +228,78 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
     # The loop ran, and scanned (stolen.txt exists), during the agent's phase.
     assert [p.read_text() for p in (trial / "artifacts").rglob("alive.txt")] == ["alive\n"]
     assert [p.name for p in (trial / "artifacts").rglob("stolen.txt")] == ["stolen.txt"]
-    assert [p.read_text() for p in (trial / "artifacts").rglob("pid1.txt")] == ["closed\n"]
     left = [trial / folder for folder in ("agent", "artifacts", "verifier")]
     files = [p for folder in left for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     assert [p.name for p in files if secret.encode() in p.read_bytes()] == []
 
 
-async def test_host_secrets_are_not_visible(environment: Environment, tmp_path: Path) -> None:
+async def test_the_processes_that_outlive_the_agent_are_closed_to_it(
+    environment: Environment, tmp_path: Path
+) -> None:
+    """What the environment keeps running across the kill before the verifier (pid 1, and whatever
+    else is not in the agent's own session) must be closed to ptrace and to /proc/<pid>/mem: code
+    injected there would outlive the kill and could rewrite the reward."""
+    # As the agent's uid, then (a root agent can setuid) as each process's own uid.
+    solve = """
+        python3 - <<'PY' > /logs/agent/survivors.txt
+        import os
+        def peek(pid):
+            try:
+                with open(f"/proc/{pid}/maps") as maps:
+                    maps.read()
+                return True
+            except OSError:
+                return False
+        def peek_as(uid, pid):
+            child = os.fork()
+            if child == 0:
+                try:
+                    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+                except OSError:
+                    os._exit(2)
+                os._exit(0 if peek(pid) else 1)
+            return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+        me = os.getsid(0)
+        for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if os.getsid(pid) == me:
+                    continue
+                status = open(f"/proc/{pid}/status").read()
+                comm = open(f"/proc/{pid}/comm").read().strip()
+            except OSError:
+                continue
+            uid = int(next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1])
+            state = "open" if peek(pid) or peek_as(uid, pid) else "closed"
+            print(state, pid, comm, uid)
+        PY
+    """
+    task = write_task(tmp_path / "tasks", "survivors", solve=solve)
+    result = await run_oracle(environment, task, tmp_path)
+
+    assert exception_type(result) is None
+    lines = (trial_dir(tmp_path, result) / "agent" / "survivors.txt").read_text().splitlines()
+    assert any(line.startswith("closed 1 ") for line in lines), lines
+    assert [line for line in lines if line.startswith("open")] == []
+
+
+@pytest.fixture
+def planted_secrets() -> Iterator[tuple[str, list[Path]]]:
+    with planted_host_secret() as planted:
+        yield planted.value, planted.paths
+
+
+async def test_host_secrets_are_not_visible(
+    environment: Environment, tmp_path: Path, planted_secrets: tuple[str, list[Path]]
+) -> None:
+    secret, paths = planted_secrets
     listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
-    solve = """
+    solve = f"""
         cat /etc/shadow > /logs/agent/shadow.txt 2>/dev/null
         cat /etc/gshadow >> /logs/agent/shadow.txt 2>/dev/null
         cat /etc/ssh/ssh_host_*_key >> /logs/agent/shadow.txt 2>/dev/null
+        cat {" ".join(map(str, paths))} > /logs/agent/planted.txt 2>/dev/null
+        grep -rs {secret} /etc /var/lib /root >> /logs/agent/planted.txt 2>/dev/null
         ls -A /var/lib > /logs/agent/var-lib.txt 2>/dev/null
         ls -A /root /home > /logs/agent/homes.txt 2>/dev/null
         cat /proc/net/tcp /proc/net/tcp6 > /logs/agent/tcp.txt 2>/dev/null
@@ -249,11 +311,18 @@ async def test_host_secrets_are_not_visible(environment: Environment, tmp_path: 
 
     assert exception_type(result) is None
     agent = trial_dir(tmp_path, result) / "agent"
-    assert Path("/etc/shadow").read_text(), "the host has a shadow file to protect"
-    assert (agent / "shadow.txt").read_text() == ""
-    host_var_lib = set(os.listdir("/var/lib"))
-    assert host_var_lib and not host_var_lib & set((agent / "var-lib.txt").read_text().split())
-    assert not set(os.listdir("/root")) & set((agent / "homes.txt").read_text().split())
+    # The host's shadow file: masked (local), or the image's own file, which lacks the host's
+    # accounts (container). Either way no line of it is the host's.
+    host_shadow = Path("/etc/shadow").read_text()
+    assert host_shadow, "the host has a shadow file to protect"
+    read = (agent / "shadow.txt").read_text()
+    assert host_shadow not in read
+    assert secret not in (agent / "planted.txt").read_text()
+    assert paths[1].parent.name not in (agent / "var-lib.txt").read_text().split()
+    assert paths[2].name not in (agent / "homes.txt").read_text().split()
+    assert "regatta" not in (agent / "var-lib.txt").read_text()  # e.g. a stack's data directory
+    files = [p for p in trial_dir(tmp_path, result).rglob("*") if p.is_file()]
+    assert [p.name for p in files if secret.encode() in p.read_bytes()] == []
     listening = f":{port:04X} "
     assert listening not in (agent / "tcp.txt").read_text()
 
@@ -287,7 +356,7 @@ async def test_the_sandbox_is_not_host_root(environment: Environment, tmp_path: 
         unshare --user --map-root-user true 2>/dev/null && echo nested > /logs/agent/userns.txt \\
             || echo refused > /logs/agent/userns.txt
         (exec -a {sleeper} sleep 1000) &
-        while [ ! -e /logs/agent/seen ]; do sleep 0.05; done
+        wait $!  # until the test, having looked at it from the host, kills it
     """
     task = write_task(tmp_path / "tasks", "uid", solve=solve)
     trial = asyncio.create_task(run_oracle(environment, task, tmp_path))
@@ -300,8 +369,9 @@ async def test_the_sandbox_is_not_host_root(environment: Environment, tmp_path: 
         status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
         user_ns = os.readlink(f"/proc/{pid}/ns/user")
     finally:
-        for agent_dir in (tmp_path / "trials").glob("*/agent"):
-            (agent_dir / "seen").touch()
+        for line in processes_mentioning(sleeper):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split(":")[0]), signal.SIGKILL)
         result = await trial
 
     assert exception_type(result) is None

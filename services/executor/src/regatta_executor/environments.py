@@ -157,6 +157,12 @@ def resolve_environment(name: str, kwargs_json: str = "{}") -> ResolvedEnvironme
     if canonical == "container" and not engine_answers():
         reason = f"as configured; no Docker engine answers at {host} yet: attempts error until one does"
         return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), reason)
+    if canonical == "container" and not _root_is_remapped(kwargs):
+        reason = (
+            f"as configured; the Docker engine at {host} runs containers as the host's root (no "
+            "userns-remap): attempts error until it remaps user namespaces (docs/deployment.md)"
+        )
+        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), reason)
     if canonical != AUTO:
         return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), "as configured")
     if not engine_answers():
@@ -168,5 +174,25 @@ def resolve_environment(name: str, kwargs_json: str = "{}") -> ResolvedEnvironme
             "task Dockerfiles are not built"
         )
         return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
+    if not _root_is_remapped(kwargs):
+        reason = (
+            f"auto: the Docker engine at {host} runs containers as the host's root (no userns-remap, "
+            "docs/deployment.md); task Dockerfiles are not built"
+        )
+        return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
     reason = f"auto: a Docker engine answered at {host}"
     return ResolvedEnvironment(EnvironmentChoice("container", kwargs), reason)
+
+
+def _root_is_remapped(kwargs: dict[str, Any]) -> bool:
+    """Whether the container environment would run here: the engine remaps root, or the operator
+    accepted host root (`allow_host_root`, every task trusted)."""
+    from .container.engine import client
+    from .container.hardening import engine_root
+
+    if kwargs.get("allow_host_root") is True:
+        return True
+    try:
+        return engine_root(client()).remapped
+    except Exception:  # an engine that stops answering here is reported by the attempts themselves
+        return True

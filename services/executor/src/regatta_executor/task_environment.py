@@ -2,8 +2,10 @@
 
 The `local` environment runs a task on this host's own system: it honours the Dockerfile's FROM-less
 WORKDIR and nothing else. A task whose Dockerfile installs, copies or sets anything (RUN, COPY, ADD,
-ENV, USER, …), or that names a prebuilt image, gets an environment other than the one it declares, and
-its score may say more about this host than about the agent: each such attempt says so (never silent).
+ENV, USER, …), that names a prebuilt image, or that runs its agent or verifier as a user other than
+root (`local` runs every command as its sandbox's root) gets an environment other than the one it
+declares, and its score may say more about this host than about the agent: each such attempt says so
+(never silent).
 A task with a docker-compose.yaml needs sidecar services that neither of our environments runs.
 """
 
@@ -13,6 +15,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harbor.environments.definition import COMPOSE_FILE_NAME
 
@@ -40,6 +43,7 @@ HARMLESS = frozenset(
 MAX_DOCKERFILE_BYTES = 1024 * 1024  # a larger one is not read: it is reported as not built
 MAX_NAMED = 8  # instructions named in a note; the rest is "…"
 _KEYWORD = re.compile(r"^[A-Z]{2,20}$")
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
 _ESCAPE_DIRECTIVE = re.compile(r"^#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
 
 
@@ -98,14 +102,31 @@ def unhonoured_instructions(dockerfile: Path) -> list[str]:
     return found
 
 
+def _task_toml(task_dir: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads((task_dir / "task.toml").read_text(errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
 def declared_image(task_dir: Path) -> str | None:
     """`[environment].docker_image` of the task's task.toml, if any (Harbor has validated the file)."""
-    try:
-        config = tomllib.loads((task_dir / "task.toml").read_text(errors="replace"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    image = (config.get("environment") or {}).get("docker_image")
+    image = (_task_toml(task_dir).get("environment") or {}).get("docker_image")
     return image[:200] if isinstance(image, str) and image else None
+
+
+def declared_users(task_dir: Path) -> list[str]:
+    """`[agent].user` and `[verifier].user` of the task's task.toml other than root, each as
+    `<section>.user 'name'`: `local` runs every command as its sandbox's root, whatever they say."""
+    config = _task_toml(task_dir)
+    found = []
+    for section in ("agent", "verifier"):
+        user = (config.get(section) or {}).get("user")
+        if isinstance(user, bool) or not isinstance(user, str | int) or str(user) in ("", "0", "root"):
+            continue
+        shown = str(user) if _USER.match(str(user)) else "(an unusual name)"
+        found.append(f"[{section}].user {shown!r}")
+    return found
 
 
 def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> EnvironmentFidelity:
@@ -122,13 +143,16 @@ def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> Environ
         return EnvironmentFidelity(True if choice.kind == "container" else None, None)
     ignored = unhonoured_instructions(task_dir / "environment" / "Dockerfile")
     image = declared_image(task_dir)
-    if not ignored and image is None:
+    users = declared_users(task_dir)
+    if not ignored and image is None and not users:
         return EnvironmentFidelity(True, None)
     what = []
     if ignored:
         what.append(f"its Dockerfile's {', '.join(ignored)} (environment/Dockerfile)")
     if image is not None:
         what.append(f"its image {image!r} (task.toml)")
+    if users:
+        what.append(f"its {', '.join(users)} (task.toml; every command ran as the sandbox's root)")
     note = (
         f"The task's environment was not built: the {choice.kind!r} environment ran it on this host's own "
         f"system and ignored {' and '.join(what)}. Its outcome may not be what the task's own environment "

@@ -38,7 +38,7 @@ from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor
+from regatta_executor.container import execs, files, janitor, pid1
 from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
@@ -48,6 +48,7 @@ from regatta_executor.container.engine import (
     client,
     host_name,
 )
+from regatta_executor.container.hardening import EngineRoot, engine_root, log_mounts, require_remapped_root
 from regatta_executor.container.images import (
     ImageBuildError,
     ImageCache,
@@ -71,9 +72,6 @@ _SNAPSHOT_MAX_BYTES = 64 * _MIB
 # A folder every container has (the engine makes it) and no process in it can remove (it is a mount point
 # there): if the engine cannot see it, it has lost its view of the container's files.
 _ALWAYS_THERE = "/proc"
-# The main process: a loop rather than `sleep infinity` (busybox's sleep has no infinity, and an
-# image's CMD is appended as arguments, which `sh -c` ignores).
-_MAIN = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done", "regatta-main"]
 # Docker's default capabilities minus those a task never needs and an attacker would like: raw
 # sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
 DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
@@ -97,6 +95,17 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
         ge=1,
         description="Writable-layer size when the task sets none (only on engines "
         "whose storage driver supports a size, e.g. overlay2 on xfs with pquota).",
+    )
+    default_logs_mb: int = Field(
+        default=1024,
+        ge=1,
+        description="Size of /logs (agent logs and artifacts together) and of /logs/verifier, each, "
+        "when the task sets no storage_mb (a task's storage_mb caps them too).",
+    )
+    allow_host_root: bool = Field(
+        default=False,
+        description="Run on an engine whose containers run as the host's root (no userns-remap, "
+        "not rootless). Only when every task is trusted.",
     )
     max_processes: int = Field(default=1024, ge=16, description="Process (pid) limit per container.")
     image_cache_max_mb: int | None = Field(
@@ -130,10 +139,10 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
 
 
 class ContainerEnvironment(BaseEnvironment):
-    """One container per attempt, with an init, no new privileges, limits from task.toml, no host
-    mounts and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
-    executor left). `no-network` (and `allowlist`, enforced as no network) tasks get no network at
-    all; `public` ones the isolated bridge of network.py."""
+    """One container per attempt, with a pid 1 the agent cannot ptrace (pid1.py), no new privileges,
+    limits from task.toml, no host mounts and no engine socket; removed when the attempt ends
+    (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
+    no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
@@ -150,8 +159,11 @@ class ContainerEnvironment(BaseEnvironment):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
+        # pid 1 runs as its own uid (pid1.py): commands given no user run as the image's USER.
+        self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
         self.image: ResolvedImage | None = None
+        self._engine_root = EngineRoot(remapped=False)
         self.enforced_limits: frozenset[str] = frozenset()
 
     @staticmethod
@@ -190,6 +202,8 @@ class ContainerEnvironment(BaseEnvironment):
 
     @override
     async def start(self, force_build: bool) -> None:
+        check = engine_root if self.options.allow_host_root else require_remapped_root
+        self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
         self.image = await self._image(force_build)
         network = "none"
@@ -248,20 +262,30 @@ class ContainerEnvironment(BaseEnvironment):
             raise SandboxBuildFailedError(str(exc)) from exc
 
     def _create_and_start(self, image: str, network: str) -> str:
+        # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
+        inspected = self._client.api.inspect_image(image)
+        image_id = str(inspected["Id"])
+        self._default_exec_user = (inspected.get("Config") or {}).get("User") or "0"
         memory_mb = (
             self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
             or self.options.default_memory_mb
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
         storage_mb = self._effective_storage_mb or self.options.default_storage_mb
-        enforced = {"pids"}
+        enforced = {"pids", "logs"}
+        labels = {
+            LABEL_MANAGED: "1",
+            LABEL_OWNER: janitor.owner_id(self._owners_dir),
+            LABEL_HOST: host_name(),
+            LABEL_OWNERS: janitor.owners_label(self._owners_dir),
+            LABEL_SESSION: _NAME_CHARS.sub("-", self.session_id)[:200],
+        }
         config: dict[str, Any] = {
             "image": image,
-            "entrypoint": _MAIN,
             "name": self._name,
             "hostname": "sandbox",
             "detach": True,
-            "init": True,
+            **pid1.container_config(),
             "privileged": False,
             # The engine makes the task's WORKDIR (root-owned) when it creates the container.
             **({"working_dir": self.task_env_config.workdir} if self.task_env_config.workdir else {}),
@@ -270,13 +294,10 @@ class ContainerEnvironment(BaseEnvironment):
             "network_mode": network,
             "pids_limit": self.options.max_processes,
             "log_config": {"type": "none", "config": {}},
-            "labels": {
-                LABEL_MANAGED: "1",
-                LABEL_OWNER: janitor.owner_id(self._owners_dir),
-                LABEL_HOST: host_name(),
-                LABEL_OWNERS: janitor.owners_label(self._owners_dir),
-                LABEL_SESSION: _NAME_CHARS.sub("-", self.session_id)[:200],
-            },
+            "labels": labels,
+            "mounts": log_mounts(
+                self._effective_storage_mb or self.options.default_logs_mb, labels, self._engine_root
+            ),
         }
         if memory_mb:
             config["mem_limit"] = memory_mb * _MIB
@@ -299,6 +320,7 @@ class ContainerEnvironment(BaseEnvironment):
             container = self._client.containers.create(**config)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
+        pid1.install(self._client.api, container.id, image_id)
         container.start()
         return str(container.id)
 
@@ -314,7 +336,7 @@ class ContainerEnvironment(BaseEnvironment):
         for ident in filter(None, (self._container_id, self._name)):
             try:
                 if delete:
-                    self._client.api.remove_container(ident, force=True)
+                    self._client.api.remove_container(ident, force=True, v=True)
                 else:
                     self._client.api.kill(ident)
                 return
@@ -353,7 +375,7 @@ class ContainerEnvironment(BaseEnvironment):
             self._running(),
             ["bash", "-c", command],
             env=self._merge_env(env) or {},
-            user=_engine_user(resolved),
+            user=_engine_user(self._default_exec_user if resolved is None else resolved),
             workdir=cwd or self.task_env_config.workdir,
             timeout_sec=timeout_sec,
             max_output_bytes=self.options.max_output_mb * _MIB,

@@ -93,7 +93,7 @@ def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
         logger.info("removing container %s left by dead executor %s", container.name, owner)
         with contextlib.suppress(NotFound):
             try:
-                container.remove(force=True)
+                container.remove(force=True, v=True)  # its log volumes too
                 removed.append(container.name)
             except APIError as exc:
                 logger.warning("cannot remove container %s: %s", container.name, exc)
