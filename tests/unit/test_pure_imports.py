@@ -9,6 +9,7 @@ import sys
 PURE = [
     "regatta_run_scheduler.run",
     "regatta_scoring.scores",
+    "regatta_gateway.benchmark_decider",
     "regatta_shared.envelope",
     "regatta_shared.codec",
 ]

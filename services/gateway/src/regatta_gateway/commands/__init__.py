@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -13,9 +14,8 @@ from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     AgentSpec,
     BenchmarkAdded,
-    BenchmarkRemoved,
     BenchmarkSource,
-    BenchmarkSyncRequested,
+    Event,
     ExecutionSettings,
     ModelSpec,
     RunStopRequested,
@@ -34,6 +34,7 @@ from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from .. import benchmark_decider
 from ..admission.default_registry import DefaultRegistry, needs_default, resolve_named
 from ..admission.hosted_models import admit_hosted
 from ..admission.sources import admit_source
@@ -67,11 +68,14 @@ def add_benchmark(
     added = BenchmarkAdded(
         benchmark_id=benchmark_id, workspace_id=scope.workspace_id, name=name, source=source, hosted=hosted
     )
-    store.append(
-        benchmark_stream(benchmark_id),
-        [new_event(added, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
-        0,
-    )
+    try:
+        store.append(
+            benchmark_stream(benchmark_id),
+            [new_event(added, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+            0,
+        )
+    except WrongExpectedVersion:
+        raise ApiError(409, "Benchmark id collision; retry", code="CONFLICT") from None
     return benchmark_id
 
 
@@ -103,26 +107,67 @@ def _source(body: dict[str, Any]) -> BenchmarkSource:
 
 def request_sync(store: EventStore, scope: Scope, key: str) -> str:
     benchmark = find_benchmark(store, scope, key)
-    if benchmark["status"] in ("pending", "syncing"):
-        raise ApiError(409, "A sync is already in progress", code="CONFLICT")
     sync_id = new_id("sync")
-    requested = BenchmarkSyncRequested(benchmark_id=benchmark["id"], sync_id=sync_id)
-    store.append(
-        benchmark_stream(benchmark["id"]),
-        [new_event(requested, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    _decide_on_benchmark(
+        store,
+        scope,
+        benchmark["id"],
+        key,
+        lambda state: benchmark_decider.decide_sync(state, scope.workspace_id, sync_id),
     )
     return sync_id
 
 
 def remove_benchmark(store: EventStore, scope: Scope, key: str) -> None:
     benchmark = find_benchmark(store, scope, key)
-    if benchmark["hosted"]:
-        raise ApiError(403, "Hosted benchmarks cannot be removed", code="FORBIDDEN")
-    removed = BenchmarkRemoved(benchmark_id=benchmark["id"])
-    store.append(
-        benchmark_stream(benchmark["id"]),
-        [new_event(removed, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    _decide_on_benchmark(
+        store,
+        scope,
+        benchmark["id"],
+        key,
+        lambda state: benchmark_decider.decide_remove(state, scope.workspace_id),
     )
+
+
+# registry-sync appends to a benchmark's stream without a version check (sync started, pages,
+# completed), so an append can lose its version check to one of those although the command still holds:
+# it is then decided again on the newer state. Only a command refused on that state is refused.
+BENCHMARK_DECISIONS = 4
+
+
+def _decide_on_benchmark(
+    store: EventStore,
+    scope: Scope,
+    benchmark_id: str,
+    key: str,
+    decide: Callable[[benchmark_decider.BenchmarkState], list[Event]],
+) -> None:
+    """Fold the benchmark's stream, decide, and append with the version folded, so a concurrent command
+    that decided on the same state cannot be recorded too."""
+    stream = benchmark_stream(benchmark_id)
+    for _ in range(BENCHMARK_DECISIONS):
+        state = benchmark_decider.fold(benchmark_id, store.read_stream(stream))
+        try:
+            decided = decide(state)
+        except benchmark_decider.BenchmarkRefused as refused:
+            raise _benchmark_refusal(refused, key) from None
+        recorded = [
+            new_event(e, actor=scope.principal.user_id, workspace_id=scope.workspace_id) for e in decided
+        ]
+        try:
+            store.append(stream, recorded, state.version)
+            return
+        except WrongExpectedVersion:
+            continue
+    raise ApiError(409, "The benchmark changed while this request was handled; retry", code="CONFLICT")
+
+
+def _benchmark_refusal(refused: benchmark_decider.BenchmarkRefused, key: str) -> ApiError:
+    if refused.reason == "hosted":
+        return ApiError(403, "Hosted benchmarks cannot be removed", code="FORBIDDEN")
+    if refused.reason == "sync_in_progress":
+        return ApiError(409, "A sync is already in progress", code="CONFLICT")
+    return ApiError(404, f"Benchmark {key!r} not found", code="NOT_FOUND")
 
 
 def parse_submission(raw: bytes, content_type: str) -> RunRequest:

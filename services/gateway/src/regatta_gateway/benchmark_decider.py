@@ -1,0 +1,100 @@
+"""The benchmark aggregate: fold a benchmark's stream into its state, and decide what a command records.
+
+Pure functions; no I/O. The gateway folds the stream it read, decides, and appends with the version it
+folded (commands.py), so two requests that both saw the same state cannot both be recorded: the later
+append fails its version check and its command is decided again on the newer state.
+
+The state mirrors the read model's row (readmodels/projection.py): a sync counts as in progress from its
+request (or the benchmark's addition, which starts the initial sync) until it completes or fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from regatta_shared.envelope import StoredEvent
+from regatta_shared.events import (
+    BenchmarkAdded,
+    BenchmarkRemoved,
+    BenchmarkSyncCompleted,
+    BenchmarkSyncFailed,
+    BenchmarkSyncRequested,
+    BenchmarkSyncStarted,
+    Event,
+)
+
+SYNCING = ("pending", "syncing")
+
+Refusal = Literal["not_found", "hosted", "sync_in_progress"]
+
+
+class BenchmarkRefused(Exception):
+    """The command does not hold on the benchmark's current state; `reason` says why."""
+
+    def __init__(self, reason: Refusal) -> None:
+        super().__init__(reason)
+        self.reason: Refusal = reason
+
+
+@dataclass
+class BenchmarkState:
+    benchmark_id: str
+    version: int = 0
+    added: BenchmarkAdded | None = None
+    status: str = "pending"
+    sync_id: str | None = None
+    removed: bool = False
+
+
+def fold(benchmark_id: str, events: Iterable[StoredEvent]) -> BenchmarkState:
+    state = BenchmarkState(benchmark_id=benchmark_id)
+    for stored in events:
+        state.version = stored.version
+        _apply(state, stored.payload())
+    return state
+
+
+def _apply(state: BenchmarkState, event: Event) -> None:
+    match event:
+        case BenchmarkAdded():
+            state.added = event
+            state.status = "pending"
+        case BenchmarkSyncRequested():
+            state.status = "pending"
+            state.sync_id = event.sync_id
+        case BenchmarkSyncStarted():
+            state.status = "syncing"
+            state.sync_id = event.sync_id
+        case BenchmarkSyncCompleted():
+            state.status = "ready"
+        case BenchmarkSyncFailed():
+            state.status = "failed"
+        case BenchmarkRemoved():
+            state.removed = True
+
+
+def _existing(state: BenchmarkState, workspace_id: str) -> BenchmarkAdded:
+    """The benchmark as added, if it exists, is not removed and belongs to `workspace_id`."""
+    if state.added is None or state.removed or state.added.workspace_id != workspace_id:
+        raise BenchmarkRefused("not_found")
+    return state.added
+
+
+def decide_sync(state: BenchmarkState, workspace_id: str, sync_id: str) -> list[Event]:
+    """A new sync, unless one is already pending or running (two would race to record their pages)."""
+    _existing(state, workspace_id)
+    if state.status in SYNCING:
+        raise BenchmarkRefused("sync_in_progress")
+    return [BenchmarkSyncRequested(benchmark_id=state.benchmark_id, sync_id=sync_id)]
+
+
+def decide_remove(state: BenchmarkState, workspace_id: str) -> list[Event]:
+    """Remove the benchmark, unless the deployment hosts it. A sync in progress does not prevent it:
+    registry-sync starts no sync of a removed benchmark, and one already running only records tasks
+    nobody can select any more."""
+    added = _existing(state, workspace_id)
+    if added.hosted:
+        raise BenchmarkRefused("hosted")
+    return [BenchmarkRemoved(benchmark_id=state.benchmark_id)]
