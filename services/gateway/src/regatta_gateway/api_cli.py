@@ -12,10 +12,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from . import cli_shapes, commands, downloads, queries, run_queries, secret_store
-from .api_v1 import settle
+from . import cli_shapes, downloads, queries, run_queries, secret_store
+from .api_deps import settle
 from .auth import Scope, authenticate
 from .cli_scope import cli_scope, segment, verify
+from .commands import runs as run_commands
 from .errors import ApiError
 
 router = APIRouter(prefix="/api/cli", tags=["osmosis-cli"])
@@ -107,9 +108,9 @@ async def submit_run(request: Request, s: CliScope) -> dict[str, Any]:
     raw = await request.body()
 
     def submit() -> dict[str, Any]:
-        parsed = commands.parse_submission(raw, "application/json")
+        parsed = run_commands.parse_submission(raw, "application/json")
         state = request.app.state
-        created = commands.submit_run(state.store, s, parsed, state.vault, state.hosted_models)
+        created = run_commands.submit_run(state.store, s, parsed, state.vault, state.hosted_models)
         settle(request)
         return created
 
@@ -140,7 +141,7 @@ def run_logs(
 @router.post("/benchmark-runs/{key}/stop", status_code=202)
 def stop_run(request: Request, s: CliScope, key: str) -> dict[str, Any]:
     run = queries.find_run(request.app.state.store, s, segment(key))
-    commands.stop_run(request.app.state.store, s, run["id"])
+    run_commands.stop_run(request.app.state.store, s, run["id"])
     settle(request)
     return {"id": run["id"], "status": "stopping"}
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 
 from . import identity
-from .api_v1 import ScopeDep, settle
+from .api_deps import ScopeDep, settle
 from .auth import Scope, authenticate, member_list, resolve_scope, user_workspaces
 from .commands import workspace_handlers as workspaces
 

@@ -20,12 +20,18 @@ from regatta_shared.service import configure_logging, make_store, prepare_stream
 from regatta_shared.settings import Settings, load_settings
 from sqlalchemy import text
 
+from .api_audit import router as v1_audit
+from .api_benchmarks import router as v1_benchmarks
+from .api_budget import router as v1_budget
+from .api_catalogue import router as v1_catalogue
 from .api_cli import router as cli
+from .api_downloads import router as v1_downloads
 from .api_files import router as files
-from .api_v1 import router as v1
+from .api_live import router as v1_live
+from .api_runs import router as v1_runs
+from .api_secrets import router as v1_secrets
 from .api_v1_identity import router as v1_identity
-from .api_v1_ops import router as v1_ops
-from .api_v1_outputs import router as v1_outputs
+from .api_webhooks import router as v1_webhooks
 from .bootstrap import bootstrap
 from .cli_scope import RawCliPaths
 from .commands.hosted import add_hosted_benchmarks, all_workspaces
@@ -111,10 +117,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             set_aside = conn.execute(text("SELECT count(*) FROM relay_set_aside")).scalar_one()
         return {"status": "ok", "relay_set_aside": set_aside}
 
-    app.include_router(v1)
+    app.include_router(v1_benchmarks)
+    app.include_router(v1_runs)
+    app.include_router(v1_catalogue)
     app.include_router(v1_identity)
-    app.include_router(v1_outputs)
-    app.include_router(v1_ops)
+    app.include_router(v1_secrets)
+    app.include_router(v1_downloads)
+    app.include_router(v1_budget)
+    app.include_router(v1_webhooks)
+    app.include_router(v1_audit)
+    app.include_router(v1_live)
     app.include_router(cli)
     app.include_router(files)
     app.add_middleware(RawCliPaths)

@@ -1,8 +1,8 @@
 """The benchmark aggregate: fold a benchmark's stream into its state, and decide what a command records.
 
 Pure functions; no I/O. The gateway folds the stream it read, decides, and appends with the version it
-folded (commands.py), so two requests that both saw the same state cannot both be recorded: the later
-append fails its version check and its command is decided again on the newer state.
+folded (commands/benchmarks.py), so two requests that both saw the same state cannot both be
+recorded: the later append fails its version check and its command is decided again on the newer state.
 
 The state mirrors the read model's row (readmodels/projection.py): a sync counts as in progress from its
 request (or the benchmark's addition, which starts the initial sync) until it completes or fails.

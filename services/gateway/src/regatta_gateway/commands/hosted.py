@@ -16,7 +16,7 @@ from sqlalchemy import select
 from ..auth import Principal, Scope
 from ..benchmark_sources import parse_source
 from ..readmodels import tables as t
-from . import add_benchmark
+from .benchmarks import add_benchmark
 
 log = logging.getLogger("regatta.gateway")
 SYSTEM = Principal("system", "system", "", "", None)

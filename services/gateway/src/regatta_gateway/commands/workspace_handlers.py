@@ -23,9 +23,9 @@ from sqlalchemy import Connection, func, select
 from ..auth import Scope
 from ..errors import ApiError
 from ..readmodels import tables as t
-from . import stop_run
 from . import workspace as ws
 from .hosted import add_hosted_benchmarks
+from .runs import stop_run
 
 Decide = Callable[[ws.WorkspaceState], list[Event]]
 # Appends to a workspace's stream that change nothing a decision reads (a token, a budget, a webhook)

@@ -1,15 +1,13 @@
-"""`/api/v1` twins of the CLI's secret and download routes. Thin: decode, call one function, return."""
+"""`/api/v1/secrets`: names and metadata only; values are write-only. Thin routes."""
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
 
-from . import downloads, secret_store
-from .api_cli import base_url
-from .api_v1 import Limit, Offset, ScopeDep, settle
+from . import secret_store
+from .api_deps import Limit, Offset, ScopeDep, settle
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 
@@ -47,16 +45,3 @@ def delete_secret(
     secret_store.delete_secret(request.app.state.vault, s, checked, kind)
     settle(request)
     return Response(status_code=204)
-
-
-@router.get("/runs/{key}/downloads")
-def run_downloads(request: Request, s: ScopeDep, key: str, types: str | None = None) -> dict[str, Any]:
-    """The manifest with a signed URL per file (links for the web UI and scripts)."""
-    store = request.app.state.store
-    body, version = downloads.manifest(store, s, key, downloads.parse_types(types))
-    run_id = body["totals"]["run_id"]
-    expires = int(time.time()) + downloads.URL_TTL_SECONDS
-    key_bytes = request.app.state.keys.url_signing
-    for item in body["files"]:
-        item["url"] = downloads.sign_url(base_url(request), key_bytes, run_id, item["path"], version, expires)
-    return {**body, "expires_in": downloads.URL_TTL_SECONDS}

@@ -1,0 +1,81 @@
+"""`/api/v1/benchmarks` and the default registry's datasets. Thin: decode, call one function, return."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request, Response
+from regatta_shared.source_policy import SourcePolicy
+
+from . import queries
+from .admission.default_registry import DefaultRegistry, browse
+from .api_deps import Limit, Offset, ScopeDep, settle
+from .cached_reads import JSONBytes
+from .commands import benchmarks as benchmark_commands
+
+router = APIRouter(prefix="/api/v1", tags=["v1"])
+
+
+@router.get("/benchmarks")
+def list_benchmarks(request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+    return queries.list_benchmarks(request.app.state.store, s, limit, offset)
+
+
+@router.post("/benchmarks", status_code=201)
+def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    policy = SourcePolicy.from_settings(request.app.state.settings)
+    benchmark_id = benchmark_commands.add_benchmark(
+        request.app.state.store, s, body, policy, default_registry=default_registry(request)
+    )
+    settle(request)
+    return {"id": benchmark_id, "sync_status": "pending"}
+
+
+@router.get("/registry/datasets")
+def registry_datasets(
+    request: Request,
+    s: ScopeDep,
+    q: Annotated[str, Query(max_length=200)] = "",
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    return browse(default_registry(request), q, limit, offset)
+
+
+def default_registry(request: Request) -> DefaultRegistry:
+    """One per app, made on first use: its cached dataset list is shared by every request."""
+    state = request.app.state
+    if getattr(state, "default_registry", None) is None:
+        settings = state.settings
+        state.default_registry = DefaultRegistry(
+            settings.default_registry,
+            SourcePolicy.from_settings(settings).outbound,
+            settings.default_registry_cache_seconds,
+        )
+    return state.default_registry
+
+
+@router.get("/benchmarks/{key}")
+def show_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    return queries.benchmark_detail(request.app.state.store, s, key)
+
+
+@router.post("/benchmarks/{key}/sync", status_code=202)
+def sync_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    sync_id = benchmark_commands.request_sync(request.app.state.store, s, key)
+    settle(request)
+    return {"sync_id": sync_id, "sync_status": "pending"}
+
+
+@router.delete("/benchmarks/{key}", status_code=204)
+def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
+    benchmark_commands.remove_benchmark(request.app.state.store, s, key)
+    settle(request)
+    return Response(status_code=204)
+
+
+@router.get("/benchmarks/{key}/leaderboard", response_class=JSONBytes)
+def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> JSONBytes:
+    store = request.app.state.store
+    benchmark = queries.find_benchmark(store, s, key)
+    return JSONBytes(queries.leaderboard_body(store, benchmark["id"], sort))

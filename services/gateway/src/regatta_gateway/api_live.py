@@ -1,0 +1,53 @@
+"""Server-sent event streams of a run's progress and a benchmark's sync. Thin routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from . import queries, run_queries
+from .api_deps import ScopeDep
+from .live import TERMINAL_RUN, TERMINAL_SYNC, changes
+
+router = APIRouter(prefix="/api/v1", tags=["operations"])
+
+
+def _sse(stream: Any) -> StreamingResponse:
+    return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/runs/{key}/stream", response_class=StreamingResponse)
+def stream_run(request: Request, s: ScopeDep, key: str) -> StreamingResponse:
+    store = request.app.state.store
+    run_id = queries.find_run(store, s, key)["id"]
+
+    def read() -> dict[str, Any]:
+        detail = run_queries.run_detail(store, s, run_id)
+        return {
+            "status": detail["benchmark_run"]["status"],
+            "progress": detail["progress"],
+            "totals": detail["totals"],
+            "agent_metrics": detail["agent_metrics"],
+        }
+
+    return _sse(changes(read, lambda snap: snap["status"] in TERMINAL_RUN, "progress"))
+
+
+@router.get("/benchmarks/{key}/stream", response_class=StreamingResponse)
+def stream_sync(request: Request, s: ScopeDep, key: str) -> StreamingResponse:
+    store = request.app.state.store
+    benchmark_id = queries.find_benchmark(store, s, key)["id"]
+
+    def read() -> dict[str, Any]:
+        row = queries.find_benchmark(store, s, benchmark_id)
+        return {
+            "sync_status": row["status"],
+            "synced_task_count": int(row["synced"] or 0),
+            "total": int(row["total"] or 0),
+            "task_count": row["task_count"],
+            "sync_error": row["sync_error"],
+        }
+
+    return _sse(changes(read, lambda snap: snap["sync_status"] in TERMINAL_SYNC, "sync"))

@@ -1,0 +1,110 @@
+"""`/api/v1/runs`: submit, list, show, attempts, logs, stop. Thin: decode, call one function, return."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from . import run_queries
+from .api_deps import Limit, Offset, ScopeDep, settle
+from .cached_reads import JSONBytes, to_json
+from .commands import runs as run_commands
+
+router = APIRouter(prefix="/api/v1", tags=["v1"])
+
+
+@router.get("/runs")
+def list_runs(
+    request: Request,
+    s: ScopeDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    benchmark: str | None = None,
+    status: Literal["pending", "queued", "running", "finished", "failed", "stopped"] | None = None,
+    submitter: Annotated[str | None, Query(min_length=1, max_length=300)] = None,
+) -> dict[str, Any]:
+    return run_queries.list_runs(
+        request.app.state.store,
+        s,
+        limit,
+        offset,
+        benchmark,
+        request.app.state.settings.gateway_url,
+        status=status,
+        submitter=submitter,
+    )
+
+
+@router.post(
+    "/runs",
+    status_code=201,
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "application/toml": {"schema": {"type": "string"}},
+            }
+        }
+    },
+)
+async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
+    raw = await request.body()
+    content_type = request.headers.get("content-type", "application/json")
+
+    def submit() -> dict[str, Any]:
+        state = request.app.state
+        parsed = run_commands.parse_submission(raw, content_type)
+        created = run_commands.submit_run(state.store, s, parsed, state.vault, state.hosted_models)
+        settle(request)
+        return created
+
+    return await run_in_threadpool(submit)
+
+
+# The run page's reads answer with orjson's bytes: FastAPI would walk the nested dict twice more
+# (validation against `dict[str, Any]`, then pydantic's serialiser), a fifth of such a read's CPU.
+@router.get("/runs/{key}", response_class=JSONBytes)
+def show_run(request: Request, s: ScopeDep, key: str) -> JSONBytes:
+    store, base_url = request.app.state.store, request.app.state.settings.gateway_url
+    return JSONBytes(to_json(run_queries.run_detail(store, s, key, base_url)))
+
+
+@router.get("/runs/{key}/attempts", response_class=JSONBytes)
+def run_attempts(
+    request: Request,
+    s: ScopeDep,
+    key: str,
+    limit: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    offset: Offset = 0,
+    task: str | None = None,
+    agent_index: Annotated[int | None, Query(ge=0)] = None,
+    outcome: Literal["passed", "failed", "errored", "cancelled"] | None = None,
+) -> JSONBytes:
+    """Every attempt by default; `limit`/`offset` page (adding `next_offset`), the others filter."""
+    page = run_queries.attempts_page(
+        request.app.state.store,
+        s,
+        key,
+        limit=limit,
+        offset=offset,
+        task=task,
+        agent_index=agent_index,
+        outcome=outcome,
+    )
+    return JSONBytes(to_json(page))
+
+
+@router.get("/runs/{key}/logs", response_class=JSONBytes)
+def run_logs(
+    request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor: str | None = None
+) -> JSONBytes:
+    return JSONBytes(to_json(run_queries.run_logs(request.app.state.store, s, key, limit, cursor)))
+
+
+@router.post("/runs/{key}/stop", status_code=202)
+def stop_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    run_commands.stop_run(request.app.state.store, s, key)
+    settle(request)
+    return {"status": "stopping"}
