@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass
 
 from _common import RunLog, RunPlan, benchmark_events, leaderboard_event, make_tasks, say
-from regatta_gateway.bootstrap import bootstrap
-from regatta_gateway.opsmodels import OpsReadModels
+from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.readmodels import ReadModels
+from regatta_gateway.readmodels.operations import OpsReadModels
 from regatta_shared.eventstore import EventStore, NewEvent
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.settings import Settings
@@ -103,7 +103,7 @@ def generate(url: str, sizes: Sizes) -> tuple[list[str], list[str], dict[str, fl
         elapsed = time.perf_counter() - started
         say(f"  run {i + 1}/{sizes.runs}: {loader.events:,} events so far, {elapsed:.0f} s")
     loader.write(*leaderboard_event(BENCHMARK, logs))
-    # The ops projection (audit log, budgets, webhooks: opsmodels.py) serves none of the reads measured
+    # The ops projection (audit log, budgets, webhooks: readmodels/operations.py) serves none of the reads measured
     # here; folding 3M synthetic events into its audit log would only lengthen the generation, so it
     # starts at the end of the log.
     ops = ProjectionRunner(store, OpsReadModels())

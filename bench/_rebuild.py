@@ -22,8 +22,8 @@ from _common import (
     median,
     say,
 )
-from regatta_gateway.opsmodels import OpsReadModels
 from regatta_gateway.readmodels import ReadModels
+from regatta_gateway.readmodels.operations import OpsReadModels
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.projections import ProjectionRunner
@@ -141,7 +141,7 @@ def rebuild_bench(
             raise SystemExit(f"{backend}: the batched projection did NOT reproduce the per-event read models")
     say(f"{backend}: per-event and batched rebuilds of the prefix produced identical read models")
     # Context: `regatta projections rebuild` also rebuilds the gateway's ops projection (audit log,
-    # budgets, webhooks; opsmodels.py), batched too.
+    # budgets, webhooks; readmodels/operations.py), batched too.
     ops = ProjectionRunner(store, OpsReadModels())
     ops.create_tables()
     say(f"{backend}: first {prefix:,} events, ops projection")
@@ -160,7 +160,7 @@ def rebuild_bench(
     speedup = median([b / p for b, p in zip(rates["batched"], rates["per event"], strict=True)])
     verdict = "MET" if median(rates["whole"]) >= REBUILD_BUDGET else "NOT MET"
     return [
-        [backend, f"first {prefix:,}", "ops projection (opsmodels.py, batched)", ops_rate, "", "context"],
+        [backend, f"first {prefix:,}", "ops projection (readmodels/operations.py, batched)", ops_rate, "", "context"],
         [backend, f"first {prefix:,}", "per event (apply)", median(rates["per event"]), "", ""],
         [
             backend,

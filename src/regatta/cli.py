@@ -81,8 +81,8 @@ def service(name: str) -> None:
 @projections.command("rebuild")
 def rebuild() -> None:
     """Drop the read models and replay the whole event log into them."""
-    from regatta_gateway.opsmodels import OpsReadModels
     from regatta_gateway.readmodels import ReadModels
+    from regatta_gateway.readmodels.operations import OpsReadModels
     from regatta_shared.projections import ProjectionRunner
     from regatta_shared.service import make_store
     from regatta_shared.settings import load_settings

@@ -24,7 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from regatta_gateway.queries import benchmark_summary
+from regatta_gateway.queries.benchmarks import benchmark_summary
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.projection import ReadModels
 from regatta_registry_sync.archive_store import NatsArchiveStore

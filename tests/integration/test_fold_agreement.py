@@ -15,9 +15,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from regatta_gateway.queries.run_snapshot import load_snapshot
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels import tables as t
-from regatta_gateway.run_snapshot import load_snapshot
 from regatta_run_scheduler import run as aggregate
 from regatta_scoring.scores import tally
 from regatta_shared.events import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from regatta_gateway.opsmodels import OpsReadModels
-from regatta_gateway.opsmodels import metadata as ops_tables
 from regatta_gateway.readmodels import ReadModels
+from regatta_gateway.readmodels.operations import OpsReadModels
+from regatta_gateway.readmodels.operations import metadata as ops_tables
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (

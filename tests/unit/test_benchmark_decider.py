@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from regatta_gateway import benchmark_decider as decider
+from regatta_gateway.commands import benchmark_decider as decider
 from regatta_shared.envelope import StoredEvent, new_event
 from regatta_shared.events import (
     BenchmarkAdded,

@@ -1,11 +1,17 @@
-"""CSV builders of run downloads (regatta_gateway.exports): pure functions of read-model shapes."""
+"""CSV builders of run downloads (regatta_gateway.queries.exports): pure functions of read-model shapes."""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from regatta_gateway.exports import RESULTS_COLUMNS, SUMMARY_COLUMNS, logs_txt, results_csv, summary_csv
+from regatta_gateway.queries.exports import (
+    RESULTS_COLUMNS,
+    SUMMARY_COLUMNS,
+    logs_txt,
+    results_csv,
+    summary_csv,
+)
 
 SUBMISSION = {
     "agents": [

@@ -9,7 +9,7 @@ import sys
 PURE = [
     "regatta_run_scheduler.run",
     "regatta_scoring.scores",
-    "regatta_gateway.benchmark_decider",
+    "regatta_gateway.commands.benchmark_decider",
     "regatta_shared.envelope",
     "regatta_shared.codec",
 ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from harbor.models.dataset.manifest import DatasetManifest
-from regatta_gateway.benchmark_sources import parse_source
-from regatta_gateway.errors import ApiError
+from regatta_gateway.commands.benchmark_sources import parse_source
+from regatta_gateway.http.errors import ApiError
 from regatta_registry_sync.dataset import dataset_digest
 from regatta_registry_sync.manifest import (
     ManifestFile,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from regatta_gateway.commands import workspace as ws
-from regatta_gateway.errors import ApiError
+from regatta_gateway.http.errors import ApiError
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     ApiTokenCreated,

@@ -8,7 +8,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from regatta_gateway.downloads import sign_url
+from regatta_gateway.queries.downloads import sign_url
 
 from .conftest import Gateway, demo_config
 from .test_cli_contract import flat_error

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import uvicorn
 from regatta_gateway.app import create_app
-from regatta_gateway.guards import RequestGuard
+from regatta_gateway.http.guards import RequestGuard
 
 from regatta import nats_server
 

@@ -21,7 +21,7 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
-from regatta_gateway.downloads import DOWNLOAD_PREFIX
+from regatta_gateway.queries.downloads import DOWNLOAD_PREFIX
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config, make_settings
 from .test_cli_contract import flat_error

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from regatta_gateway.keys import DOWNLOAD_URLS, SECRETS_AT_REST
+from regatta_gateway.secrets.keys import DOWNLOAD_URLS, SECRETS_AT_REST
 from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler, build_job
 from regatta_scoring.scorer import Scorer

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from regatta_gateway.readmodels import ReadModels
-from regatta_gateway.secret_store import resolve_secrets
+from regatta_gateway.secrets.store import resolve_secrets
 from regatta_shared import run_keys
 from regatta_shared.projections import ProjectionRunner
 from regatta_shared.sealing import (
@@ -68,7 +68,7 @@ def test_personal_overrides_workspace_and_members_see_only_their_own(gateway: Ga
 
 
 def _scope(gw: Gateway, token: str):
-    from regatta_gateway.auth import authenticate, resolve_scope
+    from regatta_gateway.http.auth import authenticate, resolve_scope
 
     return resolve_scope(gw.store, authenticate(gw.store, f"Bearer {token}"), "default")
 

@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from fastapi.routing import iter_route_contexts
-from regatta_gateway import identity
-from regatta_gateway.auth import authenticate, resolve_scope
-from regatta_gateway.downloads import DOWNLOAD_PREFIX
+from regatta_gateway.commands import identity
+from regatta_gateway.http.auth import authenticate, resolve_scope
+from regatta_gateway.queries.downloads import DOWNLOAD_PREFIX
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config
 from .test_cli_contract import flat_error

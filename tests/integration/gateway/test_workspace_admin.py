@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
-from regatta_gateway.auth import authenticate, resolve_scope
 from regatta_gateway.commands import workspace as ws
 from regatta_gateway.commands import workspace_handlers
-from regatta_gateway.errors import ApiError
+from regatta_gateway.http.auth import authenticate, resolve_scope
+from regatta_gateway.http.errors import ApiError
 from regatta_shared.ids import run_stream, workspace_stream
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config, make_settings

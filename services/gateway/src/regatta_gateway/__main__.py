@@ -1,3 +1,3 @@
-from .app import main
+from regatta_gateway.app import main
 
 main()

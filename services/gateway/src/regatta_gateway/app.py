@@ -20,29 +20,29 @@ from regatta_shared.service import configure_logging, make_store, prepare_stream
 from regatta_shared.settings import Settings, load_settings
 from sqlalchemy import text
 
-from .api_audit import router as v1_audit
-from .api_benchmarks import router as v1_benchmarks
-from .api_budget import router as v1_budget
-from .api_catalogue import router as v1_catalogue
-from .api_cli import router as cli
-from .api_downloads import router as v1_downloads
-from .api_files import router as files
-from .api_live import router as v1_live
-from .api_runs import router as v1_runs
-from .api_secrets import router as v1_secrets
-from .api_v1_identity import router as v1_identity
-from .api_webhooks import router as v1_webhooks
-from .bootstrap import bootstrap
-from .cli_scope import RawCliPaths
-from .commands.hosted import add_hosted_benchmarks, all_workspaces
-from .errors import ApiError, request_error
-from .guards import RequestGuard
-from .operations import open_operations
-from .readmodels import ReadModels
-from .resources import open_resources
-from .throttle.failures import FailureThrottle
-from .throttle.middleware import AuthThrottle
-from .web import install as install_web_ui
+from regatta_gateway.commands.bootstrap import bootstrap
+from regatta_gateway.commands.hosted import add_hosted_benchmarks, all_workspaces
+from regatta_gateway.http.audit import router as v1_audit
+from regatta_gateway.http.benchmarks import router as v1_benchmarks
+from regatta_gateway.http.budget import router as v1_budget
+from regatta_gateway.http.catalogue import router as v1_catalogue
+from regatta_gateway.http.downloads import router as v1_downloads
+from regatta_gateway.http.errors import ApiError, request_error
+from regatta_gateway.http.guards import RequestGuard
+from regatta_gateway.http.identity import router as v1_identity
+from regatta_gateway.http.live import router as v1_live
+from regatta_gateway.http.osmosis.routes import router as cli
+from regatta_gateway.http.osmosis.scope import RawCliPaths
+from regatta_gateway.http.osmosis.signed_files import router as files
+from regatta_gateway.http.runs import router as v1_runs
+from regatta_gateway.http.secrets import router as v1_secrets
+from regatta_gateway.http.webhooks import router as v1_webhooks
+from regatta_gateway.operations import open_operations
+from regatta_gateway.readmodels import ReadModels
+from regatta_gateway.resources import open_resources
+from regatta_gateway.throttle.failures import FailureThrottle
+from regatta_gateway.throttle.middleware import AuthThrottle
+from regatta_gateway.web import install as install_web_ui
 
 log = logging.getLogger("regatta.gateway")
 

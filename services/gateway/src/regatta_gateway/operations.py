@@ -15,8 +15,8 @@ from regatta_shared.projections import ProjectionRunner
 from regatta_shared.sealing import master_key
 from regatta_shared.settings import Settings
 
-from .notifications.delivery import WebhookDelivery
-from .opsmodels import OpsReadModels
+from regatta_gateway.notifications.delivery import WebhookDelivery
+from regatta_gateway.readmodels.operations import OpsReadModels
 
 
 async def open_operations(

@@ -11,8 +11,8 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.nudge import nudge_relay_on_commit
 from regatta_shared.settings import Settings
 
-from .keys import load_keys
-from .secret_store import SecretVault
+from regatta_gateway.secrets.keys import load_keys
+from regatta_gateway.secrets.store import SecretVault
 
 
 async def open_resources(

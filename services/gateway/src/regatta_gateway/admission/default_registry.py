@@ -23,7 +23,7 @@ import httpx
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_client, reason_of
 
-from ..errors import ApiError
+from regatta_gateway.http.errors import ApiError
 
 FETCH_TIMEOUT_SEC = 15.0
 MAX_REDIRECTS = 5

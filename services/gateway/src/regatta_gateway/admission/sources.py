@@ -11,8 +11,8 @@ from regatta_shared.git_values import GitValueInvalid, url_kind
 from regatta_shared.outbound import OutboundRefused, check_url, resolve, url_endpoint
 from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
 
-from ..auth import Scope
-from ..errors import ApiError
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
 
 
 def admit_source(

@@ -18,13 +18,13 @@ from regatta_shared.eventstore import EventStore, WrongExpectedVersion
 from regatta_shared.ids import benchmark_stream, new_id
 from regatta_shared.source_policy import SourcePolicy
 
-from .. import benchmark_decider
-from ..admission.default_registry import DefaultRegistry, needs_default, resolve_named
-from ..admission.sources import admit_source
-from ..auth import Scope
-from ..benchmark_sources import parse_source
-from ..errors import ApiError
-from ..queries import find_benchmark
+from regatta_gateway.admission.default_registry import DefaultRegistry, needs_default, resolve_named
+from regatta_gateway.admission.sources import admit_source
+from regatta_gateway.commands import benchmark_decider
+from regatta_gateway.commands.benchmark_sources import parse_source
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.benchmarks import find_benchmark
 
 
 def add_benchmark(

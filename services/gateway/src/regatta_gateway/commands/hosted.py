@@ -13,10 +13,10 @@ from regatta_shared.settings import Settings
 from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 
-from ..auth import Principal, Scope
-from ..benchmark_sources import parse_source
-from ..readmodels import tables as t
-from .benchmarks import add_benchmark
+from regatta_gateway.commands.benchmark_sources import parse_source
+from regatta_gateway.commands.benchmarks import add_benchmark
+from regatta_gateway.http.auth import Principal, Scope
+from regatta_gateway.readmodels import tables as t
 
 log = logging.getLogger("regatta.gateway")
 SYSTEM = Principal("system", "system", "", "", None)

@@ -22,21 +22,21 @@ from regatta_shared.eventstore import EventStore, WrongExpectedVersion
 from regatta_shared.harnesses import HARNESSES
 from regatta_shared.hosted_models import HostedModel
 from regatta_shared.ids import new_id, run_stream
-from regatta_shared.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
 from regatta_shared.runs import TERMINAL
 from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from ..admission.hosted_models import admit_hosted
-from ..auth import Scope
-from ..cached_reads import LRU
-from ..errors import ApiError
-from ..notifications.registry import check_budget
-from ..queries import find_benchmark, find_run
-from ..readmodels import tables as t
-from ..runtoml import resolved_toml
-from ..secret_store import SecretVault, resolve_secrets
+from regatta_gateway.admission.hosted_models import admit_hosted
+from regatta_gateway.commands.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.notifications.registry import check_budget
+from regatta_gateway.queries.benchmarks import find_benchmark, find_run
+from regatta_gateway.queries.cached_reads import LRU
+from regatta_gateway.queries.runtoml import resolved_toml
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.secrets.store import SecretVault, resolve_secrets
 
 
 def parse_submission(raw: bytes, content_type: str) -> RunRequest:

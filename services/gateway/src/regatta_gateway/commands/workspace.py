@@ -22,7 +22,7 @@ from regatta_shared.events import (
     WorkspaceRenamed,
 )
 
-from ..errors import ApiError
+from regatta_gateway.http.errors import ApiError
 
 ROLES = ("admin", "member")
 MAX_NAME = 200

@@ -20,12 +20,12 @@ from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.settings import Settings
 from sqlalchemy import Connection, func, select
 
-from ..auth import Scope
-from ..errors import ApiError
-from ..readmodels import tables as t
-from . import workspace as ws
-from .hosted import add_hosted_benchmarks
-from .runs import stop_run
+from regatta_gateway.commands import workspace as ws
+from regatta_gateway.commands.hosted import add_hosted_benchmarks
+from regatta_gateway.commands.runs import stop_run
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.readmodels import tables as t
 
 Decide = Callable[[ws.WorkspaceState], list[Event]]
 # Appends to a workspace's stream that change nothing a decision reads (a token, a budget, a webhook)

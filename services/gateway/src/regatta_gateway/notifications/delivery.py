@@ -28,10 +28,17 @@ from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_async_client, reason_of
 from sqlalchemy import select
 
-from ..opsmodels import webhooks
-from ..readmodels import tables as t
-from .notices import SIGNATURE_HEADER, Notice, backoff, body_of, notice_for, signature
-from .registry import budget_status, signing_key
+from regatta_gateway.notifications.notices import (
+    SIGNATURE_HEADER,
+    Notice,
+    backoff,
+    body_of,
+    notice_for,
+    signature,
+)
+from regatta_gateway.notifications.registry import budget_status, signing_key
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.readmodels.operations import webhooks
 
 log = logging.getLogger("regatta.webhooks")
 SUBJECTS = [

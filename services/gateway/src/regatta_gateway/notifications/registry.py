@@ -13,11 +13,11 @@ from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_url
 from regatta_shared.sealing import derive_key
 from sqlalchemy import func, select
 
-from ..auth import Scope
-from ..errors import ApiError
-from ..opsmodels import budgets, deliveries, webhooks
-from ..readmodels import tables as t
-from .notices import KINDS
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.notifications.notices import KINDS
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.readmodels.operations import budgets, deliveries, webhooks
 
 
 def _admin(scope: Scope) -> None:

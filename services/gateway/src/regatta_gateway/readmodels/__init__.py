@@ -1,3 +1,3 @@
-from .projection import ReadModels
+from regatta_gateway.readmodels.projection import ReadModels
 
 __all__ = ["ReadModels"]

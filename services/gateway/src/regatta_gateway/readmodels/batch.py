@@ -31,8 +31,8 @@ from regatta_shared.runs import (
 from sqlalchemy import JSON, Connection, String, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql
 
-from . import tables as t
-from .logs import log_entry
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.readmodels.logs import log_entry
 
 # RunScored only sets a run's scores, which no attempt event reads: folding it keeps a busy run's
 # segments whole (scoring publishes provisional scores every few seconds) and writes each run's last

@@ -44,9 +44,9 @@ from regatta_shared.eventstore import StoredEvent
 from regatta_shared.runs import STATUS_BY_EVENT, expected_attempts, public_submission
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
-from . import tables as t
-from .batch import apply_batch
-from .logs import log_entry
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.readmodels.batch import apply_batch
+from regatta_gateway.readmodels.logs import log_entry
 
 Handler = Callable[[Connection, StoredEvent, dict[str, Any]], None]
 HANDLERS: dict[str, Handler] = {}

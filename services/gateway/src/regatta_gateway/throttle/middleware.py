@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..web.session import COOKIE
-from .failures import FailureThrottle
+from regatta_gateway.throttle.failures import FailureThrottle
+from regatta_gateway.web.session import COOKIE
 
 SIGN_IN = ("POST", "/signin")
 PREFIX_LENGTH = 8

@@ -9,10 +9,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from .protection import BrowserProtection
-from .routes import router
-from .session import STATIC_DIR, CookieBearerMiddleware, NotSignedIn, not_signed_in
-from .settings import router as settings_router
+from regatta_gateway.web.protection import BrowserProtection
+from regatta_gateway.web.routes import router
+from regatta_gateway.web.session import STATIC_DIR, CookieBearerMiddleware, NotSignedIn, not_signed_in
+from regatta_gateway.web.settings import router as settings_router
 
 __all__ = ["install", "router"]
 

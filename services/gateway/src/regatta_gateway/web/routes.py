@@ -17,12 +17,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
 
-from .. import queries
-from ..auth import Scope
-from ..errors import ApiError
-from . import views
-from .formatting import FILTERS
-from .session import (
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.web import views
+from regatta_gateway.web.formatting import FILTERS
+from regatta_gateway.web.session import (
     STATIC_DIR,
     TEMPLATE_DIR,
     check_token,
@@ -182,7 +182,7 @@ def run_page(request: Request, scope: ScopeDep, run_key: str, tab: str = "overvi
 def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
     def build() -> Response:
         store = request.app.state.store
-        detail = queries.benchmark_detail(store, scope, key)["benchmark"]
+        detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
         secrets = views.secret_names(store, scope)
         if request.query_params.get("fragment") == "secrets":
             # Names and scopes only, for re-checking the agents' secret records without a reload when
@@ -233,7 +233,7 @@ def benchmark_page(
     def build() -> Response:
         state = request.app.state
         store = state.store
-        detail = queries.benchmark_detail(store, scope, key)["benchmark"]
+        detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
         chosen = sort if sort in views.SORTS else "pass_at_1"
         context = {
             **_base(request, scope, "benchmarks"),

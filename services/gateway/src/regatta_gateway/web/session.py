@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..auth import Principal, authenticate, user_workspaces
-from ..auth import Scope as ApiScope
-from ..errors import ApiError
+from regatta_gateway.http.auth import Principal, authenticate, user_workspaces
+from regatta_gateway.http.auth import Scope as ApiScope
+from regatta_gateway.http.errors import ApiError
 
 HERE = Path(__file__).resolve().parent
 STATIC_DIR = HERE / "static"

@@ -15,14 +15,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from regatta_shared.events import EVENT_TYPES
 
-from .. import audit, identity
-from ..auth import Scope, member_list
-from ..commands.workspace_handlers import run_count
-from ..errors import ApiError
-from ..notifications import registry
-from ..notifications.notices import KINDS
-from .routes import fragments, guarded, render
-from .session import web_scope
+from regatta_gateway.commands import identity
+from regatta_gateway.commands.workspace_handlers import run_count
+from regatta_gateway.http.auth import Scope, member_list
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.notifications import registry
+from regatta_gateway.notifications.notices import KINDS
+from regatta_gateway.queries import audit
+from regatta_gateway.web.routes import fragments, guarded, render
+from regatta_gateway.web.session import web_scope
 
 router = APIRouter(include_in_schema=False)
 ScopeDep = Annotated[Scope, Depends(web_scope)]

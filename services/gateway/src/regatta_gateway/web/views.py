@@ -15,11 +15,12 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.runs import TERMINAL, attempts_per_agent
 from sqlalchemy import select
 
-from .. import queries, run_queries
-from ..auth import Scope
-from ..readmodels import tables as t
-from . import charts
-from .formatting import elapsed, parse_time
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.web import charts
+from regatta_gateway.web.formatting import elapsed, parse_time
 
 SORTS: dict[str, str] = {
     "pass_at_1": "Pass@1",
@@ -39,7 +40,7 @@ def benchmark_rows(store: EventStore, scope: Scope) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     offset = 0
     while True:  # pages of 200, the API's maximum, so a big workspace still lists everything
-        page = queries.list_benchmarks(store, scope, 200, offset)
+        page = benchmark_queries.list_benchmarks(store, scope, 200, offset)
         rows += page["benchmarks"]
         if not page["has_more"]:
             return rows
@@ -52,7 +53,7 @@ def is_syncing(benchmark: dict[str, Any]) -> bool:
 
 def benchmark_source(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
     """The stored source of a benchmark (registry path, dataset, version or folder) for "View source"."""
-    row = queries.find_benchmark(store, scope, key)
+    row = benchmark_queries.find_benchmark(store, scope, key)
     source = dict(row.get("source") or {})
     source.setdefault("type", row["source_type"])
     source.setdefault("ref", row["source_ref"])
@@ -175,7 +176,7 @@ def label(harness: Any, model: Any) -> str:
 def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list[dict[str, Any]]:
     """The leaderboard's sections (full task list, recommended set; per version and conditions), each
     with its rows in the chosen sort's rank order and a title saying what it measures."""
-    rows = queries.leaderboard_rows(store, benchmark["id"], sort)
+    rows = benchmark_queries.leaderboard_rows(store, benchmark["id"], sort)
     names: dict[str, str] = {}
     for row in rows:
         row["label"] = label(row.get("harness"), row.get("model"))
@@ -186,7 +187,7 @@ def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list
         comparison = row.get("comparison")
         if comparison:
             row["top_label"] = names.get(comparison.get("top", ""), comparison.get("top", ""))
-    sections = queries.leaderboard_sections(rows)
+    sections = benchmark_queries.leaderboard_sections(rows)
     for section in sections:
         task_set = section.get("task_set")
         section["title"] = "Full task list" if task_set in (None, "full") else f"Recommended set: {task_set}"
@@ -212,7 +213,7 @@ def rank_text(row: dict[str, Any]) -> str:
 def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: FastAPI) -> dict[str, Any]:
     detail = run_queries.run_detail(store, scope, key, base_url)
     run = detail["benchmark_run"]
-    row = queries.find_run(store, scope, run["id"])
+    row = benchmark_queries.find_run(store, scope, run["id"])
     submission = row.get("submission") or {}
     execution = submission.get("execution") or {}
     n_tasks = len(submission.get("tasks") or [])

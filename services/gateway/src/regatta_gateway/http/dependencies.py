@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 
-from .auth import Scope, authorize
+from regatta_gateway.http.auth import Scope, authorize
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 

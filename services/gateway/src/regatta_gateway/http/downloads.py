@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from . import downloads
-from .api_cli import base_url
-from .api_deps import ScopeDep
+from regatta_gateway.http.dependencies import ScopeDep
+from regatta_gateway.http.osmosis.routes import base_url
+from regatta_gateway.queries import downloads
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 

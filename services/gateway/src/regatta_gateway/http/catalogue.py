@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from regatta_shared.harnesses import HARNESSES
 
-from .api_deps import ScopeDep
+from regatta_gateway.http.dependencies import ScopeDep
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 

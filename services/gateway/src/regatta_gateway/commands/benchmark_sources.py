@@ -16,7 +16,7 @@ from regatta_shared.events import BenchmarkMetadata, BenchmarkSource
 from regatta_shared.git_values import GitValueInvalid, check_ref, url_kind
 from regatta_shared.harnesses import HARNESSES
 
-from .errors import ApiError
+from regatta_gateway.http.errors import ApiError
 
 KINDS = ("registry", "folder", "git", "hub")
 GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")

@@ -10,10 +10,10 @@ from regatta_shared.conditions import standard_conditions
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
-from .auth import Scope
-from .cached_reads import VersionedBodies
-from .errors import ApiError
-from .readmodels import tables as t
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.cached_reads import VersionedBodies
+from regatta_gateway.readmodels import tables as t
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

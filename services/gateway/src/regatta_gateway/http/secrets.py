@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
 
-from . import secret_store
-from .api_deps import Limit, Offset, ScopeDep, settle
+from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.secrets import store as secret_store
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 

@@ -11,8 +11,8 @@ from regatta_shared.clock import utcnow
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import and_, select, true
 
-from .errors import ApiError
-from .readmodels import tables as t
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.readmodels import tables as t
 
 
 def hash_token(token: str) -> str:

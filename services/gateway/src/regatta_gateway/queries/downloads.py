@@ -21,11 +21,11 @@ from urllib.parse import quote, urlencode
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import run_stream
 
-from .auth import Scope
-from .errors import ApiError
-from .exports import logs_txt, results_csv, summary_csv
-from .queries import find_run
-from .run_snapshot import RunSnapshot, load_snapshot
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.benchmarks import find_run
+from regatta_gateway.queries.exports import logs_txt, results_csv, summary_csv
+from regatta_gateway.queries.run_snapshot import RunSnapshot, load_snapshot
 
 TYPES = ("summary", "results", "artifacts", "logs")
 DEFAULT_TYPES = ("summary", "results")

@@ -26,9 +26,9 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id, workspace_stream
 from sqlalchemy import func, select
 
-from .auth import Principal, Scope, hash_token
-from .errors import ApiError
-from .readmodels import tables as t
+from regatta_gateway.http.auth import Principal, Scope, hash_token
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.readmodels import tables as t
 
 ROLES = ("admin", "member")
 MAX_TOKEN_SECONDS = 10 * 366 * 24 * 3600  # ten years; a larger one overflows the date arithmetic

@@ -11,9 +11,9 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from .auth import Principal, Scope, authenticate, resolve_scope
-from .errors import ApiError
-from .readmodels import tables as t
+from regatta_gateway.http.auth import Principal, Scope, authenticate, resolve_scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.readmodels import tables as t
 
 CLI_PREFIX = "/api/cli/"
 GIT_IDENTITY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$")

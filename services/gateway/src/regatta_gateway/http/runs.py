@@ -7,10 +7,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from . import run_queries
-from .api_deps import Limit, Offset, ScopeDep, settle
-from .cached_reads import JSONBytes, to_json
-from .commands import runs as run_commands
+from regatta_gateway.commands import runs as run_commands
+from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.queries.cached_reads import JSONBytes, to_json
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 

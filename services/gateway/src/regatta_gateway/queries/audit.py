@@ -7,10 +7,10 @@ from typing import Any
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
-from .auth import Scope
-from .errors import ApiError
-from .opsmodels import audit
-from .readmodels import tables as t
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.readmodels.operations import audit
 
 
 def list_audit(

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request, Response
 from nats.js.errors import NotFoundError
 from starlette.concurrency import run_in_threadpool
 
-from .downloads import DOWNLOAD_PREFIX, safe_path, signed_file, verify_url
-from .errors import ApiError
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.downloads import DOWNLOAD_PREFIX, safe_path, signed_file, verify_url
 
 router = APIRouter(tags=["downloads"])
 MEDIA_TYPES = {

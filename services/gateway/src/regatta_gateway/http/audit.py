@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from . import audit
-from .api_deps import ScopeDep
+from regatta_gateway.http.dependencies import ScopeDep
+from regatta_gateway.queries import audit
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
 

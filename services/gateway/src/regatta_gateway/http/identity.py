@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 
-from . import identity
-from .api_deps import ScopeDep, settle
-from .auth import Scope, authenticate, member_list, resolve_scope, user_workspaces
-from .commands import workspace_handlers as workspaces
+from regatta_gateway.commands import identity
+from regatta_gateway.commands import workspace_handlers as workspaces
+from regatta_gateway.http.auth import Scope, authenticate, member_list, resolve_scope, user_workspaces
+from regatta_gateway.http.dependencies import ScopeDep, settle
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 JsonBody = Annotated[dict[str, Any], Body()]

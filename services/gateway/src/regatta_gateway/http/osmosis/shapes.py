@@ -11,7 +11,7 @@ from typing import Any
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
-from .readmodels import tables as t
+from regatta_gateway.readmodels import tables as t
 
 
 def drop_nulls(value: Any) -> Any:

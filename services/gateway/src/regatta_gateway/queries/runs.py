@@ -9,11 +9,11 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.per_task import per_task_figures
 from sqlalchemy import func, literal_column, or_, select
 
-from .auth import Scope
-from .cached_reads import LRU
-from .errors import ApiError
-from .queries import find_run, page
-from .readmodels import tables as t
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.benchmarks import find_run, page
+from regatta_gateway.queries.cached_reads import LRU
+from regatta_gateway.readmodels import tables as t
 
 
 def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:

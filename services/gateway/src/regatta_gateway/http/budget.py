@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 
-from .api_deps import ScopeDep, settle
-from .notifications import registry
+from regatta_gateway.http.dependencies import ScopeDep, settle
+from regatta_gateway.notifications import registry
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
 

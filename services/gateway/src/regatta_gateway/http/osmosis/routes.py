@@ -12,12 +12,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from . import cli_shapes, downloads, queries, run_queries, secret_store
-from .api_deps import settle
-from .auth import Scope, authenticate
-from .cli_scope import cli_scope, segment, verify
-from .commands import runs as run_commands
-from .errors import ApiError
+from regatta_gateway.commands import runs as run_commands
+from regatta_gateway.http.auth import Scope, authenticate
+from regatta_gateway.http.dependencies import settle
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.http.osmosis import shapes as cli_shapes
+from regatta_gateway.http.osmosis.scope import cli_scope, segment, verify
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import downloads
+from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.secrets import store as secret_store
 
 router = APIRouter(prefix="/api/cli", tags=["osmosis-cli"])
 
@@ -74,7 +78,7 @@ def whoami(
 def list_benchmarks(
     request: Request, s: CliScope, limit: str | None = None, offset: str | None = None
 ) -> dict[str, Any]:
-    page = queries.list_benchmarks(
+    page = benchmark_queries.list_benchmarks(
         request.app.state.store, s, number(limit, "limit", 50, 1, 50), number(offset, "offset", 0, 0)
     )
     return cli_shapes.benchmark_page(page)
@@ -82,7 +86,9 @@ def list_benchmarks(
 
 @router.get("/benchmarks/{key}")
 def show_benchmark(request: Request, s: CliScope, key: str) -> dict[str, Any]:
-    return cli_shapes.benchmark_detail(queries.benchmark_detail(request.app.state.store, s, segment(key)))
+    return cli_shapes.benchmark_detail(
+        benchmark_queries.benchmark_detail(request.app.state.store, s, segment(key))
+    )
 
 
 @router.get("/benchmark-runs")
@@ -140,7 +146,7 @@ def run_logs(
 
 @router.post("/benchmark-runs/{key}/stop", status_code=202)
 def stop_run(request: Request, s: CliScope, key: str) -> dict[str, Any]:
-    run = queries.find_run(request.app.state.store, s, segment(key))
+    run = benchmark_queries.find_run(request.app.state.store, s, segment(key))
     run_commands.stop_run(request.app.state.store, s, run["id"])
     settle(request)
     return {"id": run["id"], "status": "stopping"}

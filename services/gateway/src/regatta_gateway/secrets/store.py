@@ -17,7 +17,6 @@ from regatta_shared.envelope import new_event
 from regatta_shared.events import SecretDeleted, SecretSet
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id, workspace_stream
-from regatta_shared.runconfig import SECRET_NAME
 from regatta_shared.sealing import SealError, decrypt, encrypt
 from sqlalchemy import (
     Column,
@@ -36,10 +35,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from .auth import Scope
-from .errors import ApiError
-from .queries import page
-from .readmodels import tables as t
+from regatta_gateway.commands.runconfig import SECRET_NAME
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.benchmarks import page
+from regatta_gateway.readmodels import tables as t
 
 SCOPES = ("workspace", "user")
 MAX_VALUE_LENGTH = 64 * 1024

@@ -19,8 +19,8 @@ from regatta_shared.ids import run_stream
 from regatta_shared.runs import RunFold
 from sqlalchemy import select
 
-from .readmodels import tables as t
-from .readmodels.logs import log_entry
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.readmodels.logs import log_entry
 
 
 @dataclass

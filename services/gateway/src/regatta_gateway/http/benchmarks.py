@@ -7,18 +7,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response
 from regatta_shared.source_policy import SourcePolicy
 
-from . import queries
-from .admission.default_registry import DefaultRegistry, browse
-from .api_deps import Limit, Offset, ScopeDep, settle
-from .cached_reads import JSONBytes
-from .commands import benchmarks as benchmark_commands
+from regatta_gateway.admission.default_registry import DefaultRegistry, browse
+from regatta_gateway.commands import benchmarks as benchmark_commands
+from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries.cached_reads import JSONBytes
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 
 
 @router.get("/benchmarks")
 def list_benchmarks(request: Request, s: ScopeDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
-    return queries.list_benchmarks(request.app.state.store, s, limit, offset)
+    return benchmark_queries.list_benchmarks(request.app.state.store, s, limit, offset)
 
 
 @router.post("/benchmarks", status_code=201)
@@ -57,7 +57,7 @@ def default_registry(request: Request) -> DefaultRegistry:
 
 @router.get("/benchmarks/{key}")
 def show_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
-    return queries.benchmark_detail(request.app.state.store, s, key)
+    return benchmark_queries.benchmark_detail(request.app.state.store, s, key)
 
 
 @router.post("/benchmarks/{key}/sync", status_code=202)
@@ -77,5 +77,5 @@ def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
 @router.get("/benchmarks/{key}/leaderboard", response_class=JSONBytes)
 def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> JSONBytes:
     store = request.app.state.store
-    benchmark = queries.find_benchmark(store, s, key)
-    return JSONBytes(queries.leaderboard_body(store, benchmark["id"], sort))
+    benchmark = benchmark_queries.find_benchmark(store, s, key)
+    return JSONBytes(benchmark_queries.leaderboard_body(store, benchmark["id"], sort))

@@ -7,9 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from . import queries, run_queries
-from .api_deps import ScopeDep
-from .live import TERMINAL_RUN, TERMINAL_SYNC, changes
+from regatta_gateway.http.dependencies import ScopeDep
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.queries.live import TERMINAL_RUN, TERMINAL_SYNC, changes
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
 
@@ -21,7 +22,7 @@ def _sse(stream: Any) -> StreamingResponse:
 @router.get("/runs/{key}/stream", response_class=StreamingResponse)
 def stream_run(request: Request, s: ScopeDep, key: str) -> StreamingResponse:
     store = request.app.state.store
-    run_id = queries.find_run(store, s, key)["id"]
+    run_id = benchmark_queries.find_run(store, s, key)["id"]
 
     def read() -> dict[str, Any]:
         detail = run_queries.run_detail(store, s, run_id)
@@ -38,10 +39,10 @@ def stream_run(request: Request, s: ScopeDep, key: str) -> StreamingResponse:
 @router.get("/benchmarks/{key}/stream", response_class=StreamingResponse)
 def stream_sync(request: Request, s: ScopeDep, key: str) -> StreamingResponse:
     store = request.app.state.store
-    benchmark_id = queries.find_benchmark(store, s, key)["id"]
+    benchmark_id = benchmark_queries.find_benchmark(store, s, key)["id"]
 
     def read() -> dict[str, Any]:
-        row = queries.find_benchmark(store, s, benchmark_id)
+        row = benchmark_queries.find_benchmark(store, s, benchmark_id)
         return {
             "sync_status": row["status"],
             "synced_task_count": int(row["synced"] or 0),

@@ -1,0 +1,1 @@
+"""The secrets vault (encrypted at rest) and the gateway's subkeys of the master key."""
