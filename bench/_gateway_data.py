@@ -103,9 +103,9 @@ def generate(url: str, sizes: Sizes) -> tuple[list[str], list[str], dict[str, fl
         elapsed = time.perf_counter() - started
         say(f"  run {i + 1}/{sizes.runs}: {loader.events:,} events so far, {elapsed:.0f} s")
     loader.write(*leaderboard_event(BENCHMARK, logs))
-    # The ops projection (audit log, budgets, webhooks: readmodels/operations.py) serves none of the reads measured
-    # here; folding 3M synthetic events into its audit log would only lengthen the generation, so it
-    # starts at the end of the log.
+    # The ops projection (audit log, budgets, webhooks: readmodels/operations.py) serves none of the
+    # reads measured here; folding 3M synthetic events into its audit log would only lengthen the
+    # generation, so it starts at the end of the log.
     ops = ProjectionRunner(store, OpsReadModels())
     ops.create_tables()
     with store.transaction() as conn:

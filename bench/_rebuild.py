@@ -160,7 +160,14 @@ def rebuild_bench(
     speedup = median([b / p for b, p in zip(rates["batched"], rates["per event"], strict=True)])
     verdict = "MET" if median(rates["whole"]) >= REBUILD_BUDGET else "NOT MET"
     return [
-        [backend, f"first {prefix:,}", "ops projection (readmodels/operations.py, batched)", ops_rate, "", "context"],
+        [
+            backend,
+            f"first {prefix:,}",
+            "ops projection (readmodels/operations.py, batched)",
+            ops_rate,
+            "",
+            "context",
+        ],
         [backend, f"first {prefix:,}", "per event (apply)", median(rates["per event"]), "", ""],
         [
             backend,
