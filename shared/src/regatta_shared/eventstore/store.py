@@ -87,8 +87,8 @@ def _sqlite_engine(url: str, *, immediate: bool) -> Engine:
 
 
 def _postgres_engine(url: str) -> Engine:
-    # orjson decodes event payloads and JSON columns several times faster than the json module: the
-    # decode was a fifth of a projection rebuild and of every event a consumer reads.
+    # orjson decodes event payloads and JSON columns: decoding weighs on every projection rebuild and
+    # on every event a consumer reads (figures in docs/performance.md).
     engine = create_engine(url, pool_size=10, max_overflow=20, json_deserializer=loads)
 
     # Pessimistic disconnect handling, but only for connections that sat idle: a ping on every

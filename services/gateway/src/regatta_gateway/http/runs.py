@@ -64,7 +64,7 @@ async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
 
 
 # The run page's reads answer with orjson's bytes: FastAPI would walk the nested dict twice more
-# (validation against `dict[str, Any]`, then pydantic's serialiser), a fifth of such a read's CPU.
+# (validation against `dict[str, Any]`, then pydantic's serialiser), a large share of such a read's CPU.
 @router.get("/runs/{key}", response_class=JSONBytes)
 def show_run(request: Request, s: ScopeDep, key: str) -> JSONBytes:
     store, base_url = request.app.state.store, request.app.state.settings.gateway_url

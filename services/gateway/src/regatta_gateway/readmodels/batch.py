@@ -192,7 +192,7 @@ class _Segment:
 
 
 # --- bulk statements ------------------------------------------------------------------------------
-# Postgres inserts: COPY, the server's bulk-load path (about twice json_to_recordset's rate here), each
+# Postgres inserts: COPY, the server's bulk-load path (faster than json_to_recordset), each
 # JSON value serialised here by orjson; the server still checks types and VARCHAR lengths as for INSERT.
 # Postgres updates: one statement per column set, the rows sent as ONE JSON document the server unpacks
 # (json_to_recordset), far cheaper than psycopg's per-value adaptation; JSON null unpacks as SQL NULL.
