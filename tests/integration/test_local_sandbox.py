@@ -186,7 +186,8 @@ async def test_sandbox_of_a_killed_executor_dies_and_is_swept_later(tmp_path: Pa
         import asyncio, sys
         from pathlib import Path, PurePosixPath
         from regatta_executor.limits import Limits
-        from regatta_executor.sandbox import Bind, Sandbox, SandboxSpec
+        from regatta_executor.sandbox import Sandbox
+        from regatta_executor.sandbox_spec import Bind, SandboxSpec
 
         async def main() -> None:
             logs = Bind(Path(sys.argv[3]), PurePosixPath("/logs/agent"), log_folder=True)

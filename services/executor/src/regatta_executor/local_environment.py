@@ -43,7 +43,8 @@ from pydantic import Field, field_validator
 
 from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.limits import Limits
-from regatta_executor.sandbox import DEFAULT_HOST_DIRS, TESTS, Bind, Sandbox, SandboxSpec
+from regatta_executor.sandbox import Sandbox
+from regatta_executor.sandbox_spec import DEFAULT_HOST_DIRS, TESTS, Bind, SandboxSpec
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
 _MIB = 1024 * 1024

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from regatta_executor.sandbox import SandboxSpec
+    from regatta_executor.sandbox_spec import SandboxSpec
 
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Top-level folders that are symlinks on merged-/usr hosts: recreated as links in the sandbox's root.

@@ -23,7 +23,6 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.errors import KeyNotFoundError, ObjectNotFoundError
-from regatta_shared.attempt_auth import MAC_HEADER, open_key, sign
 from regatta_shared.bus import (
     ARTIFACTS_BUCKET,
     CANCEL_SUBJECT_PREFIX,
@@ -37,13 +36,13 @@ from regatta_shared.bus import (
     TASKS_BUCKET,
     await_streams,
 )
-from regatta_shared.events import Timings, Usage
 from regatta_shared.jobs import AttemptJob, AttemptReport
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
 
 from . import artifacts
 from .environments import EnvironmentChoice
 from .outcome import TrialOutcome, classify, redact
+from .reports import StartedReport, archive_missing, setup_error, signed
 from .task_cache import TaskCache
 from .task_environment import EnvironmentFidelity, TaskEnvironmentError, check_task_environment
 from .trials import run_trial, trial_config
@@ -154,7 +153,9 @@ class Executor:
             with contextlib.suppress(Exception):  # a hint: without it a stop only waits less
                 claim = job.attempt_id.encode()
                 await self.nc.publish(
-                    f"{CLAIM_SUBJECT_PREFIX}.{job.run_id}", claim, headers=self._signed(job, claim)
+                    f"{CLAIM_SUBJECT_PREFIX}.{job.run_id}",
+                    claim,
+                    headers=signed(job, claim, self.sealing_key),
                 )
             await attempt
         except asyncio.CancelledError:
@@ -190,7 +191,7 @@ class Executor:
             )
             return
         while True:
-            started = _StartedReport(self, job, try_number, self.started_report_delay)
+            started = StartedReport(self, job, try_number, self.started_report_delay)
             try:
                 outcome, refs, sandbox_seconds, fidelity = await self._run_once(job, try_number, secrets)
             except asyncio.CancelledError:
@@ -253,13 +254,13 @@ class Executor:
         except ObjectNotFoundError:
             # The archive is content-addressed and never deleted by the platform: gone from the object
             # store, it is gone for every executor and every try.
-            return _archive_missing(job), [], 0.0, EnvironmentFidelity(None, None)
+            return archive_missing(job), [], 0.0, EnvironmentFidelity(None, None)
         try:
             fidelity = check_task_environment(self.environment, task_dir)
         except TaskEnvironmentError as error:
             # The same on every try and every executor of this deployment: recorded once, not retried,
             # and errored, which is never scored as the agent's failure.
-            return _setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
+            return setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
         # Unique per delivery: a job redelivered to this very process while its first copy still runs
         # (a heartbeat missed on a loaded host) must not share, and then delete, the other's folder.
         delivery = uuid.uuid4().hex[:8]
@@ -298,73 +299,9 @@ class Executor:
         )
         payload = report.model_dump_json().encode()
         await self.js.publish(
-            REPORT_SUBJECT, payload, stream=REPORTS_STREAM, timeout=10, headers=self._signed(job, payload)
+            REPORT_SUBJECT,
+            payload,
+            stream=REPORTS_STREAM,
+            timeout=10,
+            headers=signed(job, payload, self.sealing_key),
         )
-
-    def _signed(self, job: AttemptJob, payload: bytes) -> dict[str, str]:
-        """The MAC that makes the scheduler believe this message (regatta_shared.attempt_auth). A job
-        whose key does not open gets none: its reports are dropped and logged by the scheduler."""
-        if not job.report_key or self.sealing_key is None:
-            log.error("job %s carries no report key this executor can open", job.attempt_id)
-            return {}
-        try:
-            key = open_key(job.report_key, self.sealing_key, job.run_id, job.attempt_id)
-        except SealError:
-            log.error("job %s: its report key does not open with this executor's key", job.attempt_id)
-            return {}
-        return {MAC_HEADER: sign(key, payload)}
-
-
-def _archive_missing(job: AttemptJob) -> TrialOutcome:
-    message = f"the archive of task {job.task!r} ({job.task_digest}) is missing from the task store"
-    return TrialOutcome(
-        outcome="errored",
-        retryable=False,
-        rewards=None,
-        primary_reward=None,
-        exception_type="TaskArchiveMissing",
-        exception_message=message,
-        started_at=None,
-        finished_at=None,
-        timings=Timings(),
-        usage=Usage(),
-        run_failure=f"the benchmark's version can no longer be fetched: {message}",
-    )
-
-
-def _setup_error(error: TaskEnvironmentError) -> TrialOutcome:
-    return TrialOutcome(
-        outcome="errored",
-        retryable=False,
-        rewards=None,
-        primary_reward=None,
-        exception_type="TaskEnvironmentError",
-        exception_message=str(error),
-        started_at=None,
-        finished_at=None,
-        timings=Timings(),
-        usage=Usage(),
-    )
-
-
-class _StartedReport:
-    """An attempt's "started" report, sent once the attempt has run for `delay` seconds. A shorter
-    attempt goes straight to its "finished" report, which says when it started: one report and one
-    event fewer, with their relaying and projecting (docs/performance.md). Until then the scheduler
-    knows the attempt only by its claim (_run_attempt), which a stop waits for as for a start. The
-    trial never waits for the publish; `settle()` runs before any later report, so REPORTS still
-    holds "started" before the outcome whenever both are sent."""
-
-    def __init__(self, worker: Executor, job: AttemptJob, try_number: int, delay: float) -> None:
-        self._send = lambda: worker._report(job, "started", try_number)
-        self._sent: asyncio.Task[None] | None = None
-        self._timer = asyncio.get_running_loop().call_later(delay, self._start)
-
-    def _start(self) -> None:
-        self._sent = asyncio.create_task(self._send())
-
-    async def settle(self) -> None:
-        """At the end of the try: a report not yet due is never sent; one under way is awaited."""
-        self._timer.cancel()
-        if self._sent is not None:
-            await self._sent

@@ -1,0 +1,78 @@
+"""The engine's configuration of an attempt's container: name and labels (the janitor's ownership
+marks), pid 1, hardening (no new privileges, capabilities dropped, no network unless public), the
+process, memory and CPU limits and the capped log folders."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from regatta_executor.container import janitor, pid1
+from regatta_executor.container.engine import (
+    LABEL_HOST,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_OWNERS,
+    LABEL_SESSION,
+    host_name,
+)
+from regatta_executor.container.hardening import EngineRoot, log_mounts
+from regatta_executor.container.options import ContainerEnvironmentOptions
+
+_MIB = 1024 * 1024
+NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def container_config(
+    *,
+    image: str,
+    name: str,
+    session_id: str,
+    network: str,
+    workdir: str | None,
+    options: ContainerEnvironmentOptions,
+    owners_dir: Path,
+    engine_root: EngineRoot,
+    memory_mb: int | None,
+    cpus: float | None,
+    storage_mb: int | None,
+    logs_mb: int,
+) -> tuple[dict[str, Any], set[str]]:
+    """The arguments of `containers.create` and the limits they enforce ("storage" excepted: whether
+    the engine can cap a container's storage shows only when it creates one)."""
+    enforced = {"pids", "logs"}
+    labels = {
+        LABEL_MANAGED: "1",
+        LABEL_OWNER: janitor.owner_id(owners_dir),
+        LABEL_HOST: host_name(),
+        LABEL_OWNERS: janitor.owners_label(owners_dir),
+        LABEL_SESSION: NAME_CHARS.sub("-", session_id)[:200],
+    }
+    config: dict[str, Any] = {
+        "image": image,
+        "name": name,
+        "hostname": "sandbox",
+        "detach": True,
+        **pid1.container_config(),
+        "privileged": False,
+        # The engine makes the task's WORKDIR (root-owned) when it creates the container.
+        **({"working_dir": workdir} if workdir else {}),
+        "security_opt": ["no-new-privileges"],
+        "cap_drop": list(options.cap_drop),
+        "network_mode": network,
+        "pids_limit": options.max_processes,
+        "log_config": {"type": "none", "config": {}},
+        "labels": labels,
+        "mounts": log_mounts(logs_mb, labels, engine_root),
+    }
+    if memory_mb:
+        config["mem_limit"] = memory_mb * _MIB
+        config["memswap_limit"] = memory_mb * _MIB
+        enforced.add("memory")
+    if cpus:
+        config["nano_cpus"] = int(float(cpus) * 1e9)
+        enforced.add("cpu")
+    if storage_mb:
+        config["storage_opt"] = {"size": f"{storage_mb}M"}
+    return config, enforced

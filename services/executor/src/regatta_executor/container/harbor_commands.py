@@ -1,0 +1,57 @@
+"""What the container environment knows of Harbor's calls: the container's log and test folders, which
+users Harbor means as root (and how the engine is told), and the trivial commands Harbor runs that the
+environment answers without an exec (`chmod +x` of a staged upload, removing stale reward files)."""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from pathlib import PurePosixPath
+
+TESTS = PurePosixPath("/tests")
+LOGS = "/logs"
+AGENT_LOGS = "/logs/agent"
+VERIFIER_LOGS = PurePosixPath("/logs/verifier")
+LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+# Users Harbor means as root. The engine is always given uid 0 instead of the name: a name makes the
+# engine read the image's /etc/passwd from its own view of the container's files, which can be lost
+# while the container runs (see `ContainerTransfers._check_engine_view`), and then no exec as "root"
+# starts at all.
+ROOT_USERS = ("root", "0", 0)
+
+
+def engine_user(user: str | int | None) -> str:
+    if user is None:
+        return ""  # the image's USER
+    return "0" if user in ROOT_USERS else str(user)
+
+
+def within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
+def executable_target(command: str) -> str | None:
+    """The path of Harbor's `chmod +x PATH`, else None."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if len(argv) == 3 and argv[:2] == ["chmod", "+x"] and argv[2].startswith("/"):
+        return argv[2]
+    return None
+
+
+def removes_reward_files(command: str) -> bool:
+    """Whether `command` is Harbor's `rm -f -- FILE...` of files directly in /logs/verifier."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if len(argv) < 4 or argv[:3] != ["rm", "-f", "--"]:
+        return False
+    return all(
+        posixpath.normpath(path) == path
+        and posixpath.dirname(path) == str(VERIFIER_LOGS)
+        and posixpath.basename(path) not in ("", ".", "..")
+        for path in argv[3:]
+    )
