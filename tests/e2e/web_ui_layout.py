@@ -143,7 +143,7 @@ def _readable_at_this_size(page: Page, name: str, texts: Sequence[str], selector
     with suppress(Error):  # a timeout: the assertions below say what is missing
         page.wait_for_function(_SHOWN, arg=[selector, list(texts)], timeout=WAIT)
     seen = look(page, selector)
-    assert not seen["problems"], f"{name}: {seen['problems']}"
+    assert not seen["problems"], f"{name}: " + "; ".join(seen["problems"])
     assert seen["texts"], f"{name}: no visible text in {selector}"
     drawn = " ".join(seen["texts"])
     missing = [text for text in texts if text not in drawn]
