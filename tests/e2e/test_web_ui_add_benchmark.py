@@ -11,7 +11,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from tests.e2e.default_registry_support import write_default_registry
-from tests.e2e.web_ui_layout import check_both_widths
+from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import ACK_WAIT, LONG, sign_in
 from tests.integration.harbor_hub import HarborHub
 from tests.integration.registry_sync_support import EXAMPLE_TASKS, commit_all, init_repo, write_task
@@ -54,17 +54,19 @@ def test_browse_search_and_add_from_the_default_registry_the_hub_and_git(
         expect(tiny).to_contain_text("Three tiny tasks that write a file")
         expect(dialog.locator("li[data-dataset='tiny-bench@0.9']")).to_contain_text("1 task")
         expect(dialog).to_contain_text(f"Datasets of {registry}")
-        check_both_widths(
+        assert_readable(
             page,
-            DIALOG,
             "add-benchmark-registry",
-            "Add Benchmark",
-            "Search the default registry",
-            "4 datasets",
-            "hello-bench",
-            "2 tasks",
-            "Two greetings, checked by a script",
-            "long-description-bench",
+            [
+                "Add Benchmark",
+                "Search the default registry",
+                "4 datasets",
+                "hello-bench",
+                "2 tasks",
+                "Two greetings, checked by a script",
+                "long-description-bench",
+            ],
+            selector=DIALOG,
         )
 
         # Searching narrows the list (name or description, every word); nothing found is said so.
@@ -78,15 +80,17 @@ def test_browse_search_and_add_from_the_default_registry_the_hub_and_git(
         expect(items).to_have_count(0)
         search.fill("tiny")
         expect(items).to_have_count(2)
-        check_both_widths(
+        assert_readable(
             page,
-            DIALOG,
             "add-benchmark-search",
-            "tiny-bench",
-            "3 tasks",
-            "Three tiny tasks that write a file",
-            "1 task",
-            "The first tiny task alone",
+            [
+                "tiny-bench",
+                "3 tasks",
+                "Three tiny tasks that write a file",
+                "1 task",
+                "The first tiny task alone",
+            ],
+            selector=DIALOG,
         )
 
         # A name that is not there: the dialog says which names are close, and adds nothing.
@@ -104,11 +108,11 @@ def test_browse_search_and_add_from_the_default_registry_the_hub_and_git(
             "dataset 'tiny-bnch' is not in the default registry; close names: tiny-bench"
         )
         expect(dialog.get_by_label("Dataset", exact=True)).to_have_attribute("aria-invalid", "true")
-        check_both_widths(
+        assert_readable(
             page,
-            DIALOG,
             "add-benchmark-unknown-name",
-            "close names: tiny-bench",
+            ["close names: tiny-bench"],
+            selector=DIALOG,
             scroll_to=f"{DIALOG} [data-form-error]",
         )
 
@@ -126,7 +130,7 @@ def test_browse_search_and_add_from_the_default_registry_the_hub_and_git(
         expect(dialog.get_by_label("Name (optional)")).to_have_value("")
         dialog.get_by_label("Harbor hub").check()
         dialog.get_by_label("Hub dataset").fill("acme/mini")
-        check_both_widths(page, DIALOG, "add-benchmark-hub", "Hub dataset", "org/name")
+        assert_readable(page, "add-benchmark-hub", ["Hub dataset", "org/name"], selector=DIALOG)
         dialog.get_by_role("button", name="Add", exact=True).click()
         expect(dialog).to_be_hidden()
         expect(page.locator("tr[data-name='acme/mini']").get_by_test_id("task-count")).to_have_text(
@@ -138,7 +142,7 @@ def test_browse_search_and_add_from_the_default_registry_the_hub_and_git(
         dialog.get_by_label("Repository", exact=True).fill(str(repo))
         dialog.get_by_label("Ref (optional)").fill("main")
         dialog.get_by_label("Name (optional)").fill("ui-git")
-        check_both_widths(page, DIALOG, "add-benchmark-git", "Repository", "Tasks folder")
+        assert_readable(page, "add-benchmark-git", ["Repository", "Tasks folder"], selector=DIALOG)
         dialog.get_by_role("button", name="Add", exact=True).click()
         expect(dialog).to_be_hidden()
         expect(page.locator("tr[data-name='ui-git']").get_by_test_id("task-count")).to_have_text(
@@ -171,7 +175,9 @@ def test_an_unreachable_registry_is_said_so_and_a_path_is_still_accepted(
     expect(dialog.locator("[data-registry-list]")).to_be_hidden()
     # The fields that need no list are open already.
     expect(dialog.get_by_label("Registry URL or path")).to_be_visible()
-    check_both_widths(page, DIALOG, "add-benchmark-unreachable", "cannot be reached", "Registry URL or path")
+    assert_readable(
+        page, "add-benchmark-unreachable", ["cannot be reached", "Registry URL or path"], selector=DIALOG
+    )
 
     dialog.get_by_label("Dataset", exact=True).fill("hello-bench@2.0")
     dialog.get_by_label("Registry URL or path").fill(str(registry))

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect
 
+from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import (
     ACK_WAIT,
     PHONE,
     RUN,
     add_folder_benchmark,
     assert_apart,
-    assert_readable,
     assert_same_page,
     mark_page,
     phone_shot,

@@ -12,12 +12,12 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from tests.conftest import EXAMPLES
+from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import (
     ACK_WAIT,
     RUN,
     WAIT,
     add_folder_benchmark,
-    assert_readable,
     assert_same_page,
     mark_page,
     phone_shot,
@@ -297,7 +297,9 @@ def test_new_run_summary_counts_judge_key_folder_name_and_agent_labels(
     expect(page.get_by_test_id("summary-total")).to_have_text("1 task × 1 agent × 1 attempt = 1 attempt")
     expect(summary).not_to_contain_text("null")
     expect(summary.get_by_role("button", name="Try one task first")).to_have_count(0)
-    assert_readable(page, "new-run-one-task", ["1 task × 1 agent × 1 attempt = 1 attempt"], "#summary")
+    assert_readable(
+        page, "new-run-one-task", ["1 task × 1 agent × 1 attempt = 1 attempt"], selector="#summary"
+    )
 
     # Submitted, the run labels the agent the same way on the run page, the runs list and the leaderboard.
     page.get_by_role("tab", name="Run settings").click()
@@ -379,7 +381,9 @@ def test_the_cost_chart_axis_of_a_cheap_run_repeats_no_label(
     assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
     assert all(re.fullmatch(r"\$[0-9,]+(\.[0-9]+)?", label) for label in labels), labels
     expect(page.get_by_test_id("agent-results")).to_contain_text("terminus-2 · gpt-4o-mini")
-    assert_readable(page, "run-cost-chart", ["LLM cost per task (USD)"], "[data-testid=chart-pareto]")
+    assert_readable(
+        page, "run-cost-chart", ["LLM cost per task (USD)"], selector="[data-testid=chart-pareto]"
+    )
     expect(page.get_by_text(re.compile(r"Run of cheap · 1 agent · 1 task × 1 attempt$"))).to_be_visible()
 
     # A one-task benchmark counts in the singular.

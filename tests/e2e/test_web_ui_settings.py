@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 from playwright.sync_api import Page, expect
 
-from tests.e2e.web_ui_support import checked_shots, sign_in
+from tests.e2e.web_ui_layout import assert_readable
+from tests.e2e.web_ui_support import sign_in
 
 
 def sign_in_as(page: Page, stack: Any, token: str) -> None:
@@ -46,7 +47,7 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     expect(budget.locator("[data-budget=remaining]")).to_have_text("$25.00")
     with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
         assert api.get("/workspace/budget").json()["budget_usd"] == 25
-    checked_shots(
+    assert_readable(
         page, "settings-workspace", ["Budget", "$25.00", "Remaining", "Delete workspace…", "Rename"]
     )
 
@@ -63,7 +64,7 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
         httpx.get(f"{stack.url}/api/v1/benchmarks", headers={"Authorization": f"Bearer {token}"}).status_code
         == 200
     )
-    checked_shots(page, "settings-tokens", ["ci-laptop", "Copy the token now", "this session"])
+    assert_readable(page, "settings-tokens", ["ci-laptop", "Copy the token now", "this session"])
     page.once("dialog", lambda dialog: dialog.accept())
     row.get_by_role("button", name="Revoke ci-laptop").click()
     expect(row).to_contain_text("revoked")
@@ -85,7 +86,7 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
         listed = {m["email"]: m["role"] for m in api.get(members).json()["members"]}
     assert listed == {"admin@localhost": "admin", "bob@example.com": "member"}
-    checked_shots(page, "settings-members", ["Add a member", "bob@example.com", "admin@localhost"])
+    assert_readable(page, "settings-members", ["Add a member", "bob@example.com", "admin@localhost"])
 
     # A webhook: added (its signing secret shown once), its delivery log opened, removed.
     page.get_by_role("link", name="Webhooks").click()
@@ -98,7 +99,7 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     expect(hook).to_have_count(1)
     expect(hook).to_contain_text("http://127.0.0.1:9/hook")
     expect(hook).not_to_contain_text("budget.reached")
-    checked_shots(page, "settings-webhooks", ["Add a webhook", "http://127.0.0.1:9/hook", "Signing secret"])
+    assert_readable(page, "settings-webhooks", ["Add a webhook", "http://127.0.0.1:9/hook", "Signing secret"])
     hook.get_by_role("link", name="Deliveries").click()
     expect(page.get_by_text("No deliveries yet.")).to_be_visible()
     page.once("dialog", lambda dialog: dialog.accept())
@@ -116,7 +117,7 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     rows = page.get_by_test_id("audit-table").locator("tbody tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("admin")
-    checked_shots(page, "settings-audit", ["Audit log", "MemberRemoved", "Filter"])
+    assert_readable(page, "settings-audit", ["Audit log", "MemberRemoved", "Filter"])
 
     # A workspace without runs is deleted after a plain confirmation; the UI lands back in the default one.
     with httpx.Client(base_url=f"{stack.url}/api/v1", headers=admin, timeout=30) as api:
@@ -139,9 +140,9 @@ def test_an_admin_manages_the_workspace_and_a_member_sees_no_admin_parts(make_st
     expect(page.get_by_role("button", name="Delete workspace…")).to_have_count(0)
     expect(page.get_by_label("Workspace name")).to_have_count(0)
     expect(page.get_by_role("link", name="Webhooks")).to_have_count(0)
-    checked_shots(page, "settings-workspace-member", ["Budget", "$25.00", "You are a member"])
+    assert_readable(page, "settings-workspace-member", ["Budget", "$25.00", "You are a member"])
     page.get_by_role("link", name="Members").click()
     expect(page.get_by_role("button", name="Add member")).to_have_count(0)
     expect(page.get_by_label("Role of admin@localhost")).to_have_count(0)
     expect(page.get_by_role("button", name="Leave workspace")).to_be_visible()
-    checked_shots(page, "settings-members-member", ["bob@example.com", "Member", "Leave"])
+    assert_readable(page, "settings-members-member", ["bob@example.com", "Member", "Leave"])

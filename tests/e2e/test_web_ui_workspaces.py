@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 from playwright.sync_api import Page, expect
 
-from tests.e2e.web_ui_support import phone_shot, shot, sign_in
+from tests.e2e.web_ui_layout import assert_readable
+from tests.e2e.web_ui_support import sign_in
 
 
 def test_switching_workspace_changes_what_every_page_and_its_scripts_show(make_stack, page: Page) -> None:
@@ -33,8 +34,7 @@ def test_switching_workspace_changes_what_every_page_and_its_scripts_show(make_s
     expect(hosted).to_be_visible()
     assert hosted.get_attribute("href") != default_copy
     expect(page.get_by_role("button", name="Switch")).to_be_hidden()
-    shot(page, "workspace-switched")
-    phone_shot(page, "workspace-switched")
+    assert_readable(page, "workspace-switched", ["Workspace", "regatta-examples", "Add Benchmark"])
 
     # The secrets page writes through /api/v1 from the browser, with the cookies only: into the
     # workspace the page shows.

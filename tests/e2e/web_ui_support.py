@@ -1,6 +1,7 @@
 """Helpers of the web UI tests (test_web_ui_*.py): a real browser (Debian chromium + Playwright) against the
 running stack. Every wait is bounded. Screenshots of each main page, at 1280 px and at a phone's 390 × 844,
-land in test-artifacts/screenshots/ (gitignored) so a person can look at them.
+land in test-artifacts/screenshots/ (gitignored) so a person can look at them; web_ui_layout.py checks them
+as a person would.
 """
 
 from __future__ import annotations
@@ -44,65 +45,6 @@ def phone_shot(page: Page, name: str) -> None:
     shot(page, f"{name}-phone")
     if size:
         page.set_viewport_size(size)
-
-
-# Every visible piece of text in `root`: its words and where they were drawn. Screen-reader-only text
-# and closed controls' options are not drawn and a toast passes by; text in a sideways-scrolling table
-# may pass the screen's edge.
-_TEXT_BOXES = """(root) => {
-  const walker = document.createTreeWalker(document.querySelector(root), NodeFilter.SHOW_TEXT);
-  const boxes = [];
-  while (walker.nextNode()) {
-    const node = walker.currentNode;
-    const parent = node.parentElement;
-    const skipped = ".sr-only, .toast, option, datalist, script, style";
-    if (!node.textContent.trim() || parent.closest(skipped)) continue;
-    const style = getComputedStyle(parent);
-    if (style.visibility === "hidden" || Number(style.opacity) === 0) continue;
-    const range = document.createRange();
-    range.selectNodeContents(node);
-    for (const r of range.getClientRects()) {
-      if (r.width < 1 || r.height < 1 || r.right <= 0) continue; // a skip link waits off-screen
-      const scrolls = parent.closest(".table-wrap, .subnav, .tabs") !== null;
-      const text = node.textContent.trim().slice(0, 50);
-      boxes.push({ text, x: r.left, y: r.top + scrollY, w: r.width, h: r.height, scrolls });
-    }
-  }
-  return boxes;
-}"""
-
-
-def _readable_at_this_size(page: Page, name: str, must_show: list[str], root: str = "body") -> None:
-    """What a person checks on a screenshot: the `must_show` texts are drawn, no two pieces of text are
-    drawn over each other, and none runs off the side of the screen (tables scroll, so theirs may)."""
-    boxes = page.evaluate(_TEXT_BOXES, root)
-    drawn = " ".join(box["text"] for box in boxes)
-    missing = [text for text in must_show if text not in drawn]
-    assert not missing, f"{name}: not drawn: {missing}"
-    width = page.evaluate("window.innerWidth")
-    off = [b["text"] for b in boxes if not b["scrolls"] and (b["x"] < -1 or b["x"] + b["w"] > width + 1)]
-    assert not off, f"{name}: text runs off the screen: {off[:5]}"
-    overlaps = []
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1 :]:
-            across = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
-            down = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
-            if across > 2 and down > 2:
-                overlaps.append((a["text"], b["text"]))
-    assert not overlaps, f"{name}: text drawn over other text: {overlaps[:5]}"
-
-
-def checked_shots(page: Page, name: str, must_show: list[str]) -> None:
-    """Screenshots at desktop and phone widths, each checked as a person would look at it."""
-    _readable_at_this_size(page, name, must_show)
-    shot(page, name)
-    size = page.viewport_size
-    page.set_viewport_size(PHONE)
-    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    _readable_at_this_size(page, f"{name}-phone", must_show)
-    if size:
-        page.set_viewport_size(size)
-    phone_shot(page, name)
 
 
 def sign_in(page: Page, stack: Any) -> None:
@@ -155,79 +97,6 @@ def add_folder_benchmark(api: Any, path: Path, name: str) -> str:
     )
     assert response.status_code == 201, response.text
     return response.json()["id"]
-
-
-# --- person-like checks ---------------------------------------------------------------------------------
-# What a person looking at a screenshot would notice: text that is not there, text drawn over other text,
-# a page wider than the phone. Text boxes come from the rendered text nodes (Range rects), so a cell whose
-# content spills onto its neighbour counts, and hidden or screen-reader-only text does not.
-
-_TEXT_BOXES = """(selector) => {
-  const root = selector ? document.querySelector(selector) : document.body;
-  if (!root) return null;
-  const boxes = [];
-  let owner = 0;  // lines of one text node may touch each other; only different texts are compared
-  const box = (text, r) => ({ text: text.slice(0, 60), owner, l: r.left, t: r.top, r: r.right, b: r.bottom });
-  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-    const text = node.textContent.trim();
-    const parent = node.parentElement;
-    if (!text || !parent) continue;
-    const skipped = ".sr-only, [hidden], option, select, script, style, noscript, template, svg";
-    if (parent.closest(skipped)) continue;
-    if (!parent.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
-    const range = document.createRange();
-    range.selectNodeContents(node);
-    owner += 1;
-    for (const r of range.getClientRects()) {
-      if (r.width > 1 && r.height > 1) boxes.push(box(text, r));
-    }
-  }
-  const clipped = [];
-  for (const label of root.querySelectorAll("svg text")) {
-    const r = label.getBoundingClientRect();
-    const frame = label.ownerSVGElement.getBoundingClientRect();
-    if (r.left < frame.left - 1 || r.right > frame.right + 1) clipped.push(label.textContent.trim());
-    owner += 1;
-    if (r.width > 1 && r.height > 1) boxes.push(box(label.textContent.trim(), r));
-  }
-  const overlaps = [];
-  for (let i = 0; i < boxes.length; i++) {
-    for (let j = i + 1; j < boxes.length; j++) {
-      const a = boxes[i], b = boxes[j];
-      if (a.owner === b.owner) continue;
-      const w = Math.min(a.r, b.r) - Math.max(a.l, b.l);
-      const h = Math.min(a.b, b.b) - Math.max(a.t, b.t);
-      if (w > 2 && h > 2) overlaps.push([a.text, b.text]);
-    }
-  }
-  return { texts: boxes.map((b) => b.text), overlaps: overlaps.slice(0, 10), clipped };
-}"""
-
-
-def assert_readable(
-    page: Page, name: str, texts: list[str] | tuple[str, ...] = (), selector: str = ""
-) -> None:
-    """At the desktop size and a phone's: each of `texts` is visible on the page, no text is drawn over
-    other text (inside `selector`, or the whole page), no chart label is cut off at the chart's edge, and the
-    page does not scroll sideways. Leaves
-    screenshots of both sizes (`name`, `name-phone`)."""
-    size = page.viewport_size
-    for width, height, suffix in ((1280, 900, ""), (PHONE["width"], PHONE["height"], "-phone")):
-        page.set_viewport_size({"width": width, "height": height})
-        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
-        for text in texts:
-            expect(page.get_by_text(text, exact=False).first).to_be_visible()
-        shot(page, f"{name}{suffix}")
-        found = page.evaluate(_TEXT_BOXES, selector)
-        assert found is not None, f"{name}{suffix}: nothing matches {selector!r}"
-        assert found["texts"], f"{name}{suffix}: no visible text"
-        assert not found["overlaps"], f"{name}{suffix}: text drawn over other text: {found['overlaps']}"
-        assert not found["clipped"], f"{name}{suffix}: chart labels cut off at its edge: {found['clipped']}"
-        scroll = page.evaluate("document.documentElement.scrollWidth")
-        assert scroll <= width, f"{name}{suffix}: the page is {scroll}px wide at {width}px"
-    if size:
-        page.set_viewport_size(size)
 
 
 def assert_apart(first: Any, second: Any, what: str) -> None:
