@@ -4,6 +4,7 @@ progress, results. Issue 19: the summary's counts, a required judge key, names a
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -231,7 +232,9 @@ default_model = "openai/gpt-5-mini"
 def test_new_run_summary_counts_judge_key_folder_name_and_agent_labels(
     make_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1, **ACK_WAIT)
+    # A declared hosted model with a LoRA adapter (never called: every submission here is refused).
+    hosted = [{"name": "alpha", "base_url": "http://127.0.0.1:9/v1", "lora_adapters": ["v1"]}]
+    stack = make_stack(executors=1, REGATTA_HOSTED_MODELS=json.dumps(hosted), **ACK_WAIT)
     api = api_for(stack)
     folder = tmp_path / "judged"
     write_tasks(folder, 3)
@@ -276,8 +279,8 @@ def test_new_run_summary_counts_judge_key_folder_name_and_agent_labels(
     first = page.locator("[data-agent]").nth(0)
     first.get_by_label("Harness", exact=True).select_option("oracle")
     first.get_by_label("Model", exact=True).select_option("hosted")
-    first.get_by_label("Base model").fill("alpha")
-    first.get_by_label("LoRA adapter").fill("v1")
+    first.get_by_label("Hosted model").select_option("alpha")
+    first.get_by_label("LoRA adapter").select_option("v1")
     expect(summary).to_contain_text("oracle · alpha:v1")
 
     # The server refuses it too (the form's check is a convenience, not the rule).
