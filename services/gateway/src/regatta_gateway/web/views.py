@@ -17,7 +17,10 @@ from sqlalchemy import select
 
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import leaderboards as leaderboard_queries
+from regatta_gateway.queries import run_activity
 from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.queries.run_detail import run_detail
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.web import charts
 from regatta_gateway.web.formatting import elapsed, parse_time
@@ -176,7 +179,7 @@ def label(harness: Any, model: Any) -> str:
 def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list[dict[str, Any]]:
     """The leaderboard's sections (full task list, recommended set; per version and conditions), each
     with its rows in the chosen sort's rank order and a title saying what it measures."""
-    rows = benchmark_queries.leaderboard_rows(store, benchmark["id"], sort)
+    rows = leaderboard_queries.leaderboard_rows(store, benchmark["id"], sort)
     names: dict[str, str] = {}
     for row in rows:
         row["label"] = label(row.get("harness"), row.get("model"))
@@ -187,7 +190,7 @@ def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list
         comparison = row.get("comparison")
         if comparison:
             row["top_label"] = names.get(comparison.get("top", ""), comparison.get("top", ""))
-    sections = benchmark_queries.leaderboard_sections(rows)
+    sections = leaderboard_queries.leaderboard_sections(rows)
     for section in sections:
         task_set = section.get("task_set")
         section["title"] = "Full task list" if task_set in (None, "full") else f"Recommended set: {task_set}"
@@ -211,14 +214,14 @@ def rank_text(row: dict[str, Any]) -> str:
 
 
 def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: FastAPI) -> dict[str, Any]:
-    detail = run_queries.run_detail(store, scope, key, base_url)
+    detail = run_detail(store, scope, key, base_url)
     run = detail["benchmark_run"]
     row = benchmark_queries.find_run(store, scope, run["id"])
     submission = row.get("submission") or {}
     execution = submission.get("execution") or {}
     n_tasks = len(submission.get("tasks") or [])
     per_agent = attempts_per_agent(submission)
-    attempts = run_queries.list_attempts(store, scope, run["id"])
+    attempts = run_activity.list_attempts(store, scope, run["id"])
     metrics = {m["agent_index"]: m for m in detail.get("agent_metrics") or []}
     progress = _agent_progress(attempts)
     agents = []
@@ -258,7 +261,7 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "curve": _curve(agents),
         "pareto": _pareto(agents),
         "categories": _categories(agents),
-        "logs": run_queries.run_logs(store, scope, run["id"], 50, None),
+        "logs": run_activity.run_logs(store, scope, run["id"], 50, None),
         "routes": route_features(app),
     }
 
