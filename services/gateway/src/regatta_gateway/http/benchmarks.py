@@ -11,6 +11,7 @@ from regatta_gateway.admission.default_registry import DefaultRegistry, browse
 from regatta_gateway.commands import benchmarks as benchmark_commands
 from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
 from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import leaderboards as leaderboard_queries
 from regatta_gateway.queries.cached_reads import JSONBytes
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
@@ -78,4 +79,4 @@ def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
 def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> JSONBytes:
     store = request.app.state.store
     benchmark = benchmark_queries.find_benchmark(store, s, key)
-    return JSONBytes(benchmark_queries.leaderboard_body(store, benchmark["id"], sort))
+    return JSONBytes(leaderboard_queries.leaderboard_body(store, benchmark["id"], sort))

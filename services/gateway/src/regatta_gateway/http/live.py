@@ -9,8 +9,8 @@ from fastapi.responses import StreamingResponse
 
 from regatta_gateway.http.dependencies import ScopeDep
 from regatta_gateway.queries import benchmarks as benchmark_queries
-from regatta_gateway.queries import runs as run_queries
 from regatta_gateway.queries.live import TERMINAL_RUN, TERMINAL_SYNC, changes
+from regatta_gateway.queries.run_detail import run_detail
 
 router = APIRouter(prefix="/api/v1", tags=["operations"])
 
@@ -25,7 +25,7 @@ def stream_run(request: Request, s: ScopeDep, key: str) -> StreamingResponse:
     run_id = benchmark_queries.find_run(store, s, key)["id"]
 
     def read() -> dict[str, Any]:
-        detail = run_queries.run_detail(store, s, run_id)
+        detail = run_detail(store, s, run_id)
         return {
             "status": detail["benchmark_run"]["status"],
             "progress": detail["progress"],

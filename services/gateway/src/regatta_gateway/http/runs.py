@@ -9,8 +9,10 @@ from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.queries import run_activity
 from regatta_gateway.queries import runs as run_queries
 from regatta_gateway.queries.cached_reads import JSONBytes, to_json
+from regatta_gateway.queries.run_detail import run_detail
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 
@@ -68,7 +70,7 @@ async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
 @router.get("/runs/{key}", response_class=JSONBytes)
 def show_run(request: Request, s: ScopeDep, key: str) -> JSONBytes:
     store, base_url = request.app.state.store, request.app.state.settings.gateway_url
-    return JSONBytes(to_json(run_queries.run_detail(store, s, key, base_url)))
+    return JSONBytes(to_json(run_detail(store, s, key, base_url)))
 
 
 @router.get("/runs/{key}/attempts", response_class=JSONBytes)
@@ -83,7 +85,7 @@ def run_attempts(
     outcome: Literal["passed", "failed", "errored", "cancelled"] | None = None,
 ) -> JSONBytes:
     """Every attempt by default; `limit`/`offset` page (adding `next_offset`), the others filter."""
-    page = run_queries.attempts_page(
+    page = run_activity.attempts_page(
         request.app.state.store,
         s,
         key,
@@ -100,7 +102,7 @@ def run_attempts(
 def run_logs(
     request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor: str | None = None
 ) -> JSONBytes:
-    return JSONBytes(to_json(run_queries.run_logs(request.app.state.store, s, key, limit, cursor)))
+    return JSONBytes(to_json(run_activity.run_logs(request.app.state.store, s, key, limit, cursor)))
 
 
 @router.post("/runs/{key}/stop", status_code=202)

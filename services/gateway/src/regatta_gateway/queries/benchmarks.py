@@ -1,4 +1,5 @@
-"""Reads of the read models, shaped as the API returns them (names from the Osmosis contract)."""
+"""Benchmark reads, shaped as the API returns them (names from the Osmosis contract): the workspace's
+benchmarks, one benchmark in full, and the lookups by key of a benchmark or a run that other reads share."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
-from regatta_gateway.queries.cached_reads import VersionedBodies
+from regatta_gateway.queries.leaderboards import leaderboard_rows
 from regatta_gateway.readmodels import tables as t
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -218,115 +219,3 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
         if metadata.get(key_name):
             body[key_name] = metadata[key_name]
     return {"benchmark": body, "leaderboard": leaderboard_rows(store, row["id"])}
-
-
-def leaderboard_rows(store: EventStore, benchmark_id: str, sort: str = "pass_at_1") -> list[dict[str, Any]]:
-    with store.read_engine.connect() as conn:
-        row = conn.execute(
-            select(t.leaderboards.c.rows).where(t.leaderboards.c.benchmark_id == benchmark_id)
-        ).first()
-    rows = list(row[0]) if row else []
-    return sort_leaderboard(rows, sort)
-
-
-_LEADERBOARDS = VersionedBodies(size=256)
-
-
-def leaderboard_body(store: EventStore, benchmark_id: str, sort: str) -> bytes:
-    """GET /benchmarks/{key}/leaderboard as JSON, re-made only when a new LeaderboardComputed landed.
-    An unknown sort is refused by sort_leaderboard before anything is cached under it."""
-    with store.read_engine.connect() as conn:
-        version = conn.execute(
-            select(t.leaderboards.c.position).where(t.leaderboards.c.benchmark_id == benchmark_id)
-        ).scalar_one_or_none()
-    return _LEADERBOARDS.body(
-        (store.url, benchmark_id, sort),
-        version,
-        lambda: {
-            "benchmark_id": benchmark_id,
-            "sort": sort,
-            **_leaderboard_with_sections(leaderboard_rows(store, benchmark_id, sort)),
-        },
-    )
-
-
-def _leaderboard_with_sections(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    sections = [
-        {k: v for k, v in section.items() if k != "rows"} | {"row_count": len(section["rows"])}
-        for section in leaderboard_sections(rows)
-    ]
-    return {"leaderboard": rows, "sections": sections}
-
-
-SORTS = ("pass_at_1", "pass_at_k", "cost_per_task", "time_per_task", "tokens_per_task")
-
-
-def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
-    """Rows section by section (in scoring's order: newest version first, the full list before the
-    recommended set), each section in the chosen metric's rank order. Ranks never cross sections."""
-    if sort not in SORTS:
-        raise ApiError(400, f"sort must be one of {', '.join(SORTS)}", field="sort")
-    sections: dict[str, int] = {}
-    shaped = []
-    for row in rows:
-        ranking = (row.get("ranks") or {}).get(sort) or {}
-        section = row.get("section") or _legacy_section(row)
-        sections.setdefault(section["key"], len(sections))
-        shaped.append(
-            {
-                **row,
-                "section": section,
-                "rank": ranking.get("rank"),
-                "tied": bool(ranking.get("tied")),
-                "comparison": ranking.get("comparison"),
-            }
-        )
-    higher_better = sort in ("pass_at_1", "pass_at_k")
-
-    def key(item: dict[str, Any]) -> tuple[Any, ...]:
-        value = _metric(item, sort)
-        missing = value is None
-        ordered = -(value or 0.0) if higher_better else (value or 0.0)
-        return (
-            sections[item["section"]["key"]],
-            item["rank"] is None,
-            item["rank"] or 0,
-            missing,
-            ordered,
-            item.get("participant", ""),
-        )
-
-    return sorted(shaped, key=key)
-
-
-def leaderboard_sections(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The sections of sorted rows, in order, each with its rows."""
-    sections: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        section = sections.setdefault(row["section"]["key"], {**row["section"], "rows": []})
-        section["rows"].append(row)
-    return list(sections.values())
-
-
-def _legacy_section(row: dict[str, Any]) -> dict[str, Any]:
-    """Rows computed before leaderboards had sections: one per task set and version."""
-    task_set = row.get("task_set") or "full"
-    return {
-        "key": f"{row.get('version')}|{task_set}",
-        "task_set": task_set,
-        "recommended": task_set != "full",
-        "version": row.get("version"),
-        "digest": None,
-        "conditions": row.get("conditions"),
-    }
-
-
-def _metric(row: dict[str, Any], sort: str) -> float | None:
-    if sort == "pass_at_1":
-        return (row.get("pass_at_1") or {}).get("value")
-    if sort == "pass_at_k":
-        curve = row.get("pass_at_k") or []
-        return curve[-1]["value"] if curve else None
-    if sort == "time_per_task":
-        return row.get("mean_duration_seconds")
-    return row.get(sort)

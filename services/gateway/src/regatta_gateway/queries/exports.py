@@ -3,8 +3,8 @@
 Pure functions of read-model shapes, so the CLI downloads, /api/v1 and the web UI export the same bytes:
 - `submission`: a RunSubmitted payload (rm_runs.submission);
 - `scores`: RunScored agents (rm_runs.scores), [] before the first score;
-- `attempts`: rows shaped like run_queries.list_attempts (with `result` = the AttemptFinished payload);
-- `logs`: LogEntry rows (run_queries.run_logs), oldest first.
+- `attempts`: rows shaped like run_activity.list_attempts (with `result` = the AttemptFinished payload);
+- `logs`: LogEntry rows (run_activity.run_logs), oldest first.
 Agents and attempts are numbered from 1, as in the logs and the web UI.
 """
 

@@ -35,7 +35,7 @@ class RunSnapshot:
     logs: list[dict[str, Any]] = field(default_factory=list)
 
     def attempt_rows(self) -> list[dict[str, Any]]:
-        """Shaped like run_queries.list_attempts, in its order."""
+        """Shaped like run_activity.list_attempts, in its order."""
         return sorted(self.attempts.values(), key=lambda a: (a["task"], a["agent_index"], a["attempt_index"]))
 
 

@@ -4,7 +4,7 @@ A run's log is almost all AttemptScheduled/Started/Retried/Finished, and one eve
 2–4 statements each (attempt row, run counters, log line). Here a run of such events (a segment) is
 folded in memory over the rows it touches, read once up front, by the rules of regatta_shared.runs,
 and written back with one statement per table and column set. Every other event ends the segment:
-what was folded is written first, then the event goes through its handler in projection.py, so it
+what was folded is written first, then the event goes through its handler (projection.py's registry), so it
 sees exactly the tables it would have seen one event at a time. A single event is a segment of one,
 so the result does not depend on batch boundaries (invariant 7); tests/integration/
 test_projection_batching.py and bench/eventstore.py compare the two.
@@ -121,7 +121,7 @@ class _Segment:
             self.names.update({uid: name for uid, name in self.conn.execute(query)})
 
     def _user_name(self, user_id: str | None) -> str | None:
-        # As projection._user_name: the user's name, else the id itself.
+        # As handling.user_name: the user's name, else the id itself.
         if not user_id:
             return None
         return self.names.get(user_id, user_id)

@@ -126,7 +126,7 @@ attempts = Table(
     Column("finished_at", String(40)),
     Column("result", Json),
 )
-# The run page's order (run_queries.list_attempts): a page of a 100k-attempt run is an index range scan,
+# The run page's order (run_activity.list_attempts): a page of a 100k-attempt run is an index range scan,
 # not a sort of the whole run. Also serves every other per-run attempt query by its run_id prefix.
 Index(
     "ix_rm_attempts_run_order",
@@ -135,7 +135,7 @@ Index(
     attempts.c.agent_index,
     attempts.c.attempt_index,
 )
-# A run's totals count its attempts by outcome (run_queries._totals): an index-only scan.
+# A run's totals count its attempts by outcome (run_detail._totals): an index-only scan.
 Index("ix_rm_attempts_run_outcome", attempts.c.run_id, attempts.c.outcome)
 run_logs = Table(
     "rm_run_logs",

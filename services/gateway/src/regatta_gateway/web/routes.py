@@ -20,7 +20,8 @@ from regatta_shared.harnesses import HARNESSES
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.queries import benchmarks as benchmark_queries
-from regatta_gateway.web import views
+from regatta_gateway.web import benchmark_views, labels, leaderboard_views, run_views, secret_views
+from regatta_gateway.web.features import route_features
 from regatta_gateway.web.formatting import FILTERS
 from regatta_gateway.web.session import (
     STATIC_DIR,
@@ -37,12 +38,12 @@ router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.filters.update(FILTERS)
 templates.env.globals.update(
-    rank_text=views.rank_text,
-    sorts=views.SORTS,
-    outcomes=views.OUTCOMES,
-    is_url=views.is_url,
-    page_query=views.page_query,
-    plural=views.plural,
+    rank_text=leaderboard_views.rank_text,
+    sorts=leaderboard_views.SORTS,
+    outcomes=run_views.OUTCOMES,
+    is_url=labels.is_url,
+    page_query=labels.page_query,
+    plural=labels.plural,
 )
 ScopeDep = Annotated[Scope, Depends(web_scope)]
 
@@ -150,7 +151,10 @@ def switch_workspace(request: Request, scope: ScopeDep, workspace: Annotated[str
 @router.get("/benchmarks")
 def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
     store = request.app.state.store
-    context = {**_base(request, scope, "benchmarks"), "benchmarks": views.benchmark_rows(store, scope)}
+    context = {
+        **_base(request, scope, "benchmarks"),
+        "benchmarks": benchmark_views.benchmark_rows(store, scope),
+    }
     partial = fragments(request, {"rows": "_benchmark_rows.html"}, context)
     return partial or templates.TemplateResponse(request, "benchmarks.html", context)
 
@@ -159,7 +163,7 @@ def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
 def run_page(request: Request, scope: ScopeDep, run_key: str, tab: str = "overview") -> Response:
     def build() -> Response:
         state = request.app.state
-        page = views.run_page(state.store, scope, run_key, state.settings.gateway_url, request.app)
+        page = run_views.run_page(state.store, scope, run_key, state.settings.gateway_url, request.app)
         selected = tab if tab in ("overview", "results", "configuration", "logs") else "overview"
         context = {**_base(request, scope, "benchmarks"), **page, "tab": selected}
         partial = fragments(
@@ -183,7 +187,7 @@ def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
     def build() -> Response:
         store = request.app.state.store
         detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
-        secrets = views.secret_names(store, scope)
+        secrets = secret_views.secret_names(store, scope)
         if request.query_params.get("fragment") == "secrets":
             # Names and scopes only, for re-checking the agents' secret records without a reload when
             # GET /api/v1/secrets is not available.
@@ -234,14 +238,14 @@ def benchmark_page(
         state = request.app.state
         store = state.store
         detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
-        chosen = sort if sort in views.SORTS else "pass_at_1"
+        chosen = sort if sort in leaderboard_views.SORTS else "pass_at_1"
         context = {
             **_base(request, scope, "benchmarks"),
             "benchmark": detail,
-            "source": views.benchmark_source(store, scope, detail["id"]),
+            "source": benchmark_views.benchmark_source(store, scope, detail["id"]),
             "sort": chosen,
-            "leaderboard": views.leaderboard(store, detail, chosen),
-            "runs": views.runs_of(
+            "leaderboard": leaderboard_views.leaderboard(store, detail, chosen),
+            "runs": benchmark_views.runs_of(
                 store,
                 scope,
                 detail["id"],
@@ -271,13 +275,13 @@ def benchmark_page(
 @router.get("/secrets")
 def secrets_page(request: Request, scope: ScopeDep, name: str = "") -> Response:
     store = request.app.state.store
-    features = views.route_features(request.app)
+    features = route_features(request.app)
     return render(
         request,
         scope,
         "secrets.html",
         "secrets",
-        secrets=views.secret_names(store, scope),
+        secrets=secret_views.secret_names(store, scope),
         api_available=features["secrets"],
         prefill=name if name.isupper() or not name else "",
     )

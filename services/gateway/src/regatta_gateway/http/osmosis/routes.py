@@ -19,8 +19,9 @@ from regatta_gateway.http.errors import ApiError
 from regatta_gateway.http.osmosis import shapes as cli_shapes
 from regatta_gateway.http.osmosis.scope import cli_scope, segment, verify
 from regatta_gateway.queries import benchmarks as benchmark_queries
-from regatta_gateway.queries import downloads
+from regatta_gateway.queries import downloads, run_activity
 from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.queries.run_detail import run_detail
 from regatta_gateway.secrets import store as secret_store
 
 router = APIRouter(prefix="/api/cli", tags=["osmosis-cli"])
@@ -126,7 +127,7 @@ async def submit_run(request: Request, s: CliScope) -> dict[str, Any]:
 @router.get("/benchmark-runs/{key}")
 def show_run(request: Request, s: CliScope, key: str) -> dict[str, Any]:
     store = request.app.state.store
-    return cli_shapes.run_detail(store, run_queries.run_detail(store, s, segment(key)))
+    return cli_shapes.run_detail(store, run_detail(store, s, segment(key)))
 
 
 @router.get("/benchmark-runs/{key}/logs")
@@ -141,7 +142,7 @@ def run_logs(
     if direction not in (None, "", "older"):
         raise ApiError(400, "direction must be 'older'", code="VALIDATION", field="direction")
     size = number(limit, "limit", 50, 1, 200)
-    return run_queries.run_logs(request.app.state.store, s, segment(key), size, cursor or None)
+    return run_activity.run_logs(request.app.state.store, s, segment(key), size, cursor or None)
 
 
 @router.post("/benchmark-runs/{key}/stop", status_code=202)

@@ -1,0 +1,95 @@
+"""What the benchmark pages show: the benchmarks list, a benchmark's stored source, and one page of its
+runs with the filters and pager the runs table needs. Reads the query functions `/api/v1` uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regatta_shared.eventstore import EventStore
+from sqlalchemy import select
+
+from regatta_gateway.http.auth import Scope
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.readmodels import tables as t
+from regatta_gateway.web.labels import agent_label, selection_text
+
+
+def benchmark_rows(store: EventStore, scope: Scope) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    offset = 0
+    while True:  # pages of 200, the API's maximum, so a big workspace still lists everything
+        page = benchmark_queries.list_benchmarks(store, scope, 200, offset)
+        rows += page["benchmarks"]
+        if not page["has_more"]:
+            return rows
+        offset = page["next_offset"]
+
+
+def is_syncing(benchmark: dict[str, Any]) -> bool:
+    return benchmark.get("sync_status") in ("pending", "syncing")
+
+
+def benchmark_source(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
+    """The stored source of a benchmark (registry path, dataset, version or folder) for "View source"."""
+    row = benchmark_queries.find_benchmark(store, scope, key)
+    source = dict(row.get("source") or {})
+    source.setdefault("type", row["source_type"])
+    source.setdefault("ref", row["source_ref"])
+    return {k: v for k, v in source.items() if v not in (None, "", [], {})}
+
+
+RUNS_PAGE = 50
+
+
+def runs_of(
+    store: EventStore,
+    scope: Scope,
+    benchmark_id: str,
+    base_url: str,
+    *,
+    page: int = 1,
+    status: str | None = None,
+    submitter: str | None = None,
+) -> dict[str, Any]:
+    """One page of the benchmark's runs (newest first) with the filters applied, and what the pager
+    and the filter form need."""
+    status = status if status in run_queries.RUN_STATUSES else None
+    page = max(1, page)
+    listed = run_queries.list_runs(
+        store,
+        scope,
+        RUNS_PAGE,
+        (page - 1) * RUNS_PAGE,
+        benchmark_id,
+        base_url,
+        status=status,
+        submitter=submitter or None,
+    )
+    runs = listed["benchmark_runs"]
+    agents = _agent_names(store, [r["id"] for r in runs])
+    for run in runs:
+        run["agent_names"] = agents.get(run["id"], [])
+        run["selection_text"] = selection_text(run["task_selection"])
+    total = listed["total_count"]
+    first = (page - 1) * RUNS_PAGE + 1
+    return {
+        "rows": runs,
+        "total": total,
+        "page": page,
+        "pages": max(1, -(-total // RUNS_PAGE)),
+        "first": first if runs else 0,
+        "last": first + len(runs) - 1 if runs else 0,
+        "status": status or "",
+        "submitter": submitter or "",
+        "statuses": run_queries.RUN_STATUSES,
+        "submitters": run_queries.run_submitters(store, scope, benchmark_id),
+    }
+
+
+def _agent_names(store: EventStore, run_ids: list[str]) -> dict[str, list[str]]:
+    if not run_ids:
+        return {}
+    with store.read_engine.connect() as conn:
+        rows = conn.execute(select(t.runs.c.id, t.runs.c.submission).where(t.runs.c.id.in_(run_ids))).all()
+    return {run_id: [agent_label(a) for a in (sub or {}).get("agents") or []] for run_id, sub in rows}
