@@ -139,7 +139,7 @@ class ContainerEnvironment(ContainerTransfers):
             self.logger.warning(
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
-        self._container_id = await execs.in_thread(self._create_and_start, self.image.reference, network)
+        self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -181,11 +181,10 @@ class ContainerEnvironment(ContainerTransfers):
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc
 
-    def _create_and_start(self, image: str, network: str) -> str:
+    def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
         # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
-        inspected = self._client.api.inspect_image(image)
-        image_id = str(inspected["Id"])
-        self._default_exec_user = (inspected.get("Config") or {}).get("User") or "0"
+        image, image_id = resolved.reference, resolved.image_id
+        self._default_exec_user = resolved.user or "0"
         memory_mb = (
             self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
             or self.options.default_memory_mb

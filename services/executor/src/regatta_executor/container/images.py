@@ -51,6 +51,15 @@ class ResolvedImage:
     reference: str
     built: bool
     """True when this call built it (false: cached, present or pulled)."""
+    image_id: str
+    user: str
+    """The image's USER ("" when it names none)."""
+
+    @classmethod
+    def of(cls, reference: str, image: docker.models.images.Image, *, built: bool) -> ResolvedImage:
+        # One inspect per attempt: what the container's creation needs comes from the lookup itself.
+        user = str((image.attrs.get("Config") or {}).get("User") or "")
+        return cls(reference, built, str(image.id), user)
 
 
 def environment_digest(environment_dir: Path) -> str:
@@ -78,15 +87,14 @@ class ImageCache:
         """The task's prebuilt image, pulled when this engine does not have it."""
         validate_reference(reference)
         try:
-            self.client.images.get(reference)
-            return ResolvedImage(reference, built=False)
+            return ResolvedImage.of(reference, self.client.images.get(reference), built=False)
         except ImageNotFound:
             pass
         try:
-            self.client.images.pull(reference)
+            pulled = self.client.images.pull(reference)
         except (DockerException, OSError) as exc:
             raise ImageUnavailableError(f"cannot pull image {reference!r}: {exc}") from exc
-        return ResolvedImage(reference, built=False)
+        return ResolvedImage.of(reference, pulled, built=False)
 
     def built(
         self,
@@ -101,19 +109,20 @@ class ImageCache:
         digest = environment_digest(environment_dir)
         reference = f"{IMAGE_REPOSITORY}:{digest}"
         with self._locked(digest):
-            if not force and self._exists(reference):
+            cached = None if force else self._existing(reference)
+            if cached is not None:
                 log.write(f"image {reference} is cached; not built again\n")
-                return ResolvedImage(reference, built=False)
+                return ResolvedImage.of(reference, cached, built=False)
             self._build(environment_dir, reference, digest, timeout_sec, network_mode, log)
+            made = self.client.images.get(reference)
         self.prune()
-        return ResolvedImage(reference, built=True)
+        return ResolvedImage.of(reference, made, built=True)
 
-    def _exists(self, reference: str) -> bool:
+    def _existing(self, reference: str) -> docker.models.images.Image | None:
         try:
-            self.client.images.get(reference)
+            return self.client.images.get(reference)
         except ImageNotFound:
-            return False
-        return True
+            return None
 
     def _build(
         self,
