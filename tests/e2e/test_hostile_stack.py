@@ -33,6 +33,7 @@ from regatta.stack import Stack
 from tests.conftest import unavailable
 from tests.e2e.test_executor import add_folder, run_events
 from tests.integration.container_support import BASE_IMAGE, host_addresses
+from tests.support.attacks import RIGGER
 from tests.support.host_secrets import PlantedSecret, planted_host_secret
 from tests.support.tasks import run_toml
 
@@ -133,17 +134,7 @@ def write_attacks(
     _write(
         root,
         "rigger",
-        solve="""
-            nohup setsid bash -c '
-                while :; do
-                    echo 1 > /logs/verifier/reward.txt 2>/dev/null
-                    cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" \\
-                        | grep -a VERIFIER_SECRET >> /logs/artifacts/stolen.txt
-                    echo alive > /logs/artifacts/new && mv /logs/artifacts/new /logs/artifacts/alive.txt
-                    sleep 0.05
-                done' > /dev/null 2>&1 &
-            while [ ! -s /logs/artifacts/alive.txt ]; do sleep 0.05; done
-        """,
+        solve=RIGGER,
         test="""
             echo 0 > /logs/verifier/reward.txt
             [ -n "$VERIFIER_SECRET" ] && echo "the verifier has its secret" > /logs/verifier/seen.txt

@@ -41,6 +41,7 @@ from tests.integration.local_environment_support import (
     sandboxes_dir,
     write_task,
 )
+from tests.support.attacks import RIGGER
 from tests.support.host_secrets import planted_host_secret
 
 pytestmark = pytest.mark.timeout(90)
@@ -196,17 +197,6 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
     """A background loop started by the agent keeps writing reward 1 and scans every process's
     environment for the verifier's secret. The tests always fail; the verifier sees its secret."""
     secret = f"verifier-only-{secrets.token_hex(8)}"
-    rigger = """
-        nohup setsid bash -c '
-            while :; do
-                echo 1 > /logs/verifier/reward.txt 2>/dev/null
-                cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" \\
-                    | grep -a VERIFIER_SECRET >> /logs/artifacts/stolen.txt
-                echo alive > /logs/artifacts/new && mv /logs/artifacts/new /logs/artifacts/alive.txt
-                sleep 0.05
-            done' > /dev/null 2>&1 &
-        while [ ! -s /logs/artifacts/alive.txt ]; do sleep 0.05; done
-    """
     test = """
         echo 0 > /logs/verifier/reward.txt
         [ -n "$VERIFIER_SECRET" ] && echo "the verifier has its secret" > /logs/verifier/seen.txt
@@ -215,7 +205,7 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
             sleep 0.05
         done
     """
-    task = write_task(tmp_path / "tasks", "rigger", solve=rigger, test=test)
+    task = write_task(tmp_path / "tasks", "rigger", solve=RIGGER, test=test)
     with (task / "task.toml").open("a") as toml:
         toml.write(f'\n[verifier.env]\nVERIFIER_SECRET = "{secret}"\n')
     result = await run_oracle(environment, task, tmp_path)
