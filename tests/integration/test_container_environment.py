@@ -1,33 +1,26 @@
-"""The `container` environment on a real Docker engine: the task's Dockerfile is built (once per digest),
-the attempt runs in its own container with the task's limits and network, nothing the agent started
-survives into the verifier, and no container outlives its attempt."""
+"""The `container` environment on a real Docker engine: the attempt runs in its own container with the
+task's limits and network, nothing the agent started survives into the verifier, and no container
+outlives its attempt (its images: test_container_images.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import os
-import secrets
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
-from harbor.environments.base import SandboxBuildFailedError
 from regatta_executor.container import janitor
-from regatta_executor.container.engine import LABEL_DIGEST, engine_answers
+from regatta_executor.container.engine import engine_answers
 from regatta_executor.container.execs import CommandTimeoutError
-from regatta_executor.container.images import ImageCache, environment_digest
 
 from tests.integration.container_support import (
     BASE_IMAGE,
-    baked_task,
-    build_log,
     containers_of,
     exception_type,
     host_addresses,
@@ -57,68 +50,10 @@ def _built_images_removed(tmp_path: Path) -> Iterator[None]:
         yield
 
 
-async def _eventually(check: Callable[[], bool], deadline_sec: float = 30.0) -> bool:
-    for _ in range(int(deadline_sec / 0.1)):
-        if check():
-            return True
-        await asyncio.sleep(0.1)
-    return check()
-
-
 def test_engine_answers(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert engine_answers() is True
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
     assert engine_answers() is False
-
-
-async def test_dockerfile_is_built_oracle_passes_nop_fails_and_second_attempt_reuses_it(
-    engine: docker.DockerClient, tmp_path: Path
-) -> None:
-    task = baked_task(tmp_path / "tasks", "baked")
-
-    first = await run_trial(task, "oracle", tmp_path)
-    assert exception_type(first) is None, first.exception_info
-    assert rewards(first) == {"reward": 1.0}
-    assert "Successfully built" in build_log(tmp_path, first)
-
-    second = await run_trial(task, "nop", tmp_path)
-    assert rewards(second) == {"reward": 0.0}
-    assert outcome(second) == "failed"
-    log = build_log(tmp_path, second)
-    assert "not built again" in log and "Step 1/" not in log
-
-    digest = engine.images.get(log.split()[1]).labels[LABEL_DIGEST]
-    assert len(engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"})) == 1
-    assert containers_of(engine, first.trial_name) == containers_of(engine, second.trial_name) == []
-
-
-def test_two_executor_processes_on_one_host_build_once(engine: docker.DockerClient, tmp_path: Path) -> None:
-    task = baked_task(tmp_path / "tasks", "shared", extra="RUN sleep 2")
-    script = textwrap.dedent(
-        f"""
-        import asyncio, sys
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-        from pathlib import Path
-        from tests.integration.container_support import run_trial, rewards
-        result = asyncio.run(run_trial(Path(sys.argv[1]), "oracle", Path(sys.argv[2])))
-        print(rewards(result))
-        """
-    )
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, str(task), str(tmp_path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    outputs = [p.communicate(timeout=240) for p in processes]
-    assert [out.strip() for out, _ in outputs] == ["{'reward': 1.0}"] * 2, outputs
-    logs = [p.read_text() for p in (tmp_path / "trials").glob("*/environment-build.log")]
-    assert len(logs) == 2
-    assert sum("Successfully built" in log for log in logs) == 1, logs
-    assert sum("not built again" in log for log in logs) == 1, logs
 
 
 async def test_no_network_task_has_only_loopback(engine: docker.DockerClient, tmp_path: Path) -> None:
@@ -351,43 +286,6 @@ async def test_stop_during_an_attempt_removes_its_container(
     assert containers_of(engine, name) == []
 
 
-async def test_build_failure_and_build_timeout_are_reported(
-    engine: docker.DockerClient, tmp_path: Path
-) -> None:
-    broken = write_task(tmp_path / "tasks", "broken", dockerfile=f"FROM {BASE_IMAGE}\nRUN exit 3\n")
-    result = await run_trial(broken, "oracle", tmp_path)
-    assert exception_type(result) == SandboxBuildFailedError.__name__
-    assert "exit" in (result.exception_info.exception_message or "").lower()
-
-    token = secrets.token_hex(4)
-    slow = write_task(
-        tmp_path / "tasks",
-        "slow-build",
-        dockerfile=f"FROM {BASE_IMAGE}\nRUN sleep 600 # {token}\n",
-        environment="build_timeout_sec = 2\n",
-    )
-    result = await run_trial(slow, "oracle", tmp_path)
-    assert exception_type(result) in (SandboxBuildFailedError.__name__, "EnvironmentStartTimeoutError")
-    assert containers_of(engine, result.trial_name) == []
-
-    # The abandoned build's step is killed (it would sleep for ten minutes), so it never becomes an
-    # image that a later attempt would take as built.
-    def step_running() -> bool:
-        return any(token in str(c["Command"]) for c in engine.api.containers(all=True))
-
-    assert await _eventually(lambda: not step_running())
-    digest = environment_digest(slow / "environment")
-    assert engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"}) == []
-
-
-async def test_missing_image_is_an_error_naming_it(engine: docker.DockerClient, tmp_path: Path) -> None:
-    task = write_task(tmp_path / "tasks", "prebuilt", environment='docker_image = "regatta-test/absent:1"\n')
-    (task / "environment" / "Dockerfile").unlink()
-    result = await run_trial(task, "oracle", tmp_path)
-    assert exception_type(result) == "ImageUnavailableError"
-    assert "regatta-test/absent:1" in (result.exception_info.exception_message or "")
-
-
 HOLD_A_CONTAINER = """
 import asyncio, sys
 sys.path.insert(0, sys.argv[2])
@@ -436,30 +334,6 @@ def test_janitor_removes_containers_of_a_killed_executor_only(
             process.kill()
             process.wait(timeout=30)
         janitor.sweep(engine, tmp_path / "alive" / "state" / "owners")
-
-
-async def test_built_images_are_pruned_least_recently_used_first(
-    engine: docker.DockerClient, tmp_path: Path
-) -> None:
-    cache = ImageCache(engine, tmp_path / "state", max_bytes=None)
-    folders = []
-    for name in ("old", "new"):
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN echo {secrets.token_hex(8)} > /x\n")
-        folders.append(folder)
-    log = io.StringIO()
-    built = [cache.built(folder, timeout_sec=120, network_mode="none", log=log) for folder in folders]
-    assert all(image.built for image in built)
-    os.utime(cache.locks / f"{environment_digest(folders[0])}.lock", (1, 1))  # used long ago
-    size = engine.images.get(built[1].reference).attrs["Size"]
-    cache.max_bytes = size + size // 2  # room for one of the two
-
-    assert cache.prune() == [environment_digest(folders[0])]
-    with pytest.raises(docker.errors.ImageNotFound):
-        engine.images.get(built[0].reference)
-    engine.images.get(built[1].reference)
-    engine.images.remove(built[1].reference)
 
 
 async def test_container_gets_no_privileges_kernel_tunables_or_engine(
