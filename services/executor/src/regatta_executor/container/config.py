@@ -10,12 +10,8 @@ from typing import Any
 
 from regatta_executor.container import janitor, pid1
 from regatta_executor.container.engine import (
-    LABEL_HOST,
     LABEL_MANAGED,
-    LABEL_OWNER,
-    LABEL_OWNERS,
     LABEL_SESSION,
-    host_name,
 )
 from regatta_executor.container.hardening import EngineRoot, log_mounts
 from regatta_executor.container.options import ContainerEnvironmentOptions
@@ -44,9 +40,7 @@ def container_config(
     enforced = {"pids", "logs"}
     labels = {
         LABEL_MANAGED: "1",
-        LABEL_OWNER: janitor.owner_id(owners_dir),
-        LABEL_HOST: host_name(),
-        LABEL_OWNERS: janitor.owners_label(owners_dir),
+        **janitor.ownership_labels(owners_dir),
         LABEL_SESSION: NAME_CHARS.sub("-", session_id)[:200],
     }
     config: dict[str, Any] = {

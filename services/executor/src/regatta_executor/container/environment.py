@@ -36,7 +36,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.models.trial.config import ResourceMode
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor, pid1
+from regatta_executor.container import execs, files, janitor
 from regatta_executor.container.config import NAME_CHARS, container_config
 from regatta_executor.container.engine import client
 from regatta_executor.container.harbor_commands import (
@@ -183,7 +183,8 @@ class ContainerEnvironment(ContainerTransfers):
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
         # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
-        image, image_id = resolved.reference, resolved.image_id
+        # The image holds pid 1's copies already (images.py bakes them in once per image).
+        image = resolved.image_id
         self._default_exec_user = resolved.user or "0"
         memory_mb = (
             self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
@@ -217,7 +218,6 @@ class ContainerEnvironment(ContainerTransfers):
             container = self._client.containers.create(**config)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
-        pid1.install(self._client.api, container.id, image_id)
         container.start()
         return str(container.id)
 

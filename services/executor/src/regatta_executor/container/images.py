@@ -6,6 +6,10 @@ one build and then find its image), and a built image carries the digest as a la
 The lock file's mtime is the image's last use; past `max_bytes`, images are removed least recently used
 first (never one a container still uses, never one being built right now). Only images built with
 this state folder are counted and pruned: executors sharing an engine should share it.
+
+Every image an attempt runs holds the copies its pid 1 is made of (pid1.py), baked into a child layer
+under the image's lock: a built image is baked before it is tagged, a named one gets a baked child
+`regatta-env:pid1-<image id>` (cached and pruned like a built one).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from harbor.environments.definition import environment_content_hash
 from requests.exceptions import ReadTimeout, RequestException
 
+from regatta_executor.container import janitor, pid1
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 
 IMAGE_REPOSITORY = "regatta-env"
@@ -81,20 +86,41 @@ class ImageCache:
     def __init__(self, client: docker.DockerClient, state_dir: Path, max_bytes: int | None) -> None:
         self.client = client
         self.locks = state_dir / "images"
+        self.owners = state_dir / "owners"
         self.max_bytes = max_bytes
 
     def named(self, reference: str) -> ResolvedImage:
         """The task's prebuilt image, pulled when this engine does not have it."""
         validate_reference(reference)
         try:
-            return ResolvedImage.of(reference, self.client.images.get(reference), built=False)
+            image = self.client.images.get(reference)
         except ImageNotFound:
-            pass
-        try:
-            pulled = self.client.images.pull(reference)
-        except (DockerException, OSError) as exc:
-            raise ImageUnavailableError(f"cannot pull image {reference!r}: {exc}") from exc
-        return ResolvedImage.of(reference, pulled, built=False)
+            try:
+                image = self.client.images.pull(reference)
+            except (DockerException, OSError) as exc:
+                raise ImageUnavailableError(f"cannot pull image {reference!r}: {exc}") from exc
+        return self._baked_child(image)
+
+    def _baked_child(self, image: docker.models.images.Image) -> ResolvedImage:
+        """The child of a named image holding pid 1's copies, baked once per image id."""
+        key = f"pid1-{str(image.id).removeprefix('sha256:')[:40]}"
+        reference = f"{IMAGE_REPOSITORY}:{key}"
+        made = False
+        with self._locked(key):
+            child = self._existing(reference)
+            if child is None or not pid1.baked(child):
+                self._bake(str(image.id), key)
+                child, made = self.client.images.get(reference), True
+        if made:
+            self.prune()
+        return ResolvedImage.of(reference, child, built=False)
+
+    def _bake(self, source_id: str, digest: str) -> None:
+        """Bake pid 1's copies into a child of `source_id`, tagged `regatta-env:<digest>`."""
+        labels = {LABEL_MANAGED: "1", LABEL_DIGEST: digest}
+        ownership = janitor.ownership_labels(self.owners)
+        baked = pid1.bake(self.client, source_id, labels, ownership)
+        self.client.images.get(baked).tag(IMAGE_REPOSITORY, digest)
 
     def built(
         self,
@@ -110,10 +136,20 @@ class ImageCache:
         reference = f"{IMAGE_REPOSITORY}:{digest}"
         with self._locked(digest):
             cached = None if force else self._existing(reference)
+            if cached is not None and not pid1.baked(cached):
+                self._bake(str(cached.id), digest)
+                cached = self.client.images.get(reference)
             if cached is not None:
                 log.write(f"image {reference} is cached; not built again\n")
                 return ResolvedImage.of(reference, cached, built=False)
-            self._build(environment_dir, reference, digest, timeout_sec, network_mode, log)
+            built_id = self._build(environment_dir, reference, digest, timeout_sec, network_mode, log)
+            try:
+                self._bake(built_id, digest)
+            except Exception:
+                with contextlib.suppress(DockerException):
+                    self.client.images.remove(built_id)
+                raise
+            log.write(f"built {reference}\n")
             made = self.client.images.get(reference)
         self.prune()
         return ResolvedImage.of(reference, made, built=True)
@@ -132,7 +168,8 @@ class ImageCache:
         timeout_sec: float,
         network_mode: str,
         log: TextIO,
-    ) -> None:
+    ) -> str:
+        """The id of the image built (untagged: `built` tags it once baked)."""
         log.write(f"building {reference} from {environment_dir.name}/Dockerfile\n")
         deadline = time.monotonic() + timeout_sec
         # The read timeout bounds a silent step (a RUN that sleeps). The engine does not cancel a build
@@ -179,9 +216,7 @@ class ImageCache:
                 log.flush()
         if not image_id:
             raise ImageBuildError("the image build ended without an image")
-        repository, tag = reference.split(":", 1)
-        self.client.images.get(image_id).tag(repository, tag)
-        log.write(f"built {reference}\n")
+        return str(image_id)
 
     def _abort(self, step_container: str | None) -> None:
         if step_container and re.fullmatch(r"[0-9a-f]{12,64}", step_container):

@@ -48,6 +48,15 @@ def owner_id(owners_dir: Path) -> str:
         return _owners[owners_dir][0]
 
 
+def ownership_labels(owners_dir: Path) -> dict[str, str]:
+    """The labels that let the janitor judge a container: this executor, this host, this owners folder."""
+    return {
+        LABEL_OWNER: owner_id(owners_dir),
+        LABEL_HOST: host_name(),
+        LABEL_OWNERS: owners_label(owners_dir),
+    }
+
+
 def owners_label(owners_dir: Path) -> str:
     """The value of the owners-folder label: which executors may judge a container's owner."""
     return hashlib.sha256(str(owners_dir.resolve()).encode()).hexdigest()[:16]
