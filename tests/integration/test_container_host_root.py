@@ -37,8 +37,17 @@ def unremapped_engine() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="rg-dockerd-", dir="/tmp"))
     (folder / "daemon.json").write_text("{}")  # not /etc/docker/daemon.json, which remaps
     url = f"unix://{folder}/sock"
+    bridge = Path("/sys/class/net/docker0")
+    had_bridge = bridge.exists()
+    unshare = shutil.which("unshare")
+    assert unshare, "the second engine runs in a network namespace of its own (util-linux's unshare)"
+    # In a network namespace of its own: a dockerd started with --bridge=none deletes the host's
+    # `docker0` as it starts, which would take the default bridge from the machine's engine.
     process = subprocess.Popen(
         [
+            unshare,
+            "--net",
+            "--",
             dockerd,
             f"--config-file={folder}/daemon.json",
             f"--data-root={folder}/root",
@@ -63,6 +72,7 @@ def unremapped_engine() -> Iterator[str]:
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError((folder / "log").read_text()[-2000:]) from None
                 time.sleep(0.1)
+        assert bridge.exists() == had_bridge, "the second engine took docker0 from the machine's engine"
         yield url
     finally:
         process.terminate()

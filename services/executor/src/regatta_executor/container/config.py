@@ -4,9 +4,13 @@ process, memory and CPU limits and the capped log folders."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
+
+import docker
+from docker.errors import APIError
 
 from regatta_executor.container import janitor, pid1
 from regatta_executor.container.engine import (
@@ -70,3 +74,22 @@ def container_config(
     if storage_mb:
         config["storage_opt"] = {"size": f"{storage_mb}M"}
     return config, enforced
+
+
+def create_container(
+    client: docker.DockerClient, config: dict[str, Any], enforced: set[str], logger: logging.Logger
+) -> docker.models.containers.Container:
+    """Create the container of `config`. Whether the engine can cap a container's storage shows only
+    here: where it cannot (overlay2 without project quotas), the container is made without the cap, the
+    attempt's log says so, and "storage" stays out of `enforced`."""
+    try:
+        container = client.containers.create(**config)
+    except APIError as exc:
+        if "storage_opt" not in config or "storage" not in str(exc).lower():
+            raise
+        logger.warning("this engine cannot cap a container's storage: %s", exc)
+        config.pop("storage_opt")
+        return client.containers.create(**config)
+    if "storage_opt" in config:
+        enforced.add("storage")
+    return container

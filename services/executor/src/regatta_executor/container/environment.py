@@ -37,7 +37,7 @@ from harbor.models.trial.config import ResourceMode
 
 from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.container import execs, files, janitor
-from regatta_executor.container.config import NAME_CHARS, container_config
+from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import client
 from regatta_executor.container.harbor_commands import (
     LOG_DIRS,
@@ -126,19 +126,11 @@ class ContainerEnvironment(ContainerTransfers):
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
         self.image = await self._image(force_build)
-        network = "none"
-        if self._network_is_public:
-            network = await execs.in_thread(
-                ensure_sandbox_network,
-                self._client,
-                self.options.sandbox_network,
-                self.options.sandbox_bridge,
-                self._state_dir,
-            )
-        elif self._network_is_allowlist:
+        if self._network_is_allowlist:
             self.logger.warning(
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
+        network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
@@ -148,6 +140,18 @@ class ContainerEnvironment(ContainerTransfers):
     @property
     def _owners_dir(self) -> Path:
         return self._state_dir / "owners"
+
+    async def _network(self) -> str:
+        """The network of the task's build steps and container: none, or the isolated sandbox bridge."""
+        if not self._network_is_public:
+            return "none"
+        return await execs.in_thread(
+            ensure_sandbox_network,
+            self._client,
+            self.options.sandbox_network,
+            self.options.sandbox_bridge,
+            self._state_dir,
+        )
 
     async def _image(self, force_build: bool) -> ResolvedImage:
         cache = ImageCache(
@@ -160,15 +164,7 @@ class ContainerEnvironment(ContainerTransfers):
             if reference:
                 return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            network = "none" if not self._network_is_public else self.options.sandbox_network
-            if network != "none":
-                await execs.in_thread(
-                    ensure_sandbox_network,
-                    self._client,
-                    self.options.sandbox_network,
-                    self.options.sandbox_bridge,
-                    self._state_dir,
-                )
+            network = await self._network()
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
                 return await execs.in_thread(
                     cache.built,
@@ -206,16 +202,7 @@ class ContainerEnvironment(ContainerTransfers):
             storage_mb=storage_mb,
             logs_mb=self._effective_storage_mb or self.options.default_logs_mb,
         )
-        try:
-            container = self._client.containers.create(**config)
-            if storage_mb:
-                enforced.add("storage")
-        except APIError as exc:
-            if not storage_mb or "storage" not in str(exc).lower():
-                raise
-            self.logger.warning("this engine cannot cap a container's storage: %s", exc)
-            config.pop("storage_opt")
-            container = self._client.containers.create(**config)
+        container = create_container(self._client, config, enforced, self.logger)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
         container.start()
