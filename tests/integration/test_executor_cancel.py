@@ -47,7 +47,7 @@ async def test_a_stop_before_the_attempt_s_first_step_is_reported_cancelled(
         def stop_notice_arrives() -> None:
             # The notice's handler has no await: it runs to its end here, like a subscription callback.
             with contextlib.suppress(StopIteration):
-                executor._on_cancel(notice).send(None)
+                executor.on_cancel(notice).send(None)
 
         taking = asyncio.create_task(executor._run_attempt(job))
         # Queued now, this runs right after _run_attempt's first step has created and registered the

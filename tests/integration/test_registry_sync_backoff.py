@@ -1,20 +1,22 @@
 """Issue 16, finding 5: a sync that fails in a way nobody classified is redelivered with a growing delay
 (never at once, which made a hot loop of 52,000 tracebacks in seconds), then ends `failed` naming the
-kind of error. Real JetStream deliveries, the real service handler's retry step and the real store."""
+kind of error. Real JetStream deliveries through the runtime's consumer, the real retry step of the
+service's handler (sync_or_retry) and the real store."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
 from pathlib import Path
 
 import nats
-import nats.errors
 import pytest
-from faststream.nats.message import NatsMessage
-from nats.js.api import ConsumerConfig
-from regatta_registry_sync import app as service
+from nats.aio.msg import Msg
 from regatta_registry_sync import sync as sync_module
-from regatta_registry_sync.sync import BenchmarkSync, initial_sync_id
-from regatta_shared.events import BenchmarkAdded, BenchmarkSource
+from regatta_registry_sync.sync import BenchmarkSync, initial_sync_id, sync_or_retry
+from regatta_shared.consumer import BatchConsumer
+from regatta_shared.events import BenchmarkAdded, BenchmarkSource, BenchmarkSyncFailed
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import benchmark_stream
 
@@ -28,12 +30,17 @@ class _NoArchives:
     """Giving up stores no archive; the sync's archive store is never reached here."""
 
 
+class _FailingSync(BenchmarkSync):
+    async def run(self, benchmark_id: str, sync_id: str, on_page: object = None) -> None:
+        raise RuntimeError("boom: <html>a remote server's reply</html>")
+
+
 async def test_unexpected_failures_back_off_then_end_the_sync_failed(
     store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sync_module, "RETRY_BASE_SEC", DELAY_SEC)
     monkeypatch.setattr(sync_module, "RETRY_CAP_SEC", DELAY_SEC)
-    monkeypatch.setattr(service, "MAX_DELIVERIES", 3)
+    monkeypatch.setattr(sync_module, "MAX_DELIVERIES", 3)
     benchmark_id = "bm_unexpected"
     sync_id = initial_sync_id(benchmark_id)
     added = BenchmarkAdded(
@@ -43,37 +50,51 @@ async def test_unexpected_failures_back_off_then_end_the_sync_failed(
         source=BenchmarkSource(type="folder", ref="/srv/unexpected"),
     )
     store.append(benchmark_stream(benchmark_id), [new_event(added, actor="tester")], 0)
-    sync = BenchmarkSync(store, _NoArchives())  # type: ignore[arg-type]
+    sync = _FailingSync(store, _NoArchives())  # type: ignore[arg-type]
+    deliveries: list[tuple[int, float, bool]] = []
+    settled = asyncio.Event()
+
+    async def handle(batch: list[Msg]) -> None:
+        (msg,) = batch
+        delivered = msg.metadata.num_delivered or 1
+        deliveries.append((delivered, time.monotonic(), bool(_failed(store, benchmark_id))))
+        try:
+            await sync_or_retry(sync, benchmark_id, sync_id, delivered)
+        finally:
+            if delivered == 3:
+                settled.set()
 
     port = nats_server.free_port()
     server = nats_server.start(tmp_path / "nats", port)
     nc = await nats.connect(server.url())
+    js = nc.jetstream()
+    await js.add_stream(name="T", subjects=["t.sync"])
+    await js.publish("t.sync", b"{}")
+    consumer = BatchConsumer(js, "T", "sync", ["t.sync"], handle, batch_size=1, max_wait=0, ack_wait=60)
     try:
-        js = nc.jetstream()
-        await js.add_stream(name="T", subjects=["t.sync"])
-        await js.publish("t.sync", b"{}")
-        sub = await js.pull_subscribe(
-            "t.sync", durable="sync", config=ConsumerConfig(ack_wait=60, max_deliver=-1)
-        )
-        for delivery in (1, 2, 3):
-            (msg,) = await sub.fetch(1, timeout=30)
-            assert msg.metadata.num_delivered == delivery
-            error = RuntimeError("boom: <html>a remote server's reply</html>")
-            await service._retry_or_give_up(
-                NatsMessage(raw_message=msg, body=msg.data), sync, benchmark_id, sync_id, error
-            )
-            if delivery < 3:
-                assert not _failed(store, benchmark_id)
-                # NAKed with a delay: not redelivered at once.
-                with pytest.raises(nats.errors.TimeoutError):
-                    await sub.fetch(1, timeout=DELAY_SEC / 3)
+        await consumer.start()
+        await asyncio.wait_for(settled.wait(), 60)
+        await asyncio.sleep(DELAY_SEC + 1)  # given up, the request is acked: it never comes back
+        assert [(delivered, failed) for delivered, _, failed in deliveries] == [
+            (1, False),
+            (2, False),
+            (3, False),
+        ]
+        # NAKed with the handler's delay each time: not redelivered at once (nor after ack_wait).
+        gaps = [later - earlier for (_, earlier, _), (_, later, _) in itertools.pairwise(deliveries)]
+        assert all(DELAY_SEC * 0.9 <= gap < DELAY_SEC + 10 for gap in gaps), gaps
         failed = _failed(store, benchmark_id)
         assert [e.data["reason"] for e in failed] == ["failed 3 times; last error: RuntimeError"]
     finally:
+        await consumer.stop()
         await nc.close()
         server.terminate()
         server.wait(timeout=10)
 
 
 def _failed(store: EventStore, benchmark_id: str) -> list:
-    return [e for e in store.read_stream(benchmark_stream(benchmark_id)) if e.type == "BenchmarkSyncFailed"]
+    return [
+        e
+        for e in store.read_stream(benchmark_stream(benchmark_id))
+        if e.type == BenchmarkSyncFailed.type_name
+    ]

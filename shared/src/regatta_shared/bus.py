@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import nats.errors
 from nats.js import JetStreamContext
 from nats.js.api import (
-    ConsumerConfig,
     KeyValueConfig,
     ObjectStoreConfig,
     RetentionPolicy,
@@ -152,13 +151,3 @@ async def await_streams(js: JetStreamContext) -> None:
             log.info("waiting for the streams (%r); retrying in %.1f s", error, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
-
-
-async def reconcile_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
-    """Bring an existing durable's ack_wait/max_deliver in line with the code (invariant 3)."""
-    try:
-        await js.consumer_info(stream, config.durable_name or "")
-    except NotFoundError:
-        await js.add_consumer(stream, config)
-        return
-    await js.add_consumer(stream, config)

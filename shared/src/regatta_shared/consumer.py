@@ -1,9 +1,15 @@
-"""Batched consumption of a shared durable JetStream pull consumer (nats-py).
+"""The one way a service consumes a JetStream stream: a shared durable pull consumer (nats-py).
 
 Hot paths (executor reports, attempt events) settle a whole batch in one store transaction, which is
 what makes a run of thousands of attempts cheap. Delivery stays at-least-once: a batch is acked only
 after its handler returned; on an exception every message of the batch is NAKed with a delay and comes
-back, and handlers are idempotent by event or attempt id (invariant 3).
+back, and handlers are idempotent by event or attempt id (invariant 3). A handler that knows better
+when to try again (a backoff by delivery count) raises `Redeliver(delay)`.
+
+Long work (a registry sync, an attempt) outlives ack_wait: with `heartbeat` the consumer keeps the
+messages in progress while their handler runs, so they are redelivered only if this process dies. With
+`slots`, that many loops each fetch only once their previous batch is settled: an executor with two
+free sandboxes takes two jobs, never more, and leaves the rest to other executors.
 """
 
 from __future__ import annotations
@@ -25,6 +31,14 @@ log = logging.getLogger("regatta.consumer")
 BatchHandler = Callable[[list[Msg]], Awaitable[None]]
 
 
+class Redeliver(Exception):
+    """Raised by a handler: NAK its messages so they come back after `delay` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"redeliver in {delay:.1f} s")
+        self.delay = delay
+
+
 class BatchConsumer:
     def __init__(
         self,
@@ -37,7 +51,12 @@ class BatchConsumer:
         batch_size: int = 200,
         ack_wait: float = 30.0,
         max_wait: float = 0.05,
+        slots: int = 1,
+        heartbeat: bool = False,
+        nak_delay: float = 1.0,
     ) -> None:
+        if not subjects or slots < 1 or batch_size < 1:
+            raise ValueError("a consumer needs subjects, at least one slot and a batch of at least one")
         self.js = js
         self.stream = stream
         self.durable = durable
@@ -45,6 +64,10 @@ class BatchConsumer:
         self.handler = handler
         self.batch_size = batch_size
         self.max_wait = max_wait
+        self.ack_wait = ack_wait
+        self.slots = slots
+        self.heartbeat = heartbeat
+        self.nak_delay = nak_delay
         self.config = ConsumerConfig(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
@@ -55,32 +78,44 @@ class BatchConsumer:
             filter_subjects=self.subjects if len(self.subjects) > 1 else None,
             filter_subject=self.subjects[0] if len(self.subjects) == 1 else None,
         )
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def start(self) -> None:
         # Creating (or updating) the durable first reconciles ack_wait/max_deliver with this code.
         await until_nats_answers(f"consumer {self.durable}", self._create)
-        self._task = asyncio.create_task(self._loop(), name=f"consumer:{self.durable}")
+        subs = [
+            await self.js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
+            for _ in range(self.slots)
+        ]
+        self._tasks = [
+            asyncio.create_task(self._loop(sub), name=f"consumer:{self.durable}:{slot}")
+            for slot, sub in enumerate(subs)
+        ]
 
     async def _create(self) -> None:
         await self.js.add_consumer(self.stream, self.config)
-        self._sub = await self.js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
 
     async def stop(self) -> None:
+        """Stops fetching; a batch being handled is abandoned unsettled and comes back after ack_wait."""
         self._stopping.set()
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await task
 
-    async def _fetch(self) -> list[Msg]:
+    async def _fetch(self, sub: JetStreamContext.PullSubscription) -> list[Msg]:
         try:
             # Block until one message arrives, then top the batch up with what is already waiting, so
             # bursts settle together. Not fetch(batch_size) here: nats-py then keeps waiting for the
             # rest of the batch for as long as the pull request lives, which held single messages for
             # seconds.
-            first = await self._sub.fetch(1, timeout=5.0)
+            first = await sub.fetch(1, timeout=5.0)
         except (nats.errors.TimeoutError, TimeoutError):
             return []
         # Only when the stream says more are waiting: a top-up fetch finding nothing lingers for its
@@ -90,25 +125,41 @@ class BatchConsumer:
         if waiting and len(first) < self.batch_size and self.max_wait > 0:
             with contextlib.suppress(nats.errors.TimeoutError, TimeoutError):
                 wanted = min(waiting, self.batch_size - len(first))
-                first += await self._sub.fetch(wanted, timeout=self.max_wait)
+                first += await sub.fetch(wanted, timeout=self.max_wait)
         return first
 
-    async def _loop(self) -> None:
+    async def _loop(self, sub: JetStreamContext.PullSubscription) -> None:
         while not self._stopping.is_set():
             try:
-                batch = await self._fetch()
+                batch = await self._fetch(sub)
             except Exception:
                 log.exception("%s: fetch failed", self.durable)
                 await asyncio.sleep(1.0)
                 continue
-            if not batch:
-                continue
-            try:
-                await self.handler(batch)
-            except Exception:
-                log.exception("%s: batch of %d failed; it will be redelivered", self.durable, len(batch))
-                for msg in batch:
-                    with contextlib.suppress(Exception):
-                        await msg.nak(delay=1.0)
-                continue
-            await asyncio.gather(*(msg.ack() for msg in batch), return_exceptions=True)
+            if batch:
+                await self._settle(batch)
+
+    async def _settle(self, batch: list[Msg]) -> None:
+        beat = asyncio.create_task(self._keep_in_progress(batch)) if self.heartbeat else None
+        try:
+            await self.handler(batch)
+        except Redeliver as again:
+            await self._nak(batch, again.delay)
+            return
+        except Exception:
+            log.exception("%s: batch of %d failed; it will be redelivered", self.durable, len(batch))
+            await self._nak(batch, self.nak_delay)
+            return
+        finally:
+            if beat is not None:
+                beat.cancel()
+        await asyncio.gather(*(msg.ack() for msg in batch), return_exceptions=True)
+
+    async def _keep_in_progress(self, batch: list[Msg]) -> None:
+        while True:
+            await asyncio.sleep(self.ack_wait / 3)
+            await asyncio.gather(*(msg.in_progress() for msg in batch), return_exceptions=True)
+
+    @staticmethod
+    async def _nak(batch: list[Msg], delay: float) -> None:
+        await asyncio.gather(*(msg.nak(delay=delay) for msg in batch), return_exceptions=True)

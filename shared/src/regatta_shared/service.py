@@ -1,19 +1,16 @@
-"""What every service process shares: the broker, stream set-up, a health endpoint, and how it runs."""
+"""The parts every service process is made of (runtime.Service puts them together): logging, the NATS
+connection, the event store and the waits for the database at start-up."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import nats
-from faststream import AckPolicy
-from faststream.asgi import AsgiFastStream, make_ping_asgi
-from faststream.nats import ConsumerConfig, JStream, NatsBroker, PullSub
+from nats.aio.client import Client as NATS
 from sqlalchemy.exc import OperationalError
 
 from regatta_shared.bus import ensure_streams
@@ -37,9 +34,9 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def make_broker(settings: Settings, inbox_prefix: str = "_INBOX") -> NatsBroker:
+async def connect_nats(settings: Settings, inbox_prefix: str = "_INBOX") -> NATS:
     # Reconnect forever: a restarted nats-server must not take the service down with it.
-    return NatsBroker(
+    return await nats.connect(
         settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, inbox_prefix=inbox_prefix
     )
 
@@ -70,56 +67,8 @@ def until_database_answers(call: Callable[[], None]) -> None:
 
 
 async def prepare_streams(settings: Settings) -> None:
-    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    nc = await connect_nats(settings)
     try:
         await ensure_streams(nc.jetstream())
     finally:
         await nc.close()
-
-
-def durable_pull(
-    stream: str,
-    durable: str,
-    *,
-    ack_wait: float = 30.0,
-    filter_subjects: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """Subscriber options for a shared durable pull consumer that NACKs (never drops) on failure."""
-    config = ConsumerConfig(ack_wait=ack_wait, max_deliver=-1)
-    if filter_subjects:
-        config.filter_subjects = list(filter_subjects)
-    return {
-        "stream": JStream(name=stream, declare=False),
-        "durable": durable,
-        # One message per fetch: FastStream runs a fetched batch concurrently and its batch fetch leaks
-        # a builtin TimeoutError on an idle stream; handlers here are sequential by design.
-        "pull_sub": PullSub(batch_size=1, timeout=5.0),
-        "ack_policy": AckPolicy.NACK_ON_ERROR,
-        "config": config,
-    }
-
-
-def build_app(
-    broker: NatsBroker,
-    settings: Settings,
-    *,
-    on_startup: Sequence[Callable[..., Any]] = (),
-    after_startup: Sequence[Callable[..., Any]] = (),
-    on_shutdown: Sequence[Callable[..., Any]] = (),
-    declare_streams: bool = True,
-) -> AsgiFastStream:
-    async def _streams() -> None:
-        await prepare_streams(settings)
-
-    return AsgiFastStream(
-        broker,
-        asgi_routes=[("/health", make_ping_asgi(broker, timeout=5.0))],
-        on_startup=[_streams, *on_startup] if declare_streams else list(on_startup),
-        after_startup=[*after_startup, settle_heap],
-        on_shutdown=list(on_shutdown),
-    )
-
-
-def run_app(app: AsgiFastStream, settings: Settings) -> None:
-    port = settings.health_port or 0
-    asyncio.run(app.run(logging.WARNING, run_extra_options={"host": "127.0.0.1", "port": port}))

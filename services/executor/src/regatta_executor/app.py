@@ -1,38 +1,34 @@
-"""FastStream app of the executor: health, lifecycle; the worker pulls jobs one per free slot."""
+"""Entrypoint of the executor: jobs from the shared JOBS durable, one per free slot, each kept in
+progress while its attempt runs; stop notices on a core subscription."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from functools import partial
 
-import nats
-from regatta_shared.bus import EXECUTOR_INBOX_PREFIX
+from regatta_shared.bus import (
+    CANCEL_SUBJECT_PREFIX,
+    EXECUTOR_INBOX_PREFIX,
+    EXECUTORS_DURABLE,
+    JOB_SUBJECT,
+    JOBS_STREAM,
+)
+from regatta_shared.runtime import Service
 from regatta_shared.sealing import sealing_key
-from regatta_shared.service import build_app, configure_logging, make_broker, run_app
-from regatta_shared.settings import load_settings
+from regatta_shared.settings import Settings, load_settings
 
 from .environments import EnvironmentNameError, ResolvedEnvironment, resolve_environment
-from .worker import Executor
+from .worker import JOB_RETRY_SEC, Executor
 
 log = logging.getLogger("regatta.executor")
-settings = load_settings()
-broker = make_broker(settings, inbox_prefix=EXECUTOR_INBOX_PREFIX)
-executor: Executor | None = None
-environment: ResolvedEnvironment | None = None
 
 
-async def start_worker() -> None:
-    global executor
-    nc = await nats.connect(
-        settings.nats_url,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        inbox_prefix=EXECUTOR_INBOX_PREFIX,  # the only inboxes its NATS user may subscribe to
-    )
-    assert environment is not None, "main() resolves the environment before the app starts"
+async def setup(service: Service, environment: ResolvedEnvironment) -> None:
+    settings = service.settings
     executor = Executor(
-        nc,
+        service.nc,
         settings.data_dir / "executor",
         settings.executor_slots,
         environment.choice,
@@ -41,21 +37,20 @@ async def start_worker() -> None:
         started_report_delay=settings.started_report_delay,
         sealing_key=sealing_key(settings),
     )
-    await executor.start()
+    await executor.open()
+    await service.subscribe(f"{CANCEL_SUBJECT_PREFIX}.*", executor.on_cancel)
+    service.consume_each(
+        JOBS_STREAM,
+        EXECUTORS_DURABLE,
+        [JOB_SUBJECT],
+        executor.handle,
+        ack_wait=settings.job_ack_wait,
+        slots=settings.executor_slots,
+        nak_delay=JOB_RETRY_SEC,
+    )
 
 
-async def stop_worker() -> None:
-    if executor is not None:
-        await executor.stop()
-
-
-# Executors may not declare streams (their NATS user cannot): the worker waits for them instead.
-app = build_app(
-    broker, settings, after_startup=[start_worker], on_shutdown=[stop_worker], declare_streams=False
-)
-
-
-def choose_environment() -> ResolvedEnvironment:
+def choose_environment(settings: Settings) -> ResolvedEnvironment:
     """Once per process, before any job is taken: a name that runs nothing ends the process here,
     saying which names are valid, rather than failing each attempt in turn."""
     try:
@@ -68,10 +63,14 @@ def choose_environment() -> ResolvedEnvironment:
 
 
 def main() -> None:
-    global environment
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     # litellm otherwise fetches its price table from the internet on first use (minutes offline).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    configure_logging("executor")
-    environment = choose_environment()
-    run_app(app, settings)
+    settings = load_settings()
+    # Executors may not declare streams (their NATS user cannot) and only their own inboxes are
+    # theirs to subscribe to: the runtime waits for the streams and uses that prefix.
+    service = Service(
+        "executor", settings, store=False, declare_streams=False, inbox_prefix=EXECUTOR_INBOX_PREFIX
+    )
+    environment = choose_environment(settings)
+    service.run(partial(setup, environment=environment))

@@ -18,7 +18,7 @@ from .outcome import TrialOutcome
 from .task_environment import TaskEnvironmentError
 
 if TYPE_CHECKING:
-    from .worker import Executor
+    from .attempts import AttemptRunner
 
 log = logging.getLogger("regatta.executor")
 
@@ -77,8 +77,8 @@ class StartedReport:
     trial never waits for the publish; `settle()` runs before any later report, so REPORTS still
     holds "started" before the outcome whenever both are sent."""
 
-    def __init__(self, worker: Executor, job: AttemptJob, try_number: int, delay: float) -> None:
-        self._send = lambda: worker._report(job, "started", try_number)
+    def __init__(self, attempts: AttemptRunner, job: AttemptJob, try_number: int, delay: float) -> None:
+        self._send = lambda: attempts.report(job, "started", try_number)
         self._sent: asyncio.Task[None] | None = None
         self._timer = asyncio.get_running_loop().call_later(delay, self._start)
 

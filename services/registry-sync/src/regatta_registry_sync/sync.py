@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from regatta_shared.consumer import Redeliver
 from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     BenchmarkAdded,
@@ -54,6 +55,33 @@ MAX_DELIVERIES = 8
 def retry_delay(delivered: int) -> float:
     """Seconds before redelivery `delivered + 1`: 2, 4, 8, ... capped at a minute."""
     return min(RETRY_BASE_SEC * 2 ** max(delivered - 1, 0), RETRY_CAP_SEC)
+
+
+async def sync_or_retry(sync: BenchmarkSync, benchmark_id: str, sync_id: str, delivered: int) -> None:
+    """One delivery of a sync request: run the sync; if it fails unexpectedly, have the request back
+    after a growing delay (`Redeliver`), and on the last delivery end the sync `failed` instead."""
+    try:
+        # Shielded: a cancelled delivery (the service stopping) does not cancel the sync between its
+        # idempotent steps; the request comes back after ack_wait.
+        await asyncio.shield(sync.run(benchmark_id, sync_id))
+    except Exception as error:
+        what = f"{type(error).__name__}: {str(error)[:300]}"
+        if delivered < MAX_DELIVERIES:
+            delay = retry_delay(delivered)
+            log.warning("sync %s of %s failed (%s); retry in %.0f s", sync_id, benchmark_id, what, delay)
+            raise Redeliver(delay) from error
+        log.error(
+            "sync %s of %s failed %d times; giving up", sync_id, benchmark_id, delivered, exc_info=error
+        )
+        try:
+            # The reason names the kind of error only: its text may quote what a remote server sent.
+            await sync.give_up(
+                benchmark_id, sync_id, f"failed {delivered} times; last error: {type(error).__name__}"
+            )
+        except Exception as store_error:
+            # The store itself is failing: try again later, still backing off.
+            log.exception("sync %s of %s: recording the failure failed", sync_id, benchmark_id)
+            raise Redeliver(retry_delay(delivered)) from store_error
 
 
 class BenchmarkSync:

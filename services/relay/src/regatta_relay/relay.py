@@ -21,11 +21,13 @@ import time
 
 import nats.errors
 from nats.aio.client import Client as NATS
-from regatta_shared.bus import EVENTS_STREAM, HEADERS_BYTES, ensure_streams, event_subject
+from regatta_shared.bus import EVENTS_STREAM, HEADERS_BYTES, event_subject
 from regatta_shared.codec import encode_stored
 from regatta_shared.events import EVENT_TYPES
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.nudge import wake_on_commit
+from regatta_shared.runtime import Service
+from regatta_shared.settings import load_settings
 
 log = logging.getLogger("regatta.relay")
 CHECKPOINT = "relay"
@@ -118,7 +120,6 @@ class Relay:
             await asyncio.to_thread(self._save, self._position)
 
     async def run_forever(self, stop: asyncio.Event | None = None) -> None:
-        await ensure_streams(self.js)
         woken = asyncio.Event()
         await wake_on_commit(self.nc, woken)
         idle = 0.005
@@ -144,18 +145,9 @@ class Relay:
         await self.save_checkpoint()
 
 
+async def setup(service: Service) -> None:
+    service.loop("relay", Relay(service.store, service.nc).run_forever)
+
+
 def main() -> None:
-    import nats
-    from regatta_shared.service import configure_logging, make_store, settle_heap
-    from regatta_shared.settings import load_settings
-
-    configure_logging("relay")
-    settings = load_settings()
-
-    async def run() -> None:
-        nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
-        relay = Relay(make_store(settings), nc)
-        settle_heap()
-        await relay.run_forever()
-
-    asyncio.run(run())
+    Service("relay", load_settings()).run(setup)

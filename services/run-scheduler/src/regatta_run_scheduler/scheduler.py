@@ -14,6 +14,7 @@ from regatta_shared import run_keys
 from regatta_shared.attempt_auth import AttemptKeys
 from regatta_shared.events import (
     AttemptScheduled,
+    Event,
     RunExecutionCompleted,
     RunFailed,
     RunFinished,
@@ -32,12 +33,8 @@ from . import run as aggregate
 log = logging.getLogger("regatta.run_scheduler")
 Decision = Callable[[aggregate.RunState], list[NewEvent]]
 # After these no attempt needs the run's secrets any more: its data key is deleted (crypto-shredding).
-RUN_ENDED = (
-    RunExecutionCompleted.type_name,
-    RunStopped.type_name,
-    RunFailed.type_name,
-    RunFinished.type_name,
-)
+RUN_ENDED: tuple[type[Event], ...] = (RunExecutionCompleted, RunStopped, RunFailed, RunFinished)
+_RUN_ENDED_TYPES = frozenset(ended.type_name for ended in RUN_ENDED)
 # Claims held at most (attempts in flight across all runs); past it a claim is dropped, which only
 # makes a stop not wait for that attempt's sandbox.
 _CLAIMS_KEPT = 100_000
@@ -215,7 +212,7 @@ class RunScheduler:
     def on_run_ended(self, event: StoredEvent) -> bool:
         """Shred the run's secrets: True if its key was still there. Redeliveries are no-ops."""
         run_id = event.data.get("run_id")
-        if event.type not in RUN_ENDED or not run_id:
+        if event.type not in _RUN_ENDED_TYPES or not run_id:
             return False
         purged = run_keys.purge(self.store, run_id)
         if purged:

@@ -1,0 +1,187 @@
+"""One attempt of a job, from its secrets to its final report: the trial, run and retried here on
+infrastructure faults (each retry reported), its artifacts uploaded, and every report signed.
+
+Secrets are opened only here and only for the attempt's lifetime (invariant 6); a report is published
+to REPORTS (a stored JetStream publish) before the job is acked (worker.py), so a crash loses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from nats.js import JetStreamContext
+from nats.js.errors import ObjectNotFoundError
+from nats.js.object_store import ObjectStore
+from regatta_shared.bus import REPORT_SUBJECT, REPORTS_STREAM
+from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.sealing import SealError, open_job_secrets_with_key
+
+from . import artifacts
+from .environments import EnvironmentChoice
+from .outcome import TrialOutcome, classify, redact
+from .reports import StartedReport, archive_missing, setup_error, signed
+from .task_cache import TaskCache
+from .task_environment import EnvironmentFidelity, TaskEnvironmentError, check_task_environment
+from .trials import run_trial, trial_config
+
+
+class AttemptRunner:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        executor_id: str,
+        work_dir: Path,
+        environment: EnvironmentChoice,
+        retry_base_delay: float = 1.0,
+        sealing_key: bytes | None = None,
+        started_report_delay: float = 0.0,
+    ) -> None:
+        self.js = js
+        self.id = executor_id
+        self.work_dir = work_dir
+        self.environment = environment
+        self.retry_base_delay = retry_base_delay
+        self.started_report_delay = started_report_delay
+        self.sealing_key = sealing_key
+        # Opened by Executor.open(); an attempt cancelled before its first step needs neither.
+        self.tasks: TaskCache | None = None
+        self.artifact_store: ObjectStore | None = None
+
+    async def run(self, job: AttemptJob) -> None:
+        try_number = 1
+        try:
+            secrets = self._unseal(job)
+        except SealError as error:
+            # Not retried: every executor of a deployment holds the same key, so none would do better.
+            await self.report(
+                job,
+                "finished",
+                try_number,
+                outcome="errored",
+                exception_type="SealError",
+                exception_message=f"cannot open the run's secrets ({error}); executors need the "
+                "gateway's REGATTA_MASTER_KEY",
+                run_failure=f"the run's secrets cannot be opened by its executors ({error})",
+            )
+            return
+        while True:
+            started = StartedReport(self, job, try_number, self.started_report_delay)
+            try:
+                outcome, refs, sandbox_seconds, fidelity = await self._run_once(job, try_number, secrets)
+            except asyncio.CancelledError:
+                await started.settle()
+                await self.report_cancelled(job, try_number, "run stopped during the attempt")
+                return
+            await started.settle()
+            if outcome.retryable and try_number <= job.max_retries:
+                delay = min(self.retry_base_delay * 2 ** (try_number - 1), 60.0)
+                await self.report(
+                    job,
+                    "retrying",
+                    try_number,
+                    exception_type=outcome.exception_type,
+                    exception_message=redact(outcome.exception_message, secrets),
+                    delay_seconds=delay,
+                )
+                try:
+                    await asyncio.sleep(delay)
+                except asyncio.CancelledError:
+                    await self.report_cancelled(job, try_number, "run stopped while waiting to retry")
+                    return
+                try_number += 1
+                continue
+            await self.report(
+                job,
+                "finished",
+                try_number,
+                outcome=outcome.outcome,
+                rewards=outcome.rewards,
+                primary_reward=outcome.primary_reward,
+                exception_type=outcome.exception_type,
+                exception_message=redact(outcome.exception_message, secrets),
+                started_at=outcome.started_at,
+                finished_at=outcome.finished_at,
+                timings=outcome.timings,
+                usage=outcome.usage,
+                sandbox_seconds=sandbox_seconds,
+                artifacts=refs,
+                environment=self.environment.kind,
+                environment_built=fidelity.built,
+                environment_note=fidelity.note,
+                run_failure=outcome.run_failure,
+            )
+            return
+
+    def _unseal(self, job: AttemptJob) -> dict[str, str]:
+        """The run's secrets, decrypted only here and only for the attempt's lifetime (invariant 6)."""
+        if not job.sealed_secrets:
+            return {}
+        if self.sealing_key is None:
+            raise SealError("this executor has no sealing key")
+        return open_job_secrets_with_key(job, self.sealing_key)
+
+    async def _run_once(
+        self, job: AttemptJob, try_number: int, secrets: dict[str, str]
+    ) -> tuple[TrialOutcome, list, float, EnvironmentFidelity]:
+        assert self.tasks is not None and self.artifact_store is not None, "Executor.open() opens them"
+        try:
+            task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+        except ObjectNotFoundError:
+            # The archive is content-addressed and never deleted by the platform: gone from the object
+            # store, it is gone for every executor and every try.
+            return archive_missing(job), [], 0.0, EnvironmentFidelity(None, None)
+        try:
+            fidelity = check_task_environment(self.environment, task_dir)
+        except TaskEnvironmentError as error:
+            # The same on every try and every executor of this deployment: recorded once, not retried,
+            # and errored, which is never scored as the agent's failure.
+            return setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
+        # Unique per delivery: a job redelivered to this very process while its first copy still runs
+        # (a heartbeat missed on a loaded host) must not share, and then delete, the other's folder.
+        delivery = uuid.uuid4().hex[:8]
+        trials_dir = self.work_dir / "trials" / f"{job.attempt_id}-{try_number}-{os.getpid()}-{delivery}"
+        trials_dir.mkdir(parents=True, exist_ok=True)
+        config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
+        started = time.monotonic()
+        try:
+            result = await run_trial(config)
+            sandbox_seconds = time.monotonic() - started
+            outcome = classify(result, job.pass_threshold, job.primary_reward_key)
+            trial_dir = trials_dir / job.attempt_id
+            refs = await artifacts.upload(self.artifact_store, trial_dir, list(secrets.values()))
+            return outcome, refs, sandbox_seconds, fidelity
+        finally:
+            shutil.rmtree(trials_dir, ignore_errors=True)
+
+    async def report_cancelled(self, job: AttemptJob, try_number: int, message: str) -> None:
+        await self.report(
+            job,
+            "finished",
+            try_number,
+            outcome="cancelled",
+            exception_type="CancelledError",
+            exception_message=message,
+        )
+
+    async def report(self, job: AttemptJob, kind: str, try_number: int, **fields: object) -> None:
+        report = AttemptReport(
+            kind=kind,  # type: ignore[arg-type]
+            run_id=job.run_id,
+            attempt_id=job.attempt_id,
+            try_number=try_number,
+            executor_id=self.id,
+            **fields,  # type: ignore[arg-type]
+        )
+        payload = report.model_dump_json().encode()
+        await self.js.publish(
+            REPORT_SUBJECT,
+            payload,
+            stream=REPORTS_STREAM,
+            timeout=10,
+            headers=signed(job, payload, self.sealing_key),
+        )
