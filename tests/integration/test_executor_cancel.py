@@ -1,5 +1,5 @@
 """A run stopped at the very moment its executor takes an attempt: the attempt is reported cancelled and
-the executor's slot lives on (worker.py, Executor._run_attempt)."""
+the executor's slot lives on (worker.py, Executor._run_attempt); a job that does not parse is dropped."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import nats
 import pytest
 from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig
 from regatta_executor.trials import EnvironmentChoice
 from regatta_executor.worker import Executor
 from regatta_run_scheduler.scheduler import build_job
@@ -59,4 +60,31 @@ async def test_a_stop_before_the_attempt_s_first_step_is_reported_cancelled(
         assert report.exception_message == "run stopped before the attempt started"
         assert not executor.running[run_id], "nothing of the attempt is left running"
     finally:
+        await nc.close()
+
+
+async def test_a_job_that_does_not_parse_is_dropped_not_retried_forever(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """Only the scheduler queues jobs; a job that is not an AttemptJob (a version skew) is terminated,
+    so no executor takes it again, and the consumer that handed it over is not told to redeliver.
+    (On a stream of the test's own: JOBS is a work queue, which takes no second consumer.)"""
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    stream, subject = f"POISON-{new_id('s')}", f"poison.{new_id('j')}"
+    try:
+        await js.add_stream(name=stream, subjects=[subject])
+        await js.publish(subject, b'{"not": "a job"}', stream=stream)
+        sub = await js.pull_subscribe(
+            subject, durable="executors", stream=stream, config=ConsumerConfig(ack_wait=1.0)
+        )
+        executor = Executor(nc, tmp_path, 1, EnvironmentChoice())
+        (msg,) = await sub.fetch(1, timeout=5)
+        await executor.handle(msg)  # returns: no Redeliver, no exception
+        await asyncio.sleep(1.5)  # past ack_wait: an unsettled message would be back by now
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.fetch(1, timeout=1)
+    finally:
+        with contextlib.suppress(Exception):
+            await js.delete_stream(stream)
         await nc.close()

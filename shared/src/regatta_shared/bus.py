@@ -101,8 +101,7 @@ _UNAVAILABLE = (
 
 async def until_nats_answers[T](what: str, call: Callable[[], Awaitable[T]]) -> T:
     """`call()`, retried with backoff while nats-server is unavailable. A service started while
-    nats-server restarts too would otherwise exit at start, and nobody might restart it (the crash
-    test caught scoring so)."""
+    nats-server restarts too would otherwise exit at start, and nobody might restart it."""
     delay = 0.5
     while True:
         try:

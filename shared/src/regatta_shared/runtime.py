@@ -46,16 +46,19 @@ class Service:
         store: bool = True,
         declare_streams: bool = True,
         inbox_prefix: str = "_INBOX",
+        serve_health: bool = True,
     ) -> None:
         """`store`: open the event store (and nudge the relay on every commit of events).
         `declare_streams`: create or reconcile the streams; otherwise wait until they exist (an
-        executor's NATS user may not declare them)."""
+        executor's NATS user may not declare them). `serve_health`: answer /health on
+        REGATTA_HEALTH_PORT (the gateway answers it on its own HTTP port instead)."""
         configure_logging(name)
         self.name = name
         self.settings = settings
         self._wants_store = store
         self._declare_streams = declare_streams
         self._inbox_prefix = inbox_prefix
+        self._serve_health = serve_health
         self._nc: NATS | None = None
         self._store: EventStore | None = None
         self._consumers: list[BatchConsumer] = []
@@ -190,7 +193,7 @@ class Service:
         for consumer in self._consumers:
             await consumer.start()
         self._running = [asyncio.create_task(run(self._loops_stop), name=name) for name, run in self._loops]
-        if self.settings.health_port:
+        if self._serve_health and self.settings.health_port:
             self._health = await asyncio.start_server(
                 self._answer_health, "127.0.0.1", self.settings.health_port
             )

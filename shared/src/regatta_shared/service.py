@@ -13,7 +13,6 @@ import nats
 from nats.aio.client import Client as NATS
 from sqlalchemy.exc import OperationalError
 
-from regatta_shared.bus import ensure_streams
 from regatta_shared.eventstore import EventStore
 from regatta_shared.settings import Settings
 
@@ -52,8 +51,8 @@ def make_store(settings: Settings) -> EventStore:
 def until_database_answers(call: Callable[[], None]) -> None:
     """`call()`, retried with backoff while the database refuses connections (a Postgres restarting:
     "connection refused", "not yet accepting connections"). A service started meanwhile would
-    otherwise exit at start, and nobody might restart it (the crash test caught scoring so). It
-    blocks: at start-up nothing else runs in the process yet."""
+    otherwise exit at start, and nobody might restart it. It blocks: at start-up nothing else runs in
+    the process yet."""
     delay = 0.5
     while True:
         try:
@@ -64,11 +63,3 @@ def until_database_answers(call: Callable[[], None]) -> None:
             )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
-
-
-async def prepare_streams(settings: Settings) -> None:
-    nc = await connect_nats(settings)
-    try:
-        await ensure_streams(nc.jetstream())
-    finally:
-        await nc.close()

@@ -242,9 +242,7 @@ def test_webhook_delivery_checks_the_target_again_and_logs_status_codes_only(pg_
     notice = Notice("ntf_1", "run.finished", "ws_x", {"id": "ntf_1", "kind": "run.finished"})
     try:
         for hook_id, allow in (("wh_blocked", ""), ("wh_allowed", "127.0.0.1")):
-            delivery = WebhookDelivery(
-                gw.store, None, b"k" * 32, OutboundPolicy.parse(allow), base_delay=0.001
-            )  # type: ignore[arg-type]
+            delivery = WebhookDelivery(gw.store, b"k" * 32, OutboundPolicy.parse(allow), base_delay=0.001)
             hook = {"id": hook_id, "workspace_id": "ws_x", "url": receiver.url}
             asyncio.run(delivery.deliver(hook, notice))
             asyncio.run(delivery.http.aclose())

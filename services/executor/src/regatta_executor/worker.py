@@ -20,6 +20,7 @@ from pathlib import Path
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.errors import KeyNotFoundError
+from pydantic import ValidationError
 from regatta_shared.bus import ARTIFACTS_BUCKET, CANCELLED_RUNS_BUCKET, CLAIM_SUBJECT_PREFIX, TASKS_BUCKET
 from regatta_shared.consumer import Redeliver
 from regatta_shared.jobs import AttemptJob
@@ -78,7 +79,14 @@ class Executor:
 
     async def handle(self, msg: Msg) -> None:
         """One job. Returning acks it (its final report is on REPORTS); Redeliver NAKs it."""
-        job = AttemptJob.model_validate_json(msg.data)
+        try:
+            job = AttemptJob.model_validate_json(msg.data)
+        except ValidationError as error:
+            # Only the scheduler may queue jobs: one that does not parse is a version skew, which no
+            # redelivery mends; it is dropped (TERM) rather than retried forever by every executor.
+            log.error("a job that is not an AttemptJob was dropped: %s", str(error)[:500])
+            await msg.term()
+            return
         try:
             if await self._is_cancelled(job.run_id):
                 await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")

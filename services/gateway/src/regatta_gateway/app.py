@@ -16,7 +16,8 @@ from regatta_shared.hosted_models import HostedModelsError
 from regatta_shared.hosted_models import parse as parse_hosted_models
 from regatta_shared.nudge import wake_on_commit
 from regatta_shared.projections import ProjectionRunner
-from regatta_shared.service import configure_logging, make_store, prepare_streams, settle_heap
+from regatta_shared.runtime import Service
+from regatta_shared.service import configure_logging
 from regatta_shared.settings import Settings, load_settings
 from sqlalchemy import text
 
@@ -54,32 +55,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = make_store(settings)
-        runner = ProjectionRunner(store, ReadModels())
-        if runner.create_tables():
-            await asyncio.to_thread(runner.rebuild)  # a new read-model schema (an upgrade)
-        await asyncio.to_thread(runner.catch_up)
-        app.state.store = store
-        app.state.settings = settings
-        app.state.projections = runner
-        await prepare_streams(settings)
-        close_resources = await open_resources(app, settings, store)
-        close_operations = await open_operations(app, settings, store)
-        bootstrap(store, settings)
-        await asyncio.to_thread(runner.catch_up)
-        add_hosted_benchmarks(store, settings, all_workspaces(store))
-        stop, wake = asyncio.Event(), asyncio.Event()
-        await wake_on_commit(app.state.nc, wake)
-        task = asyncio.create_task(runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))
-        settle_heap()
+        # The runtime every service runs in: NATS, the streams, the store, the loops and consumers
+        # registered by `start_up`, and their stop in reverse order; /health is a route of this app.
+        service = Service("gateway", settings, serve_health=False)
+        await service.start(lambda service: start_up(app, service))
         try:
             yield
         finally:
-            stop.set()
-            await task
-            await close_operations()
-            await close_resources()
-            store.dispose()
+            await service.stop()
 
     app = FastAPI(title="Regatta", version="0.1.0", lifespan=lifespan)
     app.state.hosted_models = hosted_models
@@ -139,6 +122,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(AuthThrottle, throttle=app.state.auth_throttle)
     return app
+
+
+async def start_up(app: FastAPI, service: Service) -> None:
+    """Read models up to date before the first request; keys, vault and artifacts on `app.state`; the
+    bootstrap admin and hosted benchmarks in place; then the projection loops (started by the service)."""
+    store, settings = service.store, service.settings
+    runner = ProjectionRunner(store, ReadModels())
+    if runner.create_tables():
+        await asyncio.to_thread(runner.rebuild)  # a new read-model schema (an upgrade)
+    await asyncio.to_thread(runner.catch_up)
+    app.state.store = store
+    app.state.settings = settings
+    app.state.projections = runner
+    await open_resources(app, service)
+    await open_operations(app, service)
+    bootstrap(store, settings)
+    await asyncio.to_thread(runner.catch_up)
+    add_hosted_benchmarks(store, settings, all_workspaces(store))
+    wake = asyncio.Event()
+    await wake_on_commit(service.nc, wake)
+    service.loop("projections", lambda stop: runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))
 
 
 def main() -> None:

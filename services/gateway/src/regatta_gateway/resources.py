@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-import nats
 from fastapi import FastAPI
 from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES
-from regatta_shared.eventstore import EventStore
-from regatta_shared.nudge import nudge_relay_on_commit
-from regatta_shared.settings import Settings
+from regatta_shared.runtime import Service
 
 from regatta_gateway.secrets.keys import load_keys
 from regatta_gateway.secrets.store import SecretVault
 
 
-async def open_resources(
-    app: FastAPI, settings: Settings, store: EventStore
-) -> Callable[[], Awaitable[None]]:
-    """Attach keys, vault and artifact store to `app.state`; returns the function that closes them."""
-    keys = load_keys(settings)
+async def open_resources(app: FastAPI, service: Service) -> None:
+    """Attach keys, vault, the NATS connection and the artifact store to `app.state`."""
+    store, nc = service.store, service.nc
+    keys = load_keys(service.settings)
     vault = SecretVault(store, keys.secrets_at_rest, keys.sealing)
     vault.create_tables()
-    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     # An event the bus cannot carry is refused at the append (413 naming the field), not stored for
     # the relay to set aside; the limit is the server's own, from its INFO.
     store.max_event_bytes = nc.max_payload - HEADERS_BYTES
@@ -30,5 +23,3 @@ async def open_resources(
     app.state.nc = nc
     app.state.vault = vault
     app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
-    nudge_relay_on_commit(store, nc)
-    return nc.close

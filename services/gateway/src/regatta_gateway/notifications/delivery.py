@@ -1,20 +1,18 @@
-"""Delivers webhook notifications: a durable consumer of the events that notify, one task per message so a
-failing receiver is retried with backoff without holding up any other delivery, nor any run."""
+"""Delivers webhook notifications, from a durable consumer of the events that notify (app.py registers
+`notify` with the service runtime): several messages at once, each kept in progress while its
+receivers are retried with backoff, so a failing receiver holds up neither the other deliveries nor
+any run."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
 
 import httpx
-import nats.errors
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig
-from regatta_shared.bus import EVENTS_STREAM, subject_of
+from regatta_shared.bus import subject_of
 from regatta_shared.codec import decode_stored
 from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
@@ -41,6 +39,11 @@ from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.operations import webhooks
 
 log = logging.getLogger("regatta.webhooks")
+DURABLE = "gateway-webhooks"
+# Deliveries in progress at once; a message waits for a free one.
+CONCURRENT_DELIVERIES = 16
+ACK_WAIT_SEC = 60.0
+RETRY_SEC = 5.0
 SUBJECTS = [
     subject_of(RunFinished),
     subject_of(RunFailed),
@@ -54,70 +57,26 @@ class WebhookDelivery:
     def __init__(
         self,
         store: EventStore,
-        js: JetStreamContext,
         master: bytes,
         outbound: OutboundPolicy,
         base_delay: float = 1.0,
     ) -> None:
         self.store = store
-        self.js = js
         self.master = master
         self.base_delay = base_delay
         # Checked again at every delivery (the target's DNS may now answer an internal address) and
         # connected to the checked address; redirects are not followed.
         self.http = guarded_async_client(outbound, "url", timeout=10.0)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._loop: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        config = ConsumerConfig(
-            durable_name="gateway-webhooks",
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=60,
-            max_deliver=-1,
-            filter_subjects=SUBJECTS,
-        )
-        await self.js.add_consumer(EVENTS_STREAM, config)
-        self._sub = await self.js.pull_subscribe_bind(durable="gateway-webhooks", stream=EVENTS_STREAM)
-        self._loop = asyncio.create_task(self._consume())
+    async def notify(self, msg: Msg) -> None:
+        """One event that notifies: every notice it makes, delivered to every active webhook that asked
+        for its kind. Returning acks it; an exception NAKs it (the consumer retries it later)."""
+        event = decode_stored(msg.data)
+        notices = await asyncio.to_thread(self.notices_for, event)
+        await asyncio.gather(*(self.deliver(hook, notice) for hook, notice in notices))
 
-    async def stop(self) -> None:
-        for task in [self._loop, *self._tasks]:
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(*(t for t in [self._loop, *self._tasks] if t), return_exceptions=True)
+    async def close(self) -> None:
         await self.http.aclose()
-
-    async def _consume(self) -> None:
-        while True:
-            try:
-                # One at a time: nats-py's fetch(n > 1) waits for the whole batch while its pull request
-                # lives, which delayed notices by seconds; deliveries still run concurrently.
-                messages = await self._sub.fetch(1, timeout=5.0)
-            except (nats.errors.TimeoutError, TimeoutError):
-                continue
-            except Exception:
-                log.exception("webhook fetch failed")
-                await asyncio.sleep(1.0)
-                continue
-            for msg in messages:
-                task = asyncio.create_task(self._handle(msg))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-
-    async def _handle(self, msg: Msg) -> None:
-        heartbeat = asyncio.create_task(_heartbeat(msg))
-        try:
-            event = decode_stored(msg.data)
-            notices = await asyncio.to_thread(self.notices_for, event)
-            await asyncio.gather(*(self.deliver(hook, notice) for hook, notice in notices))
-            await msg.ack()
-        except Exception:
-            log.exception("webhook notification failed; it will be redelivered")
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=5.0)
-        finally:
-            heartbeat.cancel()
 
     def notices_for(self, event: StoredEvent) -> list[tuple[dict[str, Any], Notice]]:
         with self.store.read_engine.connect() as conn:
@@ -217,10 +176,3 @@ class WebhookDelivery:
             f"webhook-{hook['id']}",
             [new_event(recorded, event_id=event_id, actor="webhooks", workspace_id=hook["workspace_id"])],
         )
-
-
-async def _heartbeat(msg: Msg) -> None:
-    while True:
-        await asyncio.sleep(20)
-        with contextlib.suppress(Exception):
-            await msg.in_progress()
