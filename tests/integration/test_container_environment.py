@@ -427,3 +427,30 @@ async def test_what_is_answered_without_an_exec_is_what_the_command_would_do(
         assert await env.is_dir("/logs/agent/x.txt", user="root") is False
         assert await env.is_dir("/logs/nothing", user="root") is False
         assert await env.is_dir("/logs/artifacts/link", user="root") is True  # `test -d` follows links
+
+
+async def test_logs_sent_back_unchanged_are_not_uploaded_and_changed_ones_are(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Harbor reads the agent's logs back and uploads the host's copy again. Unchanged, the container
+    keeps the agent's own files (as where the logs are mounted); changed on the host, or written into
+    meanwhile by an upload, the copy goes back."""
+    async with started_environment(tmp_path) as env:
+        await env.exec("echo agent > /logs/agent/a.txt", user="root")
+        await env.download_dir("/logs/agent", tmp_path / "agent")
+        await env.exec("echo later > /logs/agent/a.txt", user="root")
+        await env.upload_dir(tmp_path / "agent", "/logs/agent")
+        kept = await env.exec("cat /logs/agent/a.txt", user="root")
+        assert kept.stdout == "later\n", kept  # not sent back: the container's own file stays
+
+        (tmp_path / "agent" / "b.txt").write_text("added on the host\n")
+        await env.upload_dir(tmp_path / "agent", "/logs/agent")
+        sent = await env.exec("cat /logs/agent/a.txt /logs/agent/b.txt", user="root")
+        assert sent.stdout == "agent\nadded on the host\n", sent
+
+        await env.download_dir("/logs/agent", tmp_path / "again")
+        extra = tmp_path / "extra.txt"
+        extra.write_text("uploaded\n")
+        await env.upload_file(extra, "/logs/agent/a.txt")
+        await env.upload_dir(tmp_path / "again", "/logs/agent")
+        assert (await env.exec("cat /logs/agent/a.txt", user="root")).stdout == "agent\n"

@@ -8,7 +8,9 @@ a symlink that was already in the target folder.
 from __future__ import annotations
 
 import copy
+import os
 import posixpath
+import stat
 import tarfile
 import tempfile
 import time
@@ -91,6 +93,24 @@ def _refuse_symlinked_parent(target: Path, name: str) -> None:
         current = current / part
         if current.is_symlink():
             raise ValueError(f"refusing to extract {name!r} through the symlink {current}")
+
+
+Manifest = tuple[tuple[str, int, int, int, int, str], ...]
+
+
+def manifest(root: Path) -> Manifest:
+    """What a host folder holds, to tell whether it changed: every entry's path, type and mode, size,
+    modification time (ns) and link target, without following links."""
+    entries = []
+    for folder, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted([*dirs, *names]):
+            path = Path(folder, name)
+            info = path.lstat()
+            target = os.readlink(path) if stat.S_ISLNK(info.st_mode) else ""
+            relative = str(path.relative_to(root))
+            entries.append((relative, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, target))
+    return tuple(entries)
 
 
 class StagedArchive:

@@ -32,6 +32,8 @@ class ContainerTransfers(BaseEnvironment):
     _staged: files.StagedArchive | None
     _snapshot: files.Snapshot | None
     _download_budget: int
+    # Folders downloaded as they were then on the host: (container folder, host folder, manifest).
+    _downloaded: dict[str, tuple[Path, files.Manifest]]
 
     @override
     async def is_dir(self, path: str, user: str | int | None = None) -> bool:
@@ -46,7 +48,14 @@ class ContainerTransfers(BaseEnvironment):
 
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        await execs.in_thread(self._stage().add_file, Path(source_path), files.container_path(target_path))
+        target = files.container_path(target_path)
+        self._forget_downloads(target)
+        await execs.in_thread(self._stage().add_file, Path(source_path), target)
+
+    def _forget_downloads(self, target: str) -> None:
+        """An upload into a folder read back earlier: sending the host's copy back is no longer a no-op."""
+        for path in [p for p in self._downloaded if within(p, target) or within(target, p)]:
+            del self._downloaded[path]
 
     def _stage(self) -> files.StagedArchive:
         if self._staged is None:
@@ -160,6 +169,7 @@ class ContainerTransfers(BaseEnvironment):
             member = snapshot.member(path)
             if member is not None and member.isdir():
                 await execs.in_thread(snapshot.extract_dir, path, Path(target_dir))
+                await self._downloaded_as(path, Path(target_dir))
                 return
         try:
             size = await execs.in_thread(
@@ -174,6 +184,18 @@ class ContainerTransfers(BaseEnvironment):
             await self._check_engine_view()
             raise
         self._download_budget -= size
+        await self._downloaded_as(path, Path(target_dir))
+
+    async def _downloaded_as(self, path: str, target: Path) -> None:
+        self._downloaded[path] = (target.resolve(), await execs.in_thread(files.manifest, target))
+
+    async def unchanged_since_download(self, source: Path, target: str) -> bool:
+        """Whether uploading `source` to `target` would only send back what was downloaded from there
+        (Harbor uploads the agent's logs back after reading them, for environments without mounts)."""
+        downloaded = self._downloaded.get(target)
+        if downloaded is None or downloaded[0] != source.resolve():
+            return False
+        return downloaded[1] == await execs.in_thread(files.manifest, source)
 
     def _running(self) -> str:
         if self._container_id is None:
