@@ -95,7 +95,7 @@ class RunScheduler:
         if newer:
             for stored in newer:
                 state.version = stored.version
-                aggregate._apply(state, stored.payload())
+                aggregate.apply(state, stored.payload())
         self._states[run_id] = state
         if state.terminal:
             self._states.pop(run_id, None)
@@ -147,7 +147,7 @@ class RunScheduler:
     @staticmethod
     def _fold_forward(state: aggregate.RunState, new_events: list[NewEvent]) -> list[NewEvent]:
         for new in new_events:
-            aggregate._apply(state, parse_event(new.type, new.data))
+            aggregate.apply(state, parse_event(new.type, new.data))
         return new_events
 
     def on_event(self, event: StoredEvent) -> aggregate.RunState | None:
