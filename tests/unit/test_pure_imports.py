@@ -13,6 +13,7 @@ PURE = [
     "regatta_gateway.commands.benchmark_decider",
     "regatta_shared.envelope",
     "regatta_shared.codec",
+    "regatta_shared.aggregates",
 ]
 
 

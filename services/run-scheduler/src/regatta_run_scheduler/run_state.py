@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from regatta_shared.aggregates import fold_into
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     AttemptFinished,
@@ -77,11 +78,7 @@ def plan(submitted: RunSubmitted) -> list[tuple[int, str, int]]:
 
 
 def fold(run_id: str, events: Iterable[StoredEvent]) -> RunState:
-    state = RunState(run_id=run_id)
-    for stored in events:
-        state.version = stored.version
-        apply(state, stored.payload())
-    return state
+    return fold_into(RunState(run_id=run_id), events, apply)
 
 
 def apply(state: RunState, event: Event) -> None:

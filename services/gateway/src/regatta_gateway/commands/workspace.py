@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
+from regatta_shared.aggregates import fold_into
 from regatta_shared.envelope import StoredEvent, deterministic_id
 from regatta_shared.events import (
     ApiTokenRevoked,
@@ -53,11 +54,7 @@ class WorkspaceState:
 
 
 def fold(workspace_id: str, events: Iterable[StoredEvent]) -> WorkspaceState:
-    state = WorkspaceState(workspace_id)
-    for stored in events:
-        state.version = stored.version
-        _apply(state, stored.payload())
-    return state
+    return fold_into(WorkspaceState(workspace_id), events, _apply)
 
 
 def _apply(state: WorkspaceState, event: Event) -> None:
