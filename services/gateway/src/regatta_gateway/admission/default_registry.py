@@ -15,6 +15,8 @@ from typing import Any
 
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.outbound import OutboundPolicy
+from regatta_shared.settings import Settings
+from regatta_shared.source_policy import SourcePolicy
 
 from regatta_gateway.admission.registry_catalog import Catalog, RegistryUnavailable, is_url, read_catalog
 from regatta_gateway.http.errors import ApiError
@@ -27,6 +29,11 @@ FAILURE_TTL = 30.0
 
 class DefaultRegistry:
     """The deployment's default registry, read at most once per TTL (one reader at a time)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DefaultRegistry:
+        outbound = SourcePolicy.from_settings(settings).outbound
+        return cls(settings.default_registry, outbound, settings.default_registry_cache_seconds)
 
     def __init__(self, location: str, policy: OutboundPolicy, ttl: float) -> None:
         self.location = location.strip()

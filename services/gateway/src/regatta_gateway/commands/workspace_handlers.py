@@ -21,6 +21,7 @@ from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.settings import Settings
 from sqlalchemy import Connection, func, select
 
+from regatta_gateway.admission.default_registry import DefaultRegistry
 from regatta_gateway.commands import workspace as ws
 from regatta_gateway.commands.hosted import add_hosted_benchmarks
 from regatta_gateway.commands.runs import stop_run
@@ -47,7 +48,11 @@ def _names(conn: Connection) -> dict[str, str]:
 
 
 def create_workspace(
-    store: EventStore, settings: Settings, scope: Scope, body: dict[str, Any]
+    store: EventStore,
+    settings: Settings,
+    scope: Scope,
+    body: dict[str, Any],
+    default_registry: DefaultRegistry | None = None,
 ) -> dict[str, Any]:
     """A new workspace whose only member is its creator (admin), with the hosted benchmarks. Nobody's
     default workspace changes: that is the first one each user was given."""
@@ -61,7 +66,7 @@ def create_workspace(
         decided = ws.decide_create(workspace_id, name, _names(conn), actor)
         recorded = [new_event(event, actor=actor, workspace_id=workspace_id) for event in decided]
         store.append_within(conn, workspace_stream(workspace_id), recorded, 0)
-    add_hosted_benchmarks(store, settings, [(workspace_id, name)], scope.principal)
+    add_hosted_benchmarks(store, settings, [(workspace_id, name)], scope.principal, default_registry)
     return {"id": workspace_id, "name": name, "role": "admin"}
 
 
