@@ -1,5 +1,5 @@
 """Identity commands: API tokens, members, platform administrators. Each is decided on the workspace's
-stream (workspace_records.py) and appended at the version it read (workspace_handlers.execute); reads
+stream (workspace_records.py) and appended at the version it read (workspace_appends.execute); reads
 use the read models. Workspaces themselves are decided in commands/workspace.py.
 
 Tokens are shown once and stored only as SHA-256 hashes. A user's id is derived from their email, so
