@@ -83,22 +83,32 @@ def _new_token(user_id: str, name: str, expires_at: str | None) -> tuple[str, Ap
     return token, created
 
 
-def create_token(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
-    name = _text(body, "name", required=False) or "api token"
-    actor = scope.principal.user_id
-    token, created = _new_token(actor, name, _expiry(body))
+def issue_token(
+    store: EventStore, user_id: str, name: str, expires_at: str | None, *, actor: str, workspace_id: str
+) -> dict[str, Any]:
+    token, created = _new_token(user_id, name, expires_at)
     stored = execute(
         store,
-        scope.workspace_id,
+        workspace_id,
         actor,
         lambda state: records.decide_create_token(state, actor, created),
         reads=ws.standing(actor),
     )
-    at = isoformat(stored[0].recorded_at)
-    issued = {"id": created.token_id, "name": name, "token": token, "created_at": at}
-    if created.expires_at:
-        issued["expires_at"] = created.expires_at
-    return issued
+    body = {
+        "id": created.token_id,
+        "name": name,
+        "token": token,
+        "created_at": isoformat(stored[0].recorded_at),
+    }
+    if expires_at:
+        body["expires_at"] = expires_at
+    return body
+
+
+def create_token(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
+    name = _text(body, "name", required=False) or "api token"
+    actor = scope.principal.user_id
+    return issue_token(store, actor, name, _expiry(body), actor=actor, workspace_id=scope.workspace_id)
 
 
 def list_tokens(store: EventStore, principal: Principal) -> list[dict[str, Any]]:
