@@ -7,7 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
+from regatta_shared.settings import Settings
 
 from tests.conftest import ROOT, unavailable
 
@@ -73,3 +75,20 @@ def test_compose_file_is_valid_and_executors_scale() -> None:
         dockerfile = config["services"][name]["build"]["dockerfile"]
         assert (ROOT / dockerfile).is_file(), dockerfile
         assert Path(dockerfile).name == "Dockerfile"
+
+
+def test_the_gateway_gets_the_default_registry_of_its_settings_unless_the_operator_names_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Compose passes REGATTA_DEFAULT_REGISTRY to the gateway: the settings' default when unset, the
+    operator's value (from .env) when set, and empty (no default registry) when set empty."""
+    monkeypatch.delenv("REGATTA_DEFAULT_REGISTRY", raising=False)
+
+    def gateway_registry(**env: str) -> object:
+        result = _config(**SECRETS, **env)
+        assert result.returncode == 0, result.stderr
+        return yaml.safe_load(result.stdout)["services"]["gateway"]["environment"]["REGATTA_DEFAULT_REGISTRY"]
+
+    assert gateway_registry() == Settings.model_fields["default_registry"].default
+    assert gateway_registry(REGATTA_DEFAULT_REGISTRY="/srv/registry.json") == "/srv/registry.json"
+    assert gateway_registry(REGATTA_DEFAULT_REGISTRY="") in ("", None)

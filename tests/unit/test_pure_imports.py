@@ -8,10 +8,12 @@ import sys
 
 PURE = [
     "regatta_run_scheduler.run",
+    "regatta_run_scheduler.run_state",
     "regatta_scoring.scores",
     "regatta_gateway.commands.benchmark_decider",
     "regatta_shared.envelope",
     "regatta_shared.codec",
+    "regatta_shared.aggregates",
 ]
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from regatta_scoring.statistics import (
     NullSummary,
     Participant,
+    _direct,
     _tilted,
     holm,
     lower_tail_count,
@@ -214,7 +215,7 @@ def test_tilted_tails_agree_with_exact_counts(problems: list[tuple[list[int], li
         # None: declined in favour of the direct DP (a spectrum too flat to be worth it).
         if tail is not None:
             assert tail == pytest.approx(exact, rel=1e-11)
-        assert _tilted.float_dp_lower_tail(values, counts, r) == pytest.approx(exact, rel=1e-13)
+        assert _direct.float_dp_lower_tail(values, counts, r) == pytest.approx(exact, rel=1e-13)
 
 
 def test_tilted_path_on_a_large_problem_deep_in_the_tail() -> None:
@@ -237,8 +238,8 @@ def test_direct_methods_for_huge_supports_agree_with_exact_counts() -> None:
         s = sum(a * k for a, k in zip(values, counts, strict=True))
         r = rng.randint(0, s // 2)
         exact = lower_tail_count(values, counts, r)
-        assert _tilted.meet_in_the_middle_count(values, counts, r) == exact
-        assert _tilted.float_dp_lower_tail(values, counts, r) == pytest.approx(
+        assert _direct.meet_in_the_middle_count(values, counts, r) == exact
+        assert _direct.float_dp_lower_tail(values, counts, r) == pytest.approx(
             exact / (1 << sum(counts)), rel=1e-13
         )
 

@@ -6,14 +6,20 @@ from datetime import UTC, datetime
 
 import pytest
 from regatta_gateway.commands import workspace as ws
+from regatta_gateway.commands import workspace_records as records
 from regatta_gateway.http.errors import ApiError
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     ApiTokenCreated,
+    ApiTokenRevoked,
     Event,
     MemberAdded,
     MemberRemoved,
     MemberRoleChanged,
+    UserRegistered,
+    WebhookRegistered,
+    WebhookRemoved,
+    WorkspaceBudgetSet,
     WorkspaceCreated,
     WorkspaceDeleted,
     WorkspaceRenamed,
@@ -111,3 +117,53 @@ def test_bad_names_are_refused_naming_the_field(name: object) -> None:
     with pytest.raises(ApiError) as error:
         ws.clean_name(name)
     assert (error.value.status, error.value.field) == (400, "name")
+
+
+def test_the_fold_knows_the_budget_and_the_live_webhooks() -> None:
+    state = team(
+        WorkspaceBudgetSet(workspace_id=WS, budget_usd=5.0),
+        WebhookRegistered(webhook_id="wh_1", workspace_id=WS, url="http://x", kinds=[]),
+        WebhookRegistered(webhook_id="wh_2", workspace_id=WS, url="http://y", kinds=[]),
+        WebhookRemoved(webhook_id="wh_1", workspace_id=WS),
+    )
+    assert (state.budget_usd, state.webhooks) == (5.0, {"wh_2"})
+    refused(lambda: records.decide_remove_webhook(state, "ann", "wh_1"), 404, "NOT_FOUND")
+    refused(lambda: records.decide_set_budget(state, "bob", 1.0), 403, "FORBIDDEN")
+    assert records.decide_remove_webhook(state, "ann", "wh_2") == [
+        WebhookRemoved(webhook_id="wh_2", workspace_id=WS)
+    ]
+
+
+def test_adding_a_member_again_records_nothing_or_a_role_change_that_keeps_one_admin() -> None:
+    state = team()
+    again = MemberAdded(workspace_id=WS, user_id="bob", role="member")
+    assert records.decide_add_member(state, "ann", again) == []
+    demoted = MemberAdded(workspace_id=WS, user_id="ann", role="member")
+    refused(lambda: records.decide_add_member(state, "ann", demoted), 409, "LAST_ADMIN")
+    refused(lambda: records.decide_add_member(state, "bob", again), 403, "FORBIDDEN")
+    refused(lambda: records.decide_create_token(state, "stranger", token()), 404)
+    promoted = MemberAdded(workspace_id=WS, user_id="bob", role="admin")
+    assert records.decide_add_member(state, "ann", promoted, token=token()) == [promoted, token()]
+
+
+def test_what_a_decision_reads_changes_only_with_what_it_decided_on() -> None:
+    before = team()
+    budget = team(WorkspaceBudgetSet(workspace_id=WS, budget_usd=1.0))
+    joined = team(MemberAdded(workspace_id=WS, user_id="cy", role="member"))
+    assert records.member_reads("ann", "dan")(joined) == records.member_reads("ann", "dan")(before)
+    assert records.member_reads("ann", "cy")(joined) != records.member_reads("ann", "cy")(before)
+    assert records.budget_reads("ann")(budget) != records.budget_reads("ann")(before)
+    assert ws.standing("bob")(budget) == ws.standing("bob")(joined) == ws.standing("bob")(before)
+
+
+def test_facts_beyond_one_stream_get_event_ids_derived_from_them() -> None:
+    """So the store keeps each once whichever workspace's stream, request or retry appends it."""
+    first = UserRegistered(user_id="u", email="Dana@X.example", name="d")
+    assert ws.event_id(first) == ws.event_id(first.model_copy(update={"email": "dana@x.example"}))
+    assert ws.event_id(ApiTokenRevoked(token_id="t")) == ws.event_id(ApiTokenRevoked(token_id="t"))
+    assert ws.event_id(ApiTokenRevoked(token_id="t")) != ws.event_id(ApiTokenRevoked(token_id="u"))
+    assert ws.event_id(WorkspaceBudgetSet(workspace_id=WS, budget_usd=1.0)) is None
+
+
+def token() -> ApiTokenCreated:
+    return ApiTokenCreated(token_id="tok", user_id="bob", token_hash="h2", name="issued")

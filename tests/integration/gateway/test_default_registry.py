@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from regatta_gateway.admission import default_registry
+from regatta_gateway.admission import registry_catalog
 from regatta_gateway.app import create_app
 
 from .conftest import Gateway, make_settings
@@ -283,7 +283,7 @@ def test_a_hostile_registry_is_refused_with_its_reason(
     open_gateway, registry_server: str, monkeypatch: pytest.MonkeyPatch, mode: str, reason: str
 ) -> None:
     # A short read timeout keeps the stalling case quick; the size cap is the real one.
-    monkeypatch.setattr(default_registry, "FETCH_TIMEOUT_SEC", 1.0)
+    monkeypatch.setattr(registry_catalog, "FETCH_TIMEOUT_SEC", 1.0)
     Registry.mode = mode
     url = f"{registry_server}/registry.json"
     gw = open_gateway(url, outbound_allow=registry_server.removeprefix("http://"))

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
 from regatta_gateway.commands import workspace as ws
-from regatta_gateway.commands import workspace_handlers
+from regatta_gateway.commands import workspace_appends, workspace_handlers
 from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.http.errors import ApiError
 from regatta_shared.ids import run_stream, workspace_stream
@@ -195,12 +195,12 @@ def test_a_decision_made_on_a_stale_stream_is_refused_with_409(gateway: Gateway)
     store = gateway.store
     admin = resolve_scope(store, authenticate(store, f"Bearer {ADMIN_TOKEN}"), "team-b")
     bob_scope = resolve_scope(store, authenticate(store, f"Bearer {bob}"), "team-b")
-    stale = workspace_handlers.load(store, admin.workspace_id)
+    stale = workspace_appends.load(store, admin.workspace_id)
 
     workspace_handlers.change_role(store, bob_scope, bob_scope.principal.user_id, {"role": "member"})
     before = gateway.event_count()
     with pytest.raises(ApiError) as refused:
-        workspace_handlers.execute(
+        workspace_appends.execute(
             store,
             admin.workspace_id,
             admin.principal.user_id,
@@ -209,12 +209,12 @@ def test_a_decision_made_on_a_stale_stream_is_refused_with_409(gateway: Gateway)
         )
     assert refused.value.status == 409 and refused.value.code == "CONCURRENT_CHANGE"
     assert gateway.event_count() == before
-    fresh = workspace_handlers.load(store, admin.workspace_id)
+    fresh = workspace_appends.load(store, admin.workspace_id)
     assert fresh.admins() == {admin.principal.user_id}
 
     # A change the decision does not read (a budget) only moves the version: decided again, appended.
     gateway.ok(gateway.v1("PUT", "/workspace/budget", json={"budget_usd": 5}, workspace="team-b"))
-    moved = workspace_handlers.execute(
+    moved = workspace_appends.execute(
         store,
         admin.workspace_id,
         admin.principal.user_id,

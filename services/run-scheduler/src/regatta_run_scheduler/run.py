@@ -1,4 +1,4 @@
-"""The run aggregate: fold a run's events into its state, and decide the events that follow.
+"""The run aggregate's decisions: given a run's state (run_state.py, its fold), the events that follow.
 
 Pure functions; no I/O. Every decided event carries a deterministic id, so deciding twice (two
 scheduler instances, a redelivered report) appends once: the store ignores a known event id.
@@ -6,10 +6,9 @@ scheduler instances, a redelivered report) appends once: the store ignores a kno
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from regatta_shared.envelope import NewEvent, StoredEvent, deterministic_id, new_event
+from regatta_shared.envelope import NewEvent, deterministic_id, new_event
 from regatta_shared.events import (
     AttemptFinished,
     AttemptRetried,
@@ -28,109 +27,13 @@ from regatta_shared.events import (
 )
 from regatta_shared.ids import attempt_id
 from regatta_shared.jobs import AttemptReport
-from regatta_shared.runs import STATUS_BY_EVENT, TERMINAL, expected_attempts
+from regatta_shared.runs import expected_attempts
 
-
-@dataclass
-class AttemptState:
-    attempt_id: str
-    agent_index: int
-    task: str
-    attempt_index: int
-    try_number: int = 1
-    started: bool = False
-    outcome: str | None = None
-    error: str | None = None  # "ExceptionType: message" of an errored outcome, for a failed run's reason
-    # (try number, executor id) of each recorded start: a redelivered "started" report decides nothing.
-    starts: frozenset[tuple[int, str]] = frozenset()
-
-
-@dataclass
-class RunState:
-    run_id: str
-    version: int = 0
-    submitted: RunSubmitted | None = None
-    status: str = "pending"
-    attempts: dict[str, AttemptState] = field(default_factory=dict)
-    stop_requested: bool = False
-    execution_completed: bool = False
-    cost_usd: float = 0.0
-    stop_reason: str | None = None
-    stop_ends_as: str = "stopped"
-    # Derived, cached: the plan with its attempt ids (hashing them all per decision was O(N) in a
-    # 20,000-attempt run) and how much of it is known to be scheduled already.
-    planned: list[tuple[str, int, str, int]] | None = field(default=None, repr=False)
-    plan_cursor: int = field(default=0, repr=False)
-    # Not folded from events: the attempts executors claimed (picked up) that have no AttemptStarted
-    # yet, set by the service before each decision. A stop waits for them as for started ones.
-    claimed: frozenset[str] = field(default=frozenset(), repr=False)
-
-    @property
-    def in_flight(self) -> list[AttemptState]:
-        return [a for a in self.attempts.values() if a.outcome is None]
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
-
-def plan(submitted: RunSubmitted) -> list[tuple[int, str, int]]:
-    """The attempts of a run, in dispatch order: attempt rounds first, so early results cover every task."""
-    return [
-        (agent.index, task.name, attempt_index)
-        for attempt_index in range(submitted.execution.attempts_per_task)
-        for task in submitted.tasks
-        for agent in submitted.agents
-    ]
-
-
-def fold(run_id: str, events: Iterable[StoredEvent]) -> RunState:
-    state = RunState(run_id=run_id)
-    for stored in events:
-        state.version = stored.version
-        _apply(state, stored.payload())
-    return state
-
-
-def _apply(state: RunState, event: Event) -> None:
-    state.status = STATUS_BY_EVENT.get(event.type_name, state.status)
-    match event:
-        case RunSubmitted():
-            state.submitted = event
-        case AttemptScheduled():
-            state.attempts[event.attempt_id] = AttemptState(
-                event.attempt_id, event.agent_index, event.task, event.attempt_index, event.try_number
-            )
-        # Attempt states are replaced, never changed in place, so a scratch copy of the state needs
-        # only a copy of the dict (decide_on_reports).
-        case AttemptStarted():
-            attempt = state.attempts.get(event.attempt_id)
-            if attempt:
-                state.attempts[event.attempt_id] = replace(
-                    attempt,
-                    started=True,
-                    try_number=max(attempt.try_number, event.try_number),
-                    starts=attempt.starts | {(event.try_number, event.executor_id)},
-                )
-        case AttemptRetried():
-            attempt = state.attempts.get(event.attempt_id)
-            if attempt:
-                state.attempts[event.attempt_id] = replace(
-                    attempt, try_number=max(attempt.try_number, event.try_number)
-                )
-        case AttemptFinished():
-            attempt = state.attempts.get(event.attempt_id)
-            if attempt and attempt.outcome is None:
-                error = event.exception_type and f"{event.exception_type}: {event.exception_message or ''}"
-                state.attempts[event.attempt_id] = replace(attempt, outcome=event.outcome, error=error)
-                state.cost_usd += event.usage.cost_usd or 0.0
-        case RunStopRequested():
-            if not state.stop_requested:
-                state.stop_requested = True
-                state.stop_reason = event.reason
-                state.stop_ends_as = event.ends_as
-        case RunExecutionCompleted():
-            state.execution_completed = True
+from .run_state import AttemptState as AttemptState
+from .run_state import RunState as RunState
+from .run_state import apply as apply
+from .run_state import fold as fold
+from .run_state import plan as plan
 
 
 def _ev(payload: Event, *id_parts: str) -> NewEvent:
@@ -309,7 +212,7 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
 def decide_on_reports(state: RunState, reports: list[AttemptReport]) -> list[NewEvent]:
     """Decide a batch of reports in order, each seeing what the earlier ones decided."""
     # The submission is frozen and the cached plan never changed in place; attempt states are
-    # replaced by _apply: copying the attempts dict isolates the scratch. (A deepcopy copied the whole
+    # replaced by apply: copying the attempts dict isolates the scratch. (A deepcopy copied the whole
     # submission and every attempt for each batch of reports: a quarter of the scheduler's CPU.)
     scratch = replace(state, attempts=dict(state.attempts))
     decided: dict[str, NewEvent] = {}
@@ -319,7 +222,7 @@ def decide_on_reports(state: RunState, reports: list[AttemptReport]) -> list[New
             for event in decide_on_report(scratch, report) if step == "report" else decide_cost_cap(scratch):
                 if event.event_id not in decided:
                     decided[event.event_id] = event
-                    _apply(scratch, parse_event(event.type, event.data))
+                    apply(scratch, parse_event(event.type, event.data))
     return list(decided.values())
 
 

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from regatta_shared import run_keys
+from regatta_shared.aggregates import fold_into
 from regatta_shared.attempt_auth import AttemptKeys
 from regatta_shared.events import (
     AttemptScheduled,
@@ -88,11 +89,9 @@ class RunScheduler:
 
     def _load(self, run_id: str) -> aggregate.RunState:
         state = self._states.get(run_id) or aggregate.RunState(run_id=run_id)
-        newer = self.store.read_stream(run_stream(run_id), after_version=state.version)
-        if newer:
-            for stored in newer:
-                state.version = stored.version
-                aggregate._apply(state, stored.payload())
+        fold_into(
+            state, self.store.read_stream(run_stream(run_id), after_version=state.version), aggregate.apply
+        )
         self._states[run_id] = state
         if state.terminal:
             self._states.pop(run_id, None)
@@ -144,7 +143,7 @@ class RunScheduler:
     @staticmethod
     def _fold_forward(state: aggregate.RunState, new_events: list[NewEvent]) -> list[NewEvent]:
         for new in new_events:
-            aggregate._apply(state, parse_event(new.type, new.data))
+            aggregate.apply(state, parse_event(new.type, new.data))
         return new_events
 
     def on_event(self, event: StoredEvent) -> aggregate.RunState | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from regatta_shared.aggregates import fold_into
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     BenchmarkAdded,
@@ -49,11 +50,7 @@ class BenchmarkState:
 
 
 def fold(benchmark_id: str, events: Iterable[StoredEvent]) -> BenchmarkState:
-    state = BenchmarkState(benchmark_id=benchmark_id)
-    for stored in events:
-        state.version = stored.version
-        _apply(state, stored.payload())
-    return state
+    return fold_into(BenchmarkState(benchmark_id=benchmark_id), events, _apply)
 
 
 def _apply(state: BenchmarkState, event: Event) -> None:

@@ -38,11 +38,12 @@ def bootstrap(store: EventStore, settings: Settings) -> Scope | None:
         if found is None:
             found = new_id("ws"), new_id("usr"), new_id("tok")
             store.append_within(
-                conn, workspace_stream(found[0]), _bootstrap_events(*found, token_hash, settings)
+                conn, workspace_stream(found[0]), _bootstrap_events(*found, token_hash, settings), 0
             )
         # The bootstrap admin is the first platform administrator (it grants others: identity.py).
         # A deterministic event id makes this a no-op on every later start, and grants it once to
-        # deployments bootstrapped before platform administrators existed.
+        # deployments bootstrapped before platform administrators existed. No version check: the append
+        # lock held since the check above keeps every other writer out of this transaction.
         grant = new_event(
             PlatformAdminGranted(user_id=found[1]),
             event_id=deterministic_id(found[1], "platform-admin"),

@@ -1,6 +1,9 @@
 """Hosted benchmarks: declared by the deployment (REGATTA_HOSTED_BENCHMARKS), present in every workspace
 and never removable. A benchmark lives in one workspace, so each workspace gets its own copy: its runs
-and leaderboard stay the workspace's own."""
+and leaderboard stay the workspace's own.
+
+An entry is a `POST /api/v1/benchmarks` body, so one naming only a dataset (`{"dataset": "name@1.0"}`)
+is found in the default registry (REGATTA_DEFAULT_REGISTRY), like one added through the API."""
 
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ from regatta_shared.settings import Settings
 from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 
+from regatta_gateway.admission.default_registry import DefaultRegistry
 from regatta_gateway.commands.benchmark_sources import parse_source
 from regatta_gateway.commands.benchmarks import add_benchmark
 from regatta_gateway.http.auth import Principal, Scope
+from regatta_gateway.http.errors import ApiError
 from regatta_gateway.readmodels import tables as t
 
 log = logging.getLogger("regatta.gateway")
@@ -32,12 +37,18 @@ def add_hosted_benchmarks(
     settings: Settings,
     workspaces: Iterable[tuple[str, str]],
     principal: Principal = SYSTEM,
+    default_registry: DefaultRegistry | None = None,
 ) -> None:
-    """Adds to each (id, name) workspace the declared benchmarks it lacks (by source type and ref)."""
+    """Adds to each (id, name) workspace the declared benchmarks it lacks (by source type and ref).
+
+    One named from a default registry that cannot be read now is left out and logged, not fatal: the
+    gateway still starts, and adds it at its next start (or to a workspace created once it can be read).
+    A name the registry does not have is the operator's mistake, refused like any bad entry."""
     if not settings.hosted_benchmarks:
         return
     declared = json.loads(settings.hosted_benchmarks)
     policy = SourcePolicy.from_settings(settings)
+    registry = default_registry or DefaultRegistry.from_settings(settings)
     for workspace_id, name in workspaces:
         with store.read_engine.connect() as conn:
             existing = {
@@ -53,5 +64,13 @@ def add_hosted_benchmarks(
             source = parse_source(body)
             if (source.type, source.ref) in existing:
                 continue
-            add_benchmark(store, scope, body, policy, hosted=True)
+            try:
+                add_benchmark(store, scope, body, policy, hosted=True, default_registry=registry)
+            except ApiError as error:
+                if error.code != "REGISTRY_UNAVAILABLE":
+                    raise
+                log.warning(
+                    "hosted benchmark %s left out of workspace %s: %s", source.ref, workspace_id, error
+                )
+                continue
             log.info("hosted benchmark %s added to workspace %s", source.ref, workspace_id)

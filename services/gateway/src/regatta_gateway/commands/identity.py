@@ -1,5 +1,6 @@
-"""Identity commands: API tokens, members, platform administrators. Each records events; reads use the
-read models. Workspaces themselves are decided in commands/workspace.py.
+"""Identity commands: API tokens, members, platform administrators. Each is decided on the workspace's
+stream (workspace_records.py) and appended at the version it read (workspace_appends.execute); reads
+use the read models. Workspaces themselves are decided in commands/workspace.py.
 
 Tokens are shown once and stored only as SHA-256 hashes. A user's id is derived from their email, so
 the event store's event-id check settles a race of two requests adding the same new user instead of
@@ -14,18 +15,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from regatta_shared.clock import isoformat, utcnow
-from regatta_shared.envelope import deterministic_id, new_event
-from regatta_shared.events import (
-    ApiTokenCreated,
-    ApiTokenRevoked,
-    MemberAdded,
-    PlatformAdminGranted,
-    UserRegistered,
-)
+from regatta_shared.events import ApiTokenCreated, MemberAdded, UserRegistered
 from regatta_shared.eventstore import EventStore
-from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.ids import new_id
 from sqlalchemy import func, select
 
+from regatta_gateway.commands import workspace as ws
+from regatta_gateway.commands import workspace_records as records
+from regatta_gateway.commands.workspace_appends import execute
 from regatta_gateway.http.auth import Principal, Scope, hash_token
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.readmodels import tables as t
@@ -73,18 +70,36 @@ def _expiry(body: dict[str, Any]) -> str | None:
     return isoformat(moment)
 
 
+def _new_token(user_id: str, name: str, expires_at: str | None) -> tuple[str, ApiTokenCreated]:
+    """The token (shown once) and the event that records only its hash."""
+    token = "rg_" + secrets.token_urlsafe(32)
+    created = ApiTokenCreated(
+        token_id=new_id("tok"),
+        user_id=user_id,
+        token_hash=hash_token(token),
+        name=name,
+        expires_at=expires_at,
+    )
+    return token, created
+
+
 def issue_token(
     store: EventStore, user_id: str, name: str, expires_at: str | None, *, actor: str, workspace_id: str
 ) -> dict[str, Any]:
-    token = "rg_" + secrets.token_urlsafe(32)
-    token_id = new_id("tok")
-    created = ApiTokenCreated(
-        token_id=token_id, user_id=user_id, token_hash=hash_token(token), name=name, expires_at=expires_at
+    token, created = _new_token(user_id, name, expires_at)
+    stored = execute(
+        store,
+        workspace_id,
+        actor,
+        lambda state: records.decide_create_token(state, actor, created),
+        reads=ws.standing(actor),
     )
-    stored = store.append(
-        workspace_stream(workspace_id), [new_event(created, actor=actor, workspace_id=workspace_id)]
-    )
-    body = {"id": token_id, "name": name, "token": token, "created_at": isoformat(stored[0].recorded_at)}
+    body = {
+        "id": created.token_id,
+        "name": name,
+        "token": token,
+        "created_at": isoformat(stored[0].recorded_at),
+    }
     if expires_at:
         body["expires_at"] = expires_at
     return body
@@ -92,15 +107,8 @@ def issue_token(
 
 def create_token(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
     name = _text(body, "name", required=False) or "api token"
-    principal = scope.principal
-    return issue_token(
-        store,
-        principal.user_id,
-        name,
-        _expiry(body),
-        actor=principal.user_id,
-        workspace_id=scope.workspace_id,
-    )
+    actor = scope.principal.user_id
+    return issue_token(store, actor, name, _expiry(body), actor=actor, workspace_id=scope.workspace_id)
 
 
 def list_tokens(store: EventStore, principal: Principal) -> list[dict[str, Any]]:
@@ -137,16 +145,13 @@ def revoke_token(store: EventStore, scope: Scope, token_id: str) -> None:
         raise ApiError(404, f"Token {token_id!r} not found", code="NOT_FOUND")
     if row[0]:
         return
-    store.append(
-        workspace_stream(scope.workspace_id),
-        [
-            new_event(
-                ApiTokenRevoked(token_id=token_id),
-                event_id=deterministic_id(token_id, "revoked"),
-                actor=scope.principal.user_id,
-                workspace_id=scope.workspace_id,
-            )
-        ],
+    actor = scope.principal.user_id
+    execute(
+        store,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_revoke_token(state, actor, token_id),
+        reads=ws.standing(actor),
     )
 
 
@@ -186,24 +191,21 @@ def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
     expires_at = _expiry(body) if body.get("issue_token") else None
     actor = scope.principal.user_id
     user = _user_by_email(store, email)
+    registered = None
     if user is None:
         name = _text(body, "name", required=False, limit=300) or email.split("@", 1)[0]
         user = {"id": f"usr_{_digest('user:' + email.lower())}", "email": email, "name": name}
         registered = UserRegistered(user_id=user["id"], email=email, name=name)
-        store.append(
-            workspace_stream(scope.workspace_id),
-            [
-                new_event(
-                    registered,
-                    event_id=deterministic_id("user", email.lower()),
-                    actor=actor,
-                    workspace_id=scope.workspace_id,
-                )
-            ],
-        )
     added = MemberAdded(workspace_id=scope.workspace_id, user_id=user["id"], role=role)
-    store.append(
-        workspace_stream(scope.workspace_id), [new_event(added, actor=actor, workspace_id=scope.workspace_id)]
+    token = created = None
+    if body.get("issue_token"):
+        token, created = _new_token(user["id"], f"issued by {scope.principal.user_name}", expires_at)
+    execute(
+        store,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_add_member(state, actor, added, registered, created),
+        reads=records.member_reads(actor, user["id"]),
     )
     result: dict[str, Any] = {
         "workspace_id": scope.workspace_id,
@@ -212,16 +214,8 @@ def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
         "name": user["name"],
         "role": role,
     }
-    if body.get("issue_token"):
-        issued = issue_token(
-            store,
-            user["id"],
-            f"issued by {scope.principal.user_name}",
-            expires_at,
-            actor=actor,
-            workspace_id=scope.workspace_id,
-        )
-        result.update(token=issued["token"], token_id=issued["id"])
+    if created is not None:
+        result.update(token=token, token_id=created.token_id)
     return result
 
 
@@ -234,16 +228,13 @@ def grant_platform_admin(store: EventStore, scope: Scope, body: dict[str, Any]) 
     user = _user_by_email(store, email)
     if user is None:
         raise ApiError(404, f"No user with email {email!r}", code="NOT_FOUND", field="email")
-    store.append(
-        workspace_stream(scope.workspace_id),
-        [
-            new_event(
-                PlatformAdminGranted(user_id=user["id"]),
-                event_id=deterministic_id(user["id"], "platform-admin"),
-                actor=scope.principal.user_id,
-                workspace_id=scope.workspace_id,
-            )
-        ],
+    actor = scope.principal.user_id
+    execute(
+        store,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_grant_platform_admin(state, actor, user["id"]),
+        reads=ws.standing(actor),
     )
     return {"user_id": user["id"], "email": user["email"], "platform_admin": True}
 

@@ -8,15 +8,22 @@ that only one of them may pass (say, demoting each other, the last two admins).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from regatta_shared.envelope import StoredEvent
+from regatta_shared.aggregates import fold_into
+from regatta_shared.envelope import StoredEvent, deterministic_id
 from regatta_shared.events import (
+    ApiTokenRevoked,
     Event,
     MemberAdded,
     MemberRemoved,
     MemberRoleChanged,
+    PlatformAdminGranted,
+    UserRegistered,
+    WebhookRegistered,
+    WebhookRemoved,
+    WorkspaceBudgetSet,
     WorkspaceCreated,
     WorkspaceDeleted,
     WorkspaceRenamed,
@@ -35,6 +42,8 @@ class WorkspaceState:
     name: str | None = None
     deleted: bool = False
     members: dict[str, str] = field(default_factory=dict)  # user id -> role
+    budget_usd: float | None = None
+    webhooks: set[str] = field(default_factory=set)  # the live ones' ids
 
     @property
     def exists(self) -> bool:
@@ -45,11 +54,7 @@ class WorkspaceState:
 
 
 def fold(workspace_id: str, events: Iterable[StoredEvent]) -> WorkspaceState:
-    state = WorkspaceState(workspace_id)
-    for stored in events:
-        state.version = stored.version
-        _apply(state, stored.payload())
-    return state
+    return fold_into(WorkspaceState(workspace_id), events, _apply)
 
 
 def _apply(state: WorkspaceState, event: Event) -> None:
@@ -64,6 +69,44 @@ def _apply(state: WorkspaceState, event: Event) -> None:
             state.members[event.user_id] = event.role
         case MemberRemoved():
             state.members.pop(event.user_id, None)
+        case WorkspaceBudgetSet():
+            state.budget_usd = event.budget_usd
+        case WebhookRegistered():
+            state.webhooks.add(event.webhook_id)
+        case WebhookRemoved():
+            state.webhooks.discard(event.webhook_id)
+
+
+def event_id(event: Event) -> str | None:
+    """The id of an event that records a fact outside this one stream (a user, a revocation, a platform
+    administrator): derived from the fact, so the event store stores it once whichever workspace's
+    stream, request or retry appends it. Other events get a random id."""
+    match event:
+        case UserRegistered():
+            return deterministic_id("user", event.email.lower())
+        case ApiTokenRevoked():
+            return deterministic_id(event.token_id, "revoked")
+        case PlatformAdminGranted():
+            return deterministic_id(event.user_id, "platform-admin")
+    return None
+
+
+# --- what a decision reads ------------------------------------------------------------------------
+# A decision appended at a version the stream has moved past is decided again on the new state when
+# nothing it read changed (another request set a budget while this one renames), and refused with a
+# 409 naming what changed otherwise. Each `Reads` gives what one decision read, and what to call it.
+
+Reads = Callable[["WorkspaceState"], tuple[str, Hashable]]
+
+
+def membership(state: WorkspaceState) -> tuple[str, Hashable]:
+    """What decisions on the workspace itself and its roles read: its name, whether it lives, every role."""
+    return "The workspace or its members", (state.name, state.deleted, tuple(sorted(state.members.items())))
+
+
+def standing(actor: str) -> Reads:
+    """What a decision that needs only the actor's own place in the workspace reads."""
+    return lambda state: ("Your membership of the workspace", (state.exists, state.members.get(actor)))
 
 
 def workspace_names(events: Iterable[tuple[str, dict[str, str]]]) -> dict[str, str]:
@@ -102,13 +145,13 @@ def name_taken(name: str, names: dict[str, str], except_id: str | None = None) -
 # --- decisions ------------------------------------------------------------------------------------
 
 
-def _not_found() -> ApiError:
+def not_found() -> ApiError:
     return ApiError(404, "Workspace not found or not accessible", code="WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
 
 
-def _require_admin(state: WorkspaceState, actor: str, doing: str) -> None:
+def require_admin(state: WorkspaceState, actor: str, doing: str) -> None:
     if not state.exists or actor not in state.members:
-        raise _not_found()
+        raise not_found()
     if state.members[actor] != "admin":
         raise ApiError(403, f"Only workspace admins can {doing}", code="FORBIDDEN")
 
@@ -123,7 +166,7 @@ def decide_create(workspace_id: str, name: str, names: dict[str, str], actor: st
 
 
 def decide_rename(state: WorkspaceState, actor: str, name: str, names: dict[str, str]) -> list[Event]:
-    _require_admin(state, actor, "rename the workspace")
+    require_admin(state, actor, "rename the workspace")
     if name == state.name:
         return []
     if name_taken(name, names, except_id=state.workspace_id):
@@ -134,7 +177,7 @@ def decide_rename(state: WorkspaceState, actor: str, name: str, names: dict[str,
 def decide_delete(state: WorkspaceState, actor: str, confirm: str | None, run_count: int) -> list[Event]:
     """A workspace with runs is deleted only when the request repeats its name (`confirm`): its
     results leave every list, though its events stay in the log."""
-    _require_admin(state, actor, "delete the workspace")
+    require_admin(state, actor, "delete the workspace")
     assert state.name is not None
     if run_count and confirm != state.name:
         raise ApiError(
@@ -152,9 +195,9 @@ def decide_remove_member(state: WorkspaceState, actor: str, user_id: str) -> lis
     """Admins remove anyone; a member may remove themselves (leave). The last admin stays: a
     workspace nobody can administer could not be renamed, deleted or given members again."""
     if actor != user_id:
-        _require_admin(state, actor, "remove members")
+        require_admin(state, actor, "remove members")
     elif not state.exists or actor not in state.members:
-        raise _not_found()
+        raise not_found()
     if user_id not in state.members:
         raise ApiError(404, f"User {user_id!r} is not a member of this workspace", code="NOT_FOUND")
     if state.admins() == {user_id}:
@@ -168,7 +211,7 @@ def decide_remove_member(state: WorkspaceState, actor: str, user_id: str) -> lis
 
 
 def decide_change_role(state: WorkspaceState, actor: str, user_id: str, role: str) -> list[Event]:
-    _require_admin(state, actor, "change roles")
+    require_admin(state, actor, "change roles")
     current = state.members.get(user_id)
     if current is None:
         raise ApiError(404, f"User {user_id!r} is not a member of this workspace", code="NOT_FOUND")

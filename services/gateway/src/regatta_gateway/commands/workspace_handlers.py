@@ -1,83 +1,36 @@
 """Workspace commands: create, rename, delete; remove a member, change a member's role.
 
 Each folds the workspace's stream (workspace.py), decides, and appends with the version it folded as the
-expected version. Names are unique across workspaces, a fact no single stream holds: create and rename
-decide it under the event store's append lock, from the naming events of the log itself (the read models
-may lag behind it), in the transaction that appends.
+expected version (workspace_appends.execute, the one way any command appends to a workspace's stream).
+
+Names are unique across workspaces, a fact no single stream holds: create and rename decide it under the
+event store's append lock, from the naming events of the log itself (the read models may lag behind
+it), in the transaction that appends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from regatta_shared.envelope import new_event
-from regatta_shared.events import Event, WorkspaceCreated, WorkspaceDeleted, WorkspaceRenamed
-from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVersion
+from regatta_shared.events import WorkspaceCreated, WorkspaceDeleted, WorkspaceRenamed
+from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.appends import loads
 from regatta_shared.eventstore.schema import events
 from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.settings import Settings
 from sqlalchemy import Connection, func, select
 
+from regatta_gateway.admission.default_registry import DefaultRegistry
 from regatta_gateway.commands import workspace as ws
 from regatta_gateway.commands.hosted import add_hosted_benchmarks
 from regatta_gateway.commands.runs import stop_run
+from regatta_gateway.commands.workspace_appends import execute
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.readmodels import tables as t
 
-Decide = Callable[[ws.WorkspaceState], list[Event]]
-# Appends to a workspace's stream that change nothing a decision reads (a token, a budget, a webhook)
-# only move its version: the decision is made again on the new state, a few times at most.
-RETRIES = 5
 ACTIVE = ("pending", "queued", "running")
-
-
-def load(store: EventStore, workspace_id: str) -> ws.WorkspaceState:
-    return ws.fold(workspace_id, store.read_stream(workspace_stream(workspace_id)))
-
-
-def _facts(state: ws.WorkspaceState) -> tuple[Any, ...]:
-    return state.name, state.deleted, state.members
-
-
-def _concurrent() -> ApiError:
-    return ApiError(
-        409,
-        "The workspace was changed by another request while this one was decided; reload and try again",
-        code="CONCURRENT_CHANGE",
-    )
-
-
-def execute(
-    store: EventStore,
-    workspace_id: str,
-    actor: str,
-    decide: Decide,
-    *,
-    state: ws.WorkspaceState | None = None,
-    conn: Connection | None = None,
-) -> list[StoredEvent]:
-    """Decide on `state` (by default the stream as it is now) and append at its version. If the stream
-    moved meanwhile and what a decision reads (name, members, roles) changed, the request conflicts with
-    another one: 409, nothing appended. `conn`: append inside the caller's locked transaction."""
-    state = state or load(store, workspace_id)
-    for _ in range(RETRIES):
-        decided = decide(state)
-        if not decided:
-            return []
-        recorded = [new_event(event, actor=actor, workspace_id=workspace_id) for event in decided]
-        try:
-            if conn is not None:
-                return store.append_within(conn, workspace_stream(workspace_id), recorded, state.version)
-            return store.append(workspace_stream(workspace_id), recorded, state.version)
-        except WrongExpectedVersion:
-            fresh = load(store, workspace_id)
-            if _facts(fresh) != _facts(state):
-                raise _concurrent() from None
-            state = fresh
-    raise _concurrent()
 
 
 def _names(conn: Connection) -> dict[str, str]:
@@ -95,7 +48,11 @@ def _names(conn: Connection) -> dict[str, str]:
 
 
 def create_workspace(
-    store: EventStore, settings: Settings, scope: Scope, body: dict[str, Any]
+    store: EventStore,
+    settings: Settings,
+    scope: Scope,
+    body: dict[str, Any],
+    default_registry: DefaultRegistry | None = None,
 ) -> dict[str, Any]:
     """A new workspace whose only member is its creator (admin), with the hosted benchmarks. Nobody's
     default workspace changes: that is the first one each user was given."""
@@ -109,7 +66,7 @@ def create_workspace(
         decided = ws.decide_create(workspace_id, name, _names(conn), actor)
         recorded = [new_event(event, actor=actor, workspace_id=workspace_id) for event in decided]
         store.append_within(conn, workspace_stream(workspace_id), recorded, 0)
-    add_hosted_benchmarks(store, settings, [(workspace_id, name)], scope.principal)
+    add_hosted_benchmarks(store, settings, [(workspace_id, name)], scope.principal, default_registry)
     return {"id": workspace_id, "name": name, "role": "admin"}
 
 

@@ -47,12 +47,7 @@ def default_registry(request: Request) -> DefaultRegistry:
     """One per app, made on first use: its cached dataset list is shared by every request."""
     state = request.app.state
     if getattr(state, "default_registry", None) is None:
-        settings = state.settings
-        state.default_registry = DefaultRegistry(
-            settings.default_registry,
-            SourcePolicy.from_settings(settings).outbound,
-            settings.default_registry_cache_seconds,
-        )
+        state.default_registry = DefaultRegistry.from_settings(state.settings)
     return state.default_registry
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from regatta_gateway.commands import identity
 from regatta_gateway.commands import workspace_handlers as workspaces
 from regatta_gateway.http.auth import Scope, authenticate, member_list, resolve_scope, user_workspaces
+from regatta_gateway.http.benchmarks import default_registry
 from regatta_gateway.http.dependencies import ScopeDep, settle
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
@@ -43,7 +44,7 @@ def list_workspaces(request: Request, s: ScopeDep) -> dict[str, Any]:
 @router.post("/workspaces", status_code=201)
 def create_workspace(request: Request, s: ScopeDep, body: JsonBody) -> dict[str, Any]:
     state = request.app.state
-    created = workspaces.create_workspace(state.store, state.settings, s, body)
+    created = workspaces.create_workspace(state.store, state.settings, s, body, default_registry(request))
     settle(request)
     return created
 

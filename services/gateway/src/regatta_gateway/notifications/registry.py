@@ -1,18 +1,21 @@
-"""Webhook registration and budgets: validate, record as events; reads from the ops read models."""
+"""Webhook registration and budgets: validate, decide on the workspace's stream (workspace_records.py)
+and append at the version read; reads from the ops read models."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlparse
 
-from regatta_shared.envelope import new_event
-from regatta_shared.events import WebhookRegistered, WebhookRemoved, WorkspaceBudgetSet
+from regatta_shared.events import WebhookRegistered
 from regatta_shared.eventstore import EventStore
-from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.ids import new_id
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_url
 from regatta_shared.sealing import derive_key
 from sqlalchemy import func, select
 
+from regatta_gateway.commands import workspace as ws
+from regatta_gateway.commands import workspace_records as records
+from regatta_gateway.commands.workspace_appends import execute
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.notifications.notices import KINDS
@@ -49,9 +52,13 @@ def register_webhook(
     registered = WebhookRegistered(
         webhook_id=webhook_id, workspace_id=scope.workspace_id, url=url, kinds=kinds
     )
-    store.append(
-        workspace_stream(scope.workspace_id),
-        [new_event(registered, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    actor = scope.principal.user_id
+    execute(
+        store,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_register_webhook(state, actor, registered),
+        reads=ws.standing(actor),
     )
     return {
         "id": webhook_id,
@@ -63,11 +70,13 @@ def register_webhook(
 
 def remove_webhook(store: EventStore, scope: Scope, webhook_id: str) -> None:
     _admin(scope)
-    find_webhook(store, scope, webhook_id)
-    removed = WebhookRemoved(webhook_id=webhook_id, workspace_id=scope.workspace_id)
-    store.append(
-        workspace_stream(scope.workspace_id),
-        [new_event(removed, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    actor = scope.principal.user_id
+    execute(
+        store,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_remove_webhook(state, actor, webhook_id),
+        reads=records.webhook_reads(actor, webhook_id),
     )
 
 
@@ -146,10 +155,13 @@ def set_budget(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
             field="budget_usd",
             code="VALIDATION",
         )
-    budget = WorkspaceBudgetSet(workspace_id=scope.workspace_id, budget_usd=value)
-    store.append(
-        workspace_stream(scope.workspace_id),
-        [new_event(budget, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
+    actor = scope.principal.user_id
+    execute(
+        store,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_set_budget(state, actor, value),
+        reads=records.budget_reads(actor),
     )
     return {"budget_usd": value}
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from regatta_shared import run_keys
 from regatta_shared.clock import isoformat, utcnow
-from regatta_shared.envelope import new_event
 from regatta_shared.events import SecretDeleted, SecretSet
 from regatta_shared.eventstore import EventStore
-from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.ids import new_id
 from regatta_shared.sealing import SealError, decrypt, encrypt
 from sqlalchemy import (
     Column,
+    Connection,
     MetaData,
     String,
     Table,
@@ -35,7 +35,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from regatta_gateway.commands import workspace as ws
+from regatta_gateway.commands import workspace_records as records
 from regatta_gateway.commands.runconfig import SECRET_NAME
+from regatta_gateway.commands.workspace_appends import execute
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.queries.benchmarks import page
@@ -151,12 +154,20 @@ def _upsert(vault: SecretVault, scope: Scope, name: str, value: str, kind: str) 
             scope=kind,  # type: ignore[arg-type]
             owner_user_id=owner or None,
         )
-        vault.events.append_within(
-            conn,
-            workspace_stream(scope.workspace_id),
-            [new_event(recorded, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
-        )
+        _append(vault, scope, recorded, conn)
     return secret_id
+
+
+def _append(vault: SecretVault, scope: Scope, event: SecretSet | SecretDeleted, conn: Connection) -> None:
+    actor = scope.principal.user_id
+    execute(
+        vault.events,
+        scope.workspace_id,
+        actor,
+        lambda state: records.decide_secret(state, actor, event),
+        reads=ws.standing(actor),
+        conn=conn,
+    )
 
 
 def delete_secret(vault: SecretVault, scope: Scope, name: str, kind: str) -> None:
@@ -174,11 +185,7 @@ def delete_secret(vault: SecretVault, scope: Scope, name: str, kind: str) -> Non
             name=name,
             scope=kind,  # type: ignore[arg-type]
         )
-        vault.events.append_within(
-            conn,
-            workspace_stream(scope.workspace_id),
-            [new_event(deleted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)],
-        )
+        _append(vault, scope, deleted, conn)
 
 
 def resolve_secrets(

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["float_dp_lower_tail", "meet_in_the_middle_count", "tilted_lower_tails"]
+__all__ = ["tilted_lower_tails"]
 
 Problem = tuple[Sequence[int], Sequence[int], int]
 """(distinct values a, their counts k_a, r) with 0 ≤ r < S/2."""
@@ -276,38 +276,3 @@ def _frequencies(period: int, a: Any, weights: Any) -> tuple[Any, Any]:
         rows_list.append(rows + lo)
         js_list.append(js)
     return np.concatenate(rows_list), np.concatenate(js_list)
-
-
-def meet_in_the_middle_count(values: Sequence[int], counts: Sequence[int], r: int) -> int:
-    """Exact number of sign assignments whose flipped values sum to ≤ r, by enumerating the 2^(m/2)
-    subset sums of each half (for few tasks with a huge support, where the other methods are slow)."""
-    items = [a for a, k in zip(values, counts, strict=True) for _ in range(k)]
-    half = len(items) // 2
-
-    def subset_sums(part: list[int]) -> Any:
-        sums = np.zeros(1, dtype=np.int64)
-        for value in part:
-            sums = np.concatenate((sums, sums + value))
-        return sums
-
-    left = subset_sums(items[:half])
-    right = np.sort(subset_sums(items[half:]))
-    return int(np.searchsorted(right, r - left, side="right").sum())
-
-
-def float_dp_lower_tail(values: Sequence[int], counts: Sequence[int], r: int) -> float:
-    """P(Y ≤ r) by the shift DP in float probabilities over [0, r], one vectorised step per task.
-
-    Only sums of nonnegative terms occur, so the relative error stays below ~m·2^-53. Cheap exactly where
-    the tilted path is not: few differing tasks, whatever the size of the support.
-    """
-    dist = np.zeros(r + 1)
-    dist[0] = 1.0
-    for a, k in zip(values, counts, strict=True):
-        if a > r:
-            dist *= 0.5**k  # flipping such a value overshoots r
-            continue
-        for _ in range(k):
-            dist[a:] = 0.5 * (dist[a:] + dist[:-a])
-            dist[:a] *= 0.5
-    return float(dist.sum())

@@ -14,13 +14,14 @@ where k_a is how many tasks have |D_i| = a. The cheapest adequate method is chos
   count = Σ_{j ≤ r} C(m, j) in exact integers, shared by all comparisons with the same m. This is the
   exact McNemar test, and the fast path for 0/1 data, where thousands of pairs differ on hundreds of
   tasks and a DP would be needlessly slow.
-* **meet in the middle** (m ≤ 32, any support): exact count from the 2^(m/2) subset sums of each half.
+* **meet in the middle** (m ≤ 32, any support; ``_direct``): exact count from the 2^(m/2) subset sums of
+  each half.
 * **tilted characteristic function** (large problems, numpy, many pairs per call; see ``_tilted``): the
   exact count would need ~m·S-bit integers and the DP O(m·S) steps per pair, far too slow for thousands
   of pairs on 2,000 tasks. The lower tail is read off the closed-form characteristic function of the
   exponentially tilted distribution, which keeps ~1e-13 *relative* accuracy even at p = 1e-200 (tests
   compare it with the exact count). Where its spectrum does not decay (few tasks with large values) it
-  defers to the shift DP in float probabilities, whose relative error is below m·2^-53.
+  defers to the shift DP in float probabilities (``_direct``), whose relative error is below m·2^-53.
 * **normal approximation** when m·S > 10^8, as the spec prescribes: p = erfc(|T| / sqrt(2 Σ A_i²)).
 
 Exact ties (T = 0, p = 1) are decided on integers before any of these; floating point only ever enters
@@ -36,9 +37,9 @@ from dataclasses import dataclass
 from operator import mul
 
 try:  # numpy makes large problems fast; without it they take the exact (slower) path.
-    from . import _tilted
+    from . import _direct, _tilted
 except ImportError:  # pragma: no cover - numpy is present wherever the tests run
-    _tilted = None  # type: ignore[assignment]
+    _direct = _tilted = None  # type: ignore[assignment]
 
 __all__ = ["NORMAL_APPROXIMATION_THRESHOLD", "NullSummary", "lower_tail_count", "p_value", "p_values"]
 
@@ -112,7 +113,7 @@ def p_values(summaries: Sequence[NullSummary]) -> list[float]:
         elif _tilted is None or (r + 1) * _slot_bits(m) <= _EXACT_BITS:
             out[index] = _exact_p(lower_tail_count(summary.values, summary.counts, r), m)
         elif m <= _MEET_IN_THE_MIDDLE:
-            out[index] = _exact_p(_tilted.meet_in_the_middle_count(summary.values, summary.counts, r), m)
+            out[index] = _exact_p(_direct.meet_in_the_middle_count(summary.values, summary.counts, r), m)
         else:
             tilted_jobs.append((index, summary, r))
     for m, jobs in binomial_jobs.items():
@@ -131,8 +132,8 @@ def _direct_p(summary: NullSummary, r: int) -> float:
     """Problems the tilted path declines: a huge support or a spiky, non-decaying spectrum, which only
     occur with few differing tasks (m·S ≤ 10^8), where the shift DP in float probabilities is cheap.
     Only sums of nonnegative terms occur, so its relative error stays below ~m·2^-53."""
-    assert _tilted is not None
-    return _clamp(2.0 * _tilted.float_dp_lower_tail(summary.values, summary.counts, r))
+    assert _direct is not None
+    return _clamp(2.0 * _direct.float_dp_lower_tail(summary.values, summary.counts, r))
 
 
 def lower_tail_count(values: Sequence[int], counts: Sequence[int], r: int) -> int:
