@@ -229,7 +229,11 @@ def start(
     config = data_dir / CONFIG_FILE
     _write_private(config, server_config(port, data_dir, passwords))
     out = log_file.open("ab") if log_file else subprocess.DEVNULL
-    process = subprocess.Popen([binary(), "-c", str(config)], stdout=out, stderr=subprocess.STDOUT)
+    # A session of its own, like the services: a Ctrl-C in the terminal reaches only `regatta up`,
+    # which stops the services first and NATS last, so none loses the bus while it shuts down.
+    process = subprocess.Popen(
+        [binary(), "-c", str(config)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         wait_for_port(port)
     except RuntimeError:

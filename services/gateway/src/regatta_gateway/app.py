@@ -21,6 +21,7 @@ from regatta_shared.service import configure_logging
 from regatta_shared.settings import Settings, load_settings
 from sqlalchemy import text
 
+from regatta_gateway.admission.default_registry import DefaultRegistry
 from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.commands.hosted import add_hosted_benchmarks, all_workspaces
 from regatta_gateway.http.audit import router as v1_audit
@@ -139,7 +140,9 @@ async def start_up(app: FastAPI, service: Service) -> None:
     await open_operations(app, service)
     bootstrap(store, settings)
     await asyncio.to_thread(runner.catch_up)
-    add_hosted_benchmarks(store, settings, all_workspaces(store))
+    # One registry cache for the app: the hosted benchmarks' names and the Add Benchmark dialog share it.
+    app.state.default_registry = DefaultRegistry.from_settings(settings)
+    add_hosted_benchmarks(store, settings, all_workspaces(store), default_registry=app.state.default_registry)
     wake = asyncio.Event()
     await wake_on_commit(service.nc, wake)
     service.loop("projections", lambda stop: runner.run_forever(stop, max_idle_sleep=1.0, wake=wake))
