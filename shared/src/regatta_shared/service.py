@@ -21,7 +21,17 @@ def configure_logging(service: str) -> None:
     level = os.environ.get("REGATTA_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=level, format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
     # Harbor logs every trial at DEBUG and harmless notices at ERROR; attempts are reported as events.
-    logging.getLogger("harbor").setLevel(os.environ.get("REGATTA_HARBOR_LOG_LEVEL", "CRITICAL").upper())
+    # Its per-trial loggers hang below `harbor.utils.logger`, which Harbor sets to DEBUG on import (so
+    # each trial's own trial.log is complete): the service's log filters them out instead.
+    level = logging.getLevelName(os.environ.get("REGATTA_HARBOR_LOG_LEVEL", "CRITICAL").upper())
+    harbor_level = level if isinstance(level, int) else logging.CRITICAL
+    logging.getLogger("harbor").setLevel(harbor_level)
+
+    def quiet_harbor(record: logging.LogRecord) -> bool:
+        return not record.name.startswith("harbor") or record.levelno >= harbor_level
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(quiet_harbor)
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 
 
