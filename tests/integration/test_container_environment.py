@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -24,9 +23,7 @@ from tests.integration.container_support import (
     containers_of,
     exception_type,
     host_addresses,
-    images_built_are_removed,
     outcome,
-    require_engine,
     rewards,
     run_trial,
     started_environment,
@@ -36,18 +33,7 @@ from tests.integration.container_support import (
 from tests.integration.local_environment_support import require_sandbox_host
 from tests.integration.local_environment_support import started_environment as started_local_environment
 
-pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
-    return require_engine(monkeypatch)
-
-
-@pytest.fixture(autouse=True)
-def _built_images_removed(tmp_path: Path) -> Iterator[None]:
-    with images_built_are_removed(tmp_path):
-        yield
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
 
 
 def test_engine_answers(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

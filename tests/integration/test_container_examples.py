@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -18,23 +17,12 @@ from regatta_shared.events import AgentSpec, ModelSpec
 from regatta_shared.jobs import AttemptJob
 
 from tests.conftest import EXAMPLES
-from tests.integration.container_support import containers_of, images_built_are_removed, require_engine
+from tests.integration.container_support import containers_of
 from tests.integration.local_environment_support import example_tasks, require_sandbox_host, sandboxes_dir
 from tests.support.scripted_llm import ScriptedLLM, terminus_reply
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
-    return require_engine(monkeypatch)
-
-
-@pytest.fixture(autouse=True)
-def _built_images_removed(tmp_path: Path) -> Iterator[None]:
-    with images_built_are_removed(tmp_path):
-        yield
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("built_images_removed")]
 
 
 def attempt(harness: str, task: str, index: int, model: ModelSpec | None = None) -> AttemptJob:

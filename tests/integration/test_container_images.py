@@ -11,7 +11,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -26,26 +26,13 @@ from tests.integration.container_support import (
     build_log,
     containers_of,
     exception_type,
-    images_built_are_removed,
     outcome,
-    require_engine,
     rewards,
     run_trial,
     write_task,
 )
 
-pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
-    return require_engine(monkeypatch)
-
-
-@pytest.fixture(autouse=True)
-def _built_images_removed(tmp_path: Path) -> Iterator[None]:
-    with images_built_are_removed(tmp_path):
-        yield
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
 
 
 async def _eventually(check: Callable[[], bool], deadline_sec: float = 30.0) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import secrets
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -17,20 +16,9 @@ from regatta_executor.container import pid1
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED, LABEL_OWNER
 from regatta_executor.container.images import IMAGE_REPOSITORY, ImageCache, environment_digest
 
-from tests.integration.container_support import BASE_IMAGE, images_built_are_removed, require_engine
+from tests.integration.container_support import BASE_IMAGE
 
-pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
-    return require_engine(monkeypatch)
-
-
-@pytest.fixture(autouse=True)
-def _built_images_removed(tmp_path: Path) -> Iterator[None]:
-    with images_built_are_removed(tmp_path):
-        yield
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
 
 
 def copies_in(engine: docker.DockerClient, image_id: str) -> dict[str, int]:
