@@ -171,7 +171,9 @@ async def test_never_ending_verifier_times_out_and_its_container_is_gone(
     task = write_task(tmp_path / "tasks", "endless", test="sleep 100000\n", verifier_timeout_sec=2)
     result = await run_trial(task, "oracle", tmp_path)
     assert exception_type(result) == "VerifierTimeoutError"
-    assert outcome(result) == "errored"
+    # statistics.md §1: "once the agent phase has begun, a verifier that cannot run or conclude
+    # because of the sandbox's state (... verifier timeout ...) scores the attempt `failed`".
+    assert outcome(result) == "failed"
     assert containers_of(engine, result.trial_name) == []
 
 
