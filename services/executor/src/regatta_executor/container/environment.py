@@ -36,9 +36,9 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.models.trial.config import ResourceMode
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor
+from regatta_executor.container import execs, files, janitor, tamper
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
-from regatta_executor.container.engine import client
+from regatta_executor.container.engine import LABEL_MANAGED, client
 from regatta_executor.container.harbor_commands import (
     LOG_DIRS,
     ROOT_USERS,
@@ -52,7 +52,10 @@ from regatta_executor.container.hardening import EngineRoot, engine_root, requir
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
 from regatta_executor.container.network import ensure_sandbox_network
 from regatta_executor.container.options import ContainerEnvironmentOptions
+from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mount
+from regatta_executor.container.storage_cap import StorageCap
 from regatta_executor.container.transfers import ContainerTransfers
+from regatta_executor.sandbox_faults import VerifierCannotRunError
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
@@ -79,6 +82,12 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
+        # From the verifier's start on, commands start from the platform's shell (platform.py) where
+        # the container has it: the agent may have replaced the image's.
+        self._verifier_phase = False
+        self._platform_shell = False
+        self._storage_mb: int | None = None
+        self._storage_cap: StorageCap | None = None
         # pid 1 runs as its own uid (pid1.py): commands given no user run as the image's USER.
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
@@ -133,6 +142,9 @@ class ContainerEnvironment(ContainerTransfers):
             )
         network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
+        if self._storage_mb and "storage" not in self.enforced_limits:
+            self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
+            self._storage_cap.start()
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -188,7 +200,7 @@ class ContainerEnvironment(ContainerTransfers):
             or self.options.default_memory_mb
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
-        storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        storage_mb = self._storage_mb = self._effective_storage_mb or self.options.default_storage_mb
         config, enforced = container_config(
             image=image,
             name=self._name,
@@ -211,6 +223,8 @@ class ContainerEnvironment(ContainerTransfers):
 
     @override
     async def stop(self, delete: bool) -> None:
+        if self._storage_cap is not None:
+            await self._storage_cap.stop()
         if self._staged is not None:
             self._staged.discard()
             self._staged = None
@@ -250,21 +264,28 @@ class ContainerEnvironment(ContainerTransfers):
             # that too, so the agent's processes are ended and the verifier's folders emptied now, in
             # the same exec, rather than by an exec of its own when the tests are uploaded. Not where
             # tests come with the image (Harbor then uploads none, and /tests must stay).
-            if self._enable_environment_dir_upload and removes_reward_files(command):
-                await self._prepare_verifier()
-                return ExecResult(stdout="", stderr="", return_code=0)
+            if removes_reward_files(command):
+                if self._enable_environment_dir_upload:
+                    await self._prepare_verifier()
+                    return ExecResult(stdout="", stderr="", return_code=0)
+                await self._check_sandbox()
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()
         await self._flush()
         self._ran()
+        shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
         output = await execs.run_command(
             self._client.api,
             self._running(),
-            ["bash", "-c", command],
+            [shell, "-c", command],
             env=self._merge_env(env) or {},
             user=engine_user(self._default_exec_user if resolved is None else resolved),
             workdir=cwd or self.task_env_config.workdir,
             timeout_sec=timeout_sec,
             max_output_bytes=self.options.max_output_mb * _MIB,
         )
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
 
     @override
@@ -292,13 +313,33 @@ class ContainerEnvironment(ContainerTransfers):
         it left in /tests or /logs/verifier may count."""
         await self._flush()
         self._ran()
-        await execs.end_other_processes(
-            self._client.api,
-            self._running(),
-            then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-            + f" && chmod 777 {VERIFIER_LOGS}",
-        )
+        try:
+            await execs.end_other_processes(
+                self._client.api,
+                self._running(),
+                then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
+                + f" && chmod 777 {VERIFIER_LOGS}",
+            )
+        except RuntimeError as exc:
+            # The command ran in the sandbox and failed there (say, the agent deleted its shell):
+            # the sandbox's state, so the agent's failure. The tamper check names the files if it can.
+            await self._check_sandbox()
+            raise VerifierCannotRunError(str(exc)) from exc
+        await self._check_sandbox()
         self._verifier_ready = True
+
+    async def _check_sandbox(self) -> None:
+        """The agent phase is over: the writable layer within its cap and the image's executables
+        and libraries as the image has them (tamper.py), else the attempt is the agent's failure."""
+        if self._storage_cap is not None:
+            await self._storage_cap.stop()
+            await self._storage_cap.check()
+        assert self.image is not None, "started"
+        api, container = self._client.api, self._running()
+        labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
+        await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
+        self._platform_shell = has_platform_mount(await execs.in_thread(api.inspect_container, container))
+        self._verifier_phase = True
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's
