@@ -25,6 +25,7 @@ transfers.py and what the environment knows of Harbor's own commands harbor_comm
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -274,16 +275,17 @@ class ContainerEnvironment(ContainerTransfers):
         await self._flush()
         self._ran()
         shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
-        output = await execs.run_command(
-            self._client.api,
-            self._running(),
-            [shell, "-c", command],
-            env=self._merge_env(env) or {},
-            user=engine_user(self._default_exec_user if resolved is None else resolved),
-            workdir=cwd or self.task_env_config.workdir,
-            timeout_sec=timeout_sec,
-            max_output_bytes=self.options.max_output_mb * _MIB,
-        )
+        with self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext():
+            output = await execs.run_command(
+                self._client.api,
+                self._running(),
+                [shell, "-c", command],
+                env=self._merge_env(env) or {},
+                user=engine_user(self._default_exec_user if resolved is None else resolved),
+                workdir=cwd or self.task_env_config.workdir,
+                timeout_sec=timeout_sec,
+                max_output_bytes=self.options.max_output_mb * _MIB,
+            )
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
@@ -340,6 +342,12 @@ class ContainerEnvironment(ContainerTransfers):
         await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
         self._platform_shell = has_platform_mount(await execs.in_thread(api.inspect_container, container))
         self._verifier_phase = True
+
+    def _running(self) -> str:
+        # A container the storage cap killed fails whatever touches it next with the cap's reason.
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()
+        return super()._running()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's

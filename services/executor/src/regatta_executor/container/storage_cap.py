@@ -3,8 +3,9 @@ project quotas ignores `storage_opt`): measured instead, and the container kille
 
 Why: nothing else stops an agent from filling the engine's disk, which every other attempt on the
 host shares. The engine's own measure of the layer (`SizeRw` of an inspect with size=True) is read
-while the agent phase runs, at a rate that keeps the engine's work small (it walks the layer: the
-interval grows with the time a measure takes), and once more when the agent phase ends. Over the cap,
+while the agent phase runs (every 0.1 s while a command of the agent runs, every second between its
+commands; longer when a measure takes long, since the engine walks the layer for it), and once more
+when the agent phase ends. Over the cap,
 the container is killed (pid 1 with it: nothing in the container can survive or delay that, unlike a
 kill run by a shell inside it), and the attempt ends `failed` "storage limit exceeded (N MiB > M MiB)"
 (sandbox_faults.StorageLimitExceededError). The agent can write at the disk's speed between two
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
@@ -28,10 +30,13 @@ from regatta_executor.container import execs
 from regatta_executor.sandbox_faults import StorageLimitExceededError
 
 _MIB = 1024 * 1024
-MIN_INTERVAL_SEC = 0.1
+# While a command of the agent runs, and between its commands (a process it left may still write;
+# most of a model-driven agent's time is spent waiting for the model).
+BUSY_INTERVAL_SEC = 0.1
+IDLE_INTERVAL_SEC = 1.0
 MAX_INTERVAL_SEC = 5.0
 # The share of the engine's time a measure may take: a layer that takes 20 ms to walk is measured
-# every 0.2 s, one of 200 ms (a layer of many thousand files) every 2 s.
+# every 0.2 s at most, one of 200 ms (a layer of many thousand files) every 2 s.
 COST_SHARE = 0.1
 
 log = logging.getLogger("regatta.executor")
@@ -50,6 +55,18 @@ class StorageCap:
         self.cap_mb = cap_mb
         self.measured: int | None = None  # the size that was over the cap, once it was
         self._task: asyncio.Task[None] | None = None
+        self._commands = 0
+        self._woken = asyncio.Event()
+
+    @contextlib.contextmanager
+    def command(self) -> Iterator[None]:
+        """Around each command of the agent: measured more often while one runs."""
+        self._commands += 1
+        self._woken.set()
+        try:
+            yield
+        finally:
+            self._commands -= 1
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._watch(), name=f"storage-cap-{self.container[:12]}")
@@ -90,7 +107,13 @@ class StorageCap:
                 log.warning("container %s: cannot measure its writable layer: %s", self.container[:12], exc)
                 return
             took = time.monotonic() - started
-            await asyncio.sleep(min(MAX_INTERVAL_SEC, max(MIN_INTERVAL_SEC, took / COST_SHARE)))
+            base = BUSY_INTERVAL_SEC if self._commands else IDLE_INTERVAL_SEC
+            self._woken.clear()
+            with contextlib.suppress(TimeoutError):
+                # A command that starts ends an idle wait at once.
+                await asyncio.wait_for(
+                    self._woken.wait(), min(MAX_INTERVAL_SEC, max(base, took / COST_SHARE))
+                )
 
     async def _measure(self) -> None:
         size = await execs.in_thread(layer_bytes, self.api, self.container)
