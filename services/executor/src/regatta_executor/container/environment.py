@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
@@ -342,6 +343,19 @@ class ContainerEnvironment(ContainerTransfers):
         await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
         self._platform_shell = has_platform_mount(await execs.in_thread(api.inspect_container, container))
         self._verifier_phase = True
+
+    @override
+    @contextlib.contextmanager
+    def scoped_exec_env(self, env: dict[str, str]) -> Iterator[None]:
+        # Harbor wraps the agent's setup and run in this alone: the agent's turn (again, in a later
+        # step of a multi-step task), so its commands run in the image's bash and its writes are
+        # measured until the next verifier.
+        if self._verifier_phase:
+            self._verifier_phase = False
+            if self._storage_cap is not None and not self._storage_cap.exceeded:
+                self._storage_cap.start()
+        with super().scoped_exec_env(env):
+            yield
 
     def _running(self) -> str:
         # A container the storage cap killed fails whatever touches it next with the cap's reason.

@@ -69,7 +69,8 @@ class StorageCap:
             self._commands -= 1
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._watch(), name=f"storage-cap-{self.container[:12]}")
+        if self._task is None:
+            self._task = asyncio.create_task(self._watch(), name=f"storage-cap-{self.container[:12]}")
 
     async def stop(self) -> None:
         if self._task is not None:
