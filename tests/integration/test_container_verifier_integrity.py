@@ -168,3 +168,33 @@ async def test_the_writable_layer_is_capped(engine: docker.DockerClient, tmp_pat
     assert not (trial_dir(tmp_path, result) / "agent" / "fill-exit.txt").exists(), "the write never finished"
     assert rewards(result) is None and outcome(result) == "failed"
     assert containers_of(engine, result.trial_name) == []
+
+
+async def test_a_layer_over_the_cap_when_the_agent_ends_fails_the_attempt(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """A write quicker than the measures during the command is caught by the measure at the agent
+    phase's end; a layer under the cap is fine."""
+    solve = "head -c 100M /dev/zero > /var/tmp/fill\nhead -c 10M /dev/zero > /var/tmp/small\n"
+    over = write_task(
+        tmp_path / "tasks",
+        "over",
+        solve=solve,
+        test="echo 1 > /logs/verifier/reward.txt\n",
+        environment="storage_mb = 64\n",
+    )
+    under = write_task(
+        tmp_path / "tasks",
+        "under",
+        solve="head -c 10M /dev/zero > /var/tmp/small\n",
+        test="echo 1 > /logs/verifier/reward.txt\n",
+        environment="storage_mb = 64\n",
+    )
+    result = await run_trial(over, "oracle", tmp_path)
+    assert exception_type(result) == "StorageLimitExceededError", result.exception_info
+    assert re.fullmatch(
+        r"storage limit exceeded \(\d+ MiB > 64 MiB\)", result.exception_info.exception_message
+    )
+    assert outcome(result) == "failed"
+    result = await run_trial(under, "oracle", tmp_path)
+    assert (exception_type(result), outcome(result)) == (None, "passed")
