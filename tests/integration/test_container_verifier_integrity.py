@@ -12,6 +12,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from regatta_executor.sandbox_faults import StorageLimitExceededError
 
 from tests.integration.container_support import (
     containers_of,
@@ -19,6 +20,7 @@ from tests.integration.container_support import (
     outcome,
     rewards,
     run_trial,
+    started_environment,
     trial_dir,
     write_task,
 )
@@ -198,3 +200,15 @@ async def test_a_layer_over_the_cap_when_the_agent_ends_fails_the_attempt(
     assert outcome(result) == "failed"
     result = await run_trial(under, "oracle", tmp_path)
     assert (exception_type(result), outcome(result)) == (None, "passed")
+
+
+async def test_a_later_agent_step_is_measured_again(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """A multi-step task: after one step's verifier, the next step's agent (Harbor wraps it in
+    scoped_exec_env) is measured by the storage cap again."""
+    task = write_task(tmp_path / "tasks", "steps", environment="storage_mb = 64\n")
+    async with started_environment(tmp_path, task) as env:
+        removed = await env.exec("rm -f -- /logs/verifier/reward.txt", user="root")  # step 1's verifier
+        assert removed.return_code == 0
+        with env.scoped_exec_env({"STEP": "2"}), pytest.raises(StorageLimitExceededError) as raised:
+            await env.exec("head -c 200M /dev/zero > /var/tmp/fill; sleep 20")
+    assert re.fullmatch(r"storage limit exceeded \(\d+ MiB > 64 MiB\)", str(raised.value))
