@@ -3,6 +3,8 @@
 An exec's first process is a session leader inside the container (runc calls setsid), and every exec
 carries a unique REGATTA_EXEC token in its environment, which its children inherit. A command that
 times out or is cancelled is killed by session and by token, from a second exec running as root.
+The kill scripts run with the platform's shell (tools.py), whose applets replace every program they
+call: an agent that replaced the image's /bin/sh, tr or grep cannot keep its processes alive.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import docker
+
+from regatta_executor.container.tools import platform_shell
 
 EXEC_TOKEN = "REGATTA_EXEC"
 _KILL_GRACE_SEC = 10.0
@@ -35,7 +39,7 @@ async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) ->
 
 
 # Kills every process carrying the token (argument 1) and every process in the sessions they lead or
-# belong to. POSIX sh, /proc only, so that it runs in any Linux image.
+# belong to. POSIX sh and busybox applets, /proc only.
 KILL_EXEC = r"""
 token=$1; sessions=" "
 for d in /proc/[0-9]*; do
@@ -202,7 +206,7 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
             _run,
             api,
             container_id,
-            ["/bin/sh", "-c", KILL_EXEC, "kill-exec", token],
+            platform_shell(KILL_EXEC, token),
             env={},
             user="0",
             workdir="/",
@@ -221,7 +225,7 @@ async def end_other_processes(api: docker.APIClient, container_id: str, then: st
         _run,
         api,
         container_id,
-        ["/bin/sh", "-c", KILL_OTHERS.replace("exit 0\n", then + "\n"), "kill-others"],
+        platform_shell(KILL_OTHERS.replace("exit 0\n", then + "\n")),
         env={},
         user="0",
         workdir="/",
