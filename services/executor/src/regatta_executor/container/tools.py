@@ -96,9 +96,9 @@ def _has_interpreter(elf: bytes) -> bool:
     """Whether an ELF program names a dynamic loader (PT_INTERP), i.e. needs the image's libraries."""
     bits, order = elf[4], "<" if elf[5] == 1 else ">"
     if bits == 2:
-        phoff, phentsize, phnum = struct.unpack_from(order + "Q10xHH", elf, 0x20)
+        phoff, phentsize, phnum = struct.unpack_from(order + "Q14xHH", elf, 0x20)
     else:
-        phoff, phentsize, phnum = struct.unpack_from(order + "I14xHH", elf, 0x1C)
+        phoff, phentsize, phnum = struct.unpack_from(order + "I10xHH", elf, 0x1C)
     for index in range(phnum):
         (kind,) = struct.unpack_from(order + "I", elf, phoff + index * phentsize)
         if kind == _PT_INTERP:
