@@ -1,12 +1,15 @@
 """The container's pid 1 and the platform's tools (container/pid1.py, tools.py) on a real engine: the
 tools folder is host root's execute-only static busybox, made and repaired by the executor; pid 1 runs
 from it in any image, even one without a shell; the image's ENTRYPOINT is started with its argv intact
-and its own program (not busybox's applet of that name); a named image is used as it is."""
+and its own program (not busybox's applet of that name); a named image is used as it is, and an image an
+older executor baked pid 1 into is built again."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import io
 import json
 import os
 import secrets
@@ -17,7 +20,13 @@ from pathlib import Path
 import docker
 import pytest
 from regatta_executor.container import tools
-from regatta_executor.container.images import IMAGE_REPOSITORY, ImageCache
+from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
+from regatta_executor.container.images import (
+    IMAGE_REPOSITORY,
+    LABEL_LEGACY_BAKED,
+    ImageCache,
+    environment_digest,
+)
 
 from tests.integration.container_support import BASE_IMAGE, started_environment, write_task
 
@@ -157,3 +166,37 @@ async def test_the_entrypoint_gets_its_argv_intact_and_runs_the_images_own_progr
         assert spliced.return_code != 0, spliced
         survivors = " ".join(((await env.exec("ps -eo sid,args")).stdout or "").split())
         assert "1 sleep infinity" in survivors, survivors  # Harbor's command, in pid 1's session
+
+
+def test_an_image_baked_by_an_older_executor_is_built_again(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Older executors cached a child of each built image with their pid 1 committed as its ENTRYPOINT
+    (the Dockerfile's lost): such a cached image must not be taken for the task's."""
+    folder = tmp_path / "env"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(
+        f'FROM {BASE_IMAGE}\nRUN echo {secrets.token_hex(8)} > /unique\nENTRYPOINT ["/bin/echo", "own"]\n'
+    )
+    digest = environment_digest(folder)
+    original, _ = engine.images.build(
+        path=str(folder), labels={LABEL_MANAGED: "1", LABEL_DIGEST: digest}, rm=True, forcerm=True
+    )
+    legacy = engine.api.create_container(original.id, entrypoint=["/.regatta/sh", "-c", "old pid 1"])
+    try:
+        committed = engine.api.commit(
+            legacy["Id"], changes=[f'LABEL {LABEL_LEGACY_BAKED}="{original.id}"'], pause=False
+        )
+    finally:
+        engine.api.remove_container(legacy["Id"], force=True)
+    engine.images.get(committed["Id"]).tag(IMAGE_REPOSITORY, digest)
+    (tmp_path / "state" / "images").mkdir(parents=True)
+    (tmp_path / "state" / "images" / f"{digest}.lock").touch()  # so the clean-up finds it
+
+    resolved = ImageCache(engine, tmp_path / "state", max_bytes=None).built(
+        folder, timeout_sec=120, network_mode="none", log=io.StringIO()
+    )
+    assert resolved.built and resolved.entrypoint == ("/bin/echo", "own")
+    assert LABEL_LEGACY_BAKED not in (engine.images.get(resolved.reference).labels or {})
+    with contextlib.suppress(docker.errors.APIError):
+        engine.images.remove(committed["Id"], force=True)

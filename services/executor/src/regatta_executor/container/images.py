@@ -30,6 +30,9 @@ from requests.exceptions import ReadTimeout, RequestException
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 
 IMAGE_REPOSITORY = "regatta-env"
+# On images an older executor cached: a child holding pid 1's copies, committed with its pid 1 as the
+# ENTRYPOINT. Such an image is never used; a built one is built again.
+LABEL_LEGACY_BAKED = "dev.regatta.pid1-of"
 _IMAGE_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
 logger = logging.getLogger(__name__)
 
@@ -115,6 +118,8 @@ class ImageCache:
         reference = f"{IMAGE_REPOSITORY}:{digest}"
         with self._locked(digest):
             cached = None if force else self._existing(reference)
+            if cached is not None and LABEL_LEGACY_BAKED in (cached.labels or {}):
+                cached = None  # its ENTRYPOINT is an old pid 1's, the Dockerfile's lost: build again
             if cached is not None:
                 log.write(f"image {reference} is cached; not built again\n")
                 return ResolvedImage.of(reference, cached, built=False)
