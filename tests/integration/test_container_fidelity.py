@@ -5,6 +5,7 @@ agent's and the verifier's commands, root has Docker's default capabilities, and
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tests.integration.container_support import (
     exception_type,
     rewards,
     run_trial,
+    started_environment,
     trial_dir,
     write_task,
 )
@@ -143,3 +145,47 @@ async def test_agent_and_verifier_run_as_the_users_the_task_names(
     assert exception_type(result) is None, result.exception_info
     assert (trial_dir(tmp_path, result) / "verifier" / "user.txt").read_text() == "root\n"
     assert rewards(result) == {"reward": 1.0}
+
+
+START_DAEMON = """#!/bin/sh
+# The task's service daemonizes (a session of its own, as start-stop-daemon and most daemons do).
+setsid sh -c 'while :; do date +%s%N > /tmp/daemon-beat; sleep 0.05; done' > /dev/null 2>&1 < /dev/null &
+exec "$@"
+"""
+
+
+async def test_a_service_the_entrypoint_daemonized_outlives_the_kill_before_the_verifier(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = write_task(
+        tmp_path / "tasks",
+        "daemon",
+        dockerfile=f"""
+            FROM {BASE_IMAGE}
+            COPY start-daemon /usr/local/bin/start-daemon
+            RUN chmod 755 /usr/local/bin/start-daemon && echo {secrets.token_hex(8)} > /unique
+            ENTRYPOINT ["start-daemon"]
+        """,
+    )
+    (task / "environment" / "start-daemon").write_text(START_DAEMON)
+    tests = tmp_path / "verifier-tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("#!/bin/bash\n")
+    async with started_environment(tmp_path, task) as env:
+        # Until the daemon runs, seen from the host (`docker top` is no exec in the container).
+        for _ in range(200):
+            if any("daemon-beat" in " ".join(row) for row in engine.api.top(env.container_name)["Processes"]):
+                break
+            await asyncio.sleep(0.05)
+        started = await env.exec(
+            "setsid sh -c 'while :; do sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo agent-loop"
+        )
+        assert started.stdout == "agent-loop\n"
+        await env.upload_dir(tests, "/tests")  # the verifier starts: the agent's processes end
+
+        left = (await env.exec("ps -eo sid,args")).stdout or ""
+        assert "daemon-beat" in left, left
+        assert left.count("while :; do sleep 0.05") == 0, left
+        beat = (await env.exec("cat /tmp/daemon-beat; sleep 0.3; cat /tmp/daemon-beat")).stdout or ""
+        first, second = beat.split()
+        assert int(second) > int(first)  # still beating

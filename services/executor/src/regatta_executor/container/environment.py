@@ -81,6 +81,9 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
+        # The host's boot time before the container's first exec: what started earlier in it is the
+        # image's, never the agent's (execs.KILL_OTHERS spares it).
+        self._first_exec_at: float | None = None
         # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
@@ -265,6 +268,7 @@ class ContainerEnvironment(ContainerTransfers):
                 return ExecResult(stdout="", stderr="", return_code=0)
         await self._flush()
         self._ran()
+        self._before_exec()
         output = await execs.run_command(
             self._client.api,
             self._running(),
@@ -302,13 +306,19 @@ class ContainerEnvironment(ContainerTransfers):
         it left in /tests or /logs/verifier may count."""
         await self._flush()
         self._ran()
+        self._before_exec()
         await execs.end_other_processes(
             self._client.api,
             self._running(),
             then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
             + f" && chmod 777 {VERIFIER_LOGS}",
+            spare_started_before=self._first_exec_at or 0.0,
         )
         self._verifier_ready = True
+
+    def _before_exec(self) -> None:
+        if self._first_exec_at is None:
+            self._first_exec_at = execs.boot_time()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's
