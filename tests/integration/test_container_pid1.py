@@ -15,6 +15,9 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import docker
@@ -200,3 +203,47 @@ def test_an_image_baked_by_an_older_executor_is_built_again(
     assert LABEL_LEGACY_BAKED not in (engine.images.get(resolved.reference).labels or {})
     with contextlib.suppress(docker.errors.APIError):
         engine.images.remove(committed["Id"], force=True)
+
+
+CHECK_AS_NOBODY = """
+import os, sys
+from pathlib import Path
+from regatta_executor.container import tools
+source = tools.SOURCE.read_bytes()  # read as root: the executor's own install, not the check
+tools._static_program = lambda path: source
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+try:
+    tools.prepared(Path(sys.argv[1]))
+    print("accepted")
+except tools.ToolsError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_an_executor_that_is_not_root_only_checks_the_folder(tmp_path: Path) -> None:
+    """It cannot make files that are out of the container's reach everywhere (under a rootless engine
+    its own files are the container root's), so it takes only a folder root made, and repairs none."""
+    reachable = Path(tempfile.mkdtemp(prefix="regatta-test-tools-"))  # tmp_path's parents are root's only
+    reachable.chmod(0o755)
+    try:
+        _checks_only(tools.prepared(reachable / "tools"))
+    finally:
+        shutil.rmtree(reachable)
+
+
+def _checks_only(folder: Path) -> None:
+
+    def as_nobody() -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", CHECK_AS_NOBODY, str(folder)], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    assert as_nobody() == "accepted"
+    os.chmod(folder / "sleep", 0o755)
+    assert as_nobody().startswith("refused:")
+    assert stat.S_IMODE((folder / "sleep").stat().st_mode) == 0o755  # left as it was
+    os.chmod(folder / "sleep", 0o111)
+    os.chown(folder, 65534, 65534)
+    assert as_nobody().startswith("refused:")

@@ -150,7 +150,10 @@ class ContainerEnvironment(ContainerTransfers):
 
     @property
     def _tools_dir(self) -> Path:
-        return Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
+        # Absolute: the engine mounts it by its path.
+        return (
+            Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
+        ).absolute()
 
     async def _network(self) -> str:
         """The network of the task's build steps and container: none, or the isolated sandbox bridge."""

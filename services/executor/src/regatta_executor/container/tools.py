@@ -142,6 +142,8 @@ def _verify(folder: Path, size: int, digest: str | None) -> None:
         info = os.lstat(folder)
     except FileNotFoundError:
         raise ToolsError(f"{folder} does not exist (root must make it: an executor as root does)") from None
+    except OSError as exc:
+        raise ToolsError(f"{folder}: {exc.strerror}") from None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or stat.S_IMODE(info.st_mode) != FOLDER_MODE:
         raise ToolsError(f"{folder} must be a folder of host root's with mode {FOLDER_MODE:o}")
     for name in NAMES:
