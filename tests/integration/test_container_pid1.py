@@ -220,7 +220,7 @@ except tools.ToolsError as exc:
 """
 
 
-def test_an_executor_that_is_not_root_only_checks_the_folder(tmp_path: Path) -> None:
+def test_an_executor_that_is_not_root_only_checks_the_folder() -> None:
     """It cannot make files that are out of the container's reach everywhere (under a rootless engine
     its own files are the container root's), so it takes only a folder root made, and repairs none."""
     reachable = Path(tempfile.mkdtemp(prefix="regatta-test-tools-"))  # tmp_path's parents are root's only
@@ -232,7 +232,6 @@ def test_an_executor_that_is_not_root_only_checks_the_folder(tmp_path: Path) -> 
 
 
 def _checks_only(folder: Path) -> None:
-
     def as_nobody() -> str:
         run = subprocess.run(
             [sys.executable, "-c", CHECK_AS_NOBODY, str(folder)], capture_output=True, text=True
