@@ -246,3 +246,22 @@ def _checks_only(folder: Path) -> None:
     os.chmod(folder / "sleep", 0o111)
     os.chown(folder, 65534, 65534)
     assert as_nobody().startswith("refused:")
+
+
+@pytest.mark.parametrize("entrypoint", ["", 'ENTRYPOINT ["sh", "-c", "exec \\"$@\\"", "start"]'])
+async def test_pid1_reaps_orphans(engine: docker.DockerClient, tmp_path: Path, entrypoint: str) -> None:
+    """Docker's init is not used: pid 1 must reap what the agent's commands orphan, or zombies pile up
+    against the process limit."""
+    dockerfile = f"FROM {BASE_IMAGE}\nRUN echo {secrets.token_hex(4)} > /unique\n{entrypoint}\n"
+    async with started_environment(
+        tmp_path, write_task(tmp_path / "tasks", "orphans", dockerfile=dockerfile)
+    ) as env:
+        orphaned = await env.exec("for i in $(seq 20); do (sleep 0.1 &) ; done; echo made")
+        assert orphaned.stdout == "made\n"
+        zombies = ""
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            zombies = (await env.exec("ps -eo stat,pid,ppid,args | awk '$1 ~ /^Z/'")).stdout or ""
+            if not zombies and "sleep 0.1" not in ((await env.exec("ps -eo args")).stdout or ""):
+                break
+        assert zombies == ""
