@@ -1,7 +1,7 @@
 """The `container` environment runs a task as Harbor's docker environment does (docs/benchmarks.md):
-the image's ENTRYPOINT starts the task's services, the image's ENV, WORKDIR and USER hold for the
-agent's and the verifier's commands, root has Docker's default capabilities, and `[agent].user` and
-`[verifier].user` name who runs each phase. Real trials with the oracle, tasks of the test's own."""
+the image's ENTRYPOINT starts the task's services (daemons too), the image's ENV, WORKDIR and USER hold
+for the agent's and the verifier's commands, root has Docker's default capabilities, setuid programs
+work, and `[agent].user` and `[verifier].user` name who runs each phase. Tasks of the test's own."""
 
 from __future__ import annotations
 
@@ -189,3 +189,19 @@ async def test_a_service_the_entrypoint_daemonized_outlives_the_kill_before_the_
         beat = (await env.exec("cat /tmp/daemon-beat; sleep 0.3; cat /tmp/daemon-beat")).stdout or ""
         first, second = beat.split()
         assert int(second) > int(first)  # still beating
+
+
+async def test_an_images_setuid_program_works_for_a_non_root_user(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """No no-new-privileges, as under Harbor: a task's sudo-like program raises its user's privileges."""
+    dockerfile = f"""
+        FROM {BASE_IMAGE}
+        RUN cp /usr/bin/id /usr/local/bin/setuid-id && chmod 4755 /usr/local/bin/setuid-id \\
+            && echo {secrets.token_hex(8)} > /unique
+    """
+    async with started_environment(
+        tmp_path, write_task(tmp_path / "tasks", "setuid", dockerfile=dockerfile)
+    ) as env:
+        result = await env.exec("id -u; setuid-id -u; grep NoNewPrivs /proc/self/status", user="nobody")
+        assert result.stdout == "65534\n0\nNoNewPrivs:\t0\n", result
