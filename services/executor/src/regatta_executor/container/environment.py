@@ -36,7 +36,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.models.trial.config import ResourceMode
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor
+from regatta_executor.container import execs, files, janitor, tools
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import client
 from regatta_executor.container.harbor_commands import (
@@ -59,8 +59,10 @@ BUILD_LOG = "environment-build.log"
 
 
 class ContainerEnvironment(ContainerTransfers):
-    """One container per attempt, with a pid 1 the agent cannot ptrace (pid1.py), no new privileges,
-    limits from task.toml, no host mounts and no engine socket; removed when the attempt ends
+    """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
+    USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
+    (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
+    mount and no engine socket; removed when the attempt ends
     (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
     no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
 
@@ -79,7 +81,10 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
-        # pid 1 runs as its own uid (pid1.py): commands given no user run as the image's USER.
+        # The host's boot time before the container's first exec: what started earlier in it is the
+        # image's, never the agent's (execs.KILL_OTHERS spares it).
+        self._first_exec_at: float | None = None
+        # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
         self._downloaded = {}
@@ -126,6 +131,7 @@ class ContainerEnvironment(ContainerTransfers):
         check = engine_root if self.options.allow_host_root else require_remapped_root
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(tools.prepared, self._tools_dir)
         self.image = await self._image(force_build)
         if self._network_is_allowlist:
             self.logger.warning(
@@ -141,6 +147,13 @@ class ContainerEnvironment(ContainerTransfers):
     @property
     def _owners_dir(self) -> Path:
         return self._state_dir / "owners"
+
+    @property
+    def _tools_dir(self) -> Path:
+        # Absolute: the engine mounts it by its path.
+        return (
+            Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
+        ).absolute()
 
     async def _network(self) -> str:
         """The network of the task's build steps and container: none, or the isolated sandbox bridge."""
@@ -179,8 +192,8 @@ class ContainerEnvironment(ContainerTransfers):
             raise SandboxBuildFailedError(str(exc)) from exc
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
-        # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
-        # The image holds pid 1's copies already (images.py bakes them in once per image).
+        # The container runs as the image's USER: so do commands given no user, as under Harbor (uid 0
+        # rather than an empty user: see harbor_commands.ROOT_USERS).
         image = resolved.image_id
         self._default_exec_user = resolved.user or "0"
         memory_mb = (
@@ -195,6 +208,9 @@ class ContainerEnvironment(ContainerTransfers):
             session_id=self.session_id,
             network=network,
             workdir=self.task_env_config.workdir,
+            image_entrypoint=resolved.entrypoint,
+            image_workdir=resolved.workdir,
+            tools_dir=self._tools_dir,
             options=self.options,
             owners_dir=self._owners_dir,
             engine_root=self._engine_root,
@@ -255,6 +271,7 @@ class ContainerEnvironment(ContainerTransfers):
                 return ExecResult(stdout="", stderr="", return_code=0)
         await self._flush()
         self._ran()
+        self._before_exec()
         output = await execs.run_command(
             self._client.api,
             self._running(),
@@ -292,13 +309,19 @@ class ContainerEnvironment(ContainerTransfers):
         it left in /tests or /logs/verifier may count."""
         await self._flush()
         self._ran()
+        self._before_exec()
         await execs.end_other_processes(
             self._client.api,
             self._running(),
             then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
             + f" && chmod 777 {VERIFIER_LOGS}",
+            spare_started_before=self._first_exec_at or 0.0,
         )
         self._verifier_ready = True
+
+    def _before_exec(self) -> None:
+        if self._first_exec_at is None:
+            self._first_exec_at = execs.boot_time()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's

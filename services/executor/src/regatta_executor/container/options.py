@@ -8,9 +8,9 @@ import re
 from harbor.environments.options import EnvironmentOptions
 from pydantic import Field, field_validator
 
-# Docker's default capabilities minus those a task never needs and an attacker would like: raw
-# sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
-DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
+# Docker's default capabilities, all of them, as Harbor's docker environment gives: tasks use ping
+# (NET_RAW), package scripts use mknod and setcap. The boundary is the engine's user namespace.
+DEFAULT_CAP_DROP: list[str] = []
 
 
 class ContainerEnvironmentOptions(EnvironmentOptions):
@@ -36,6 +36,12 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
         ge=1,
         description="Size of /logs (agent logs and artifacts together) and of /logs/verifier, each, "
         "when the task sets no storage_mb (a task's storage_mb caps them too).",
+    )
+    tools_dir: str | None = Field(
+        default=None,
+        description="Host folder of the platform's static busybox, mounted read-only at /.regatta in "
+        "every container (pid 1 and the platform's own commands run from it); default <state_dir>/tools. "
+        "Made by an executor running as root, else by root beforehand.",
     )
     allow_host_root: bool = Field(
         default=False,
