@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(bubblewrap tmux util-linux procps slirp4netns iproute2)
+packages=(bubblewrap tmux util-linux procps slirp4netns iproute2 dnsmasq-base ipset)
 if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
   # The container environment's tests: a Docker engine, and debootstrap to make their base image
   # offline (scripts/test-image.sh); slirp4netns and passt for user-mode networking.

@@ -151,7 +151,7 @@ class ContainerEnvironment(ContainerTransfers):
             self._client,
             self.options.sandbox_network,
             self.options.sandbox_bridge,
-            self._state_dir,
+            self.options.sandbox_dns_upstreams,
         )
 
     async def _image(self, force_build: bool) -> ResolvedImage:

@@ -8,6 +8,8 @@ import re
 from harbor.environments.options import EnvironmentOptions
 from pydantic import Field, field_validator
 
+from regatta_executor.container.dns import ForwarderError, parse_upstreams
+
 # Docker's default capabilities minus those a task never needs and an attacker would like: raw
 # sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
 DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
@@ -54,6 +56,12 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
     max_output_mb: int = Field(default=16, ge=1, description="Most of one command's stdout and stderr kept.")
     sandbox_network: str = Field(default="regatta-sandbox", description="Bridge network of `public` tasks.")
     sandbox_bridge: str = Field(default="regatta0", max_length=15, description="Its host interface name.")
+    sandbox_dns_upstreams: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Nameserver addresses the sandbox bridge's DNS forwarder asks; "
+        "default: the host's (/etc/resolv.conf).",
+    )
     cap_drop: list[str] = Field(default=list(DEFAULT_CAP_DROP), description="Capabilities removed.")
     auto_mounting: bool = Field(default=False, description="Always false: nothing of the host is mounted.")
 
@@ -63,6 +71,14 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
         if value:
             raise ValueError("the container environment never bind-mounts host folders")
         return value
+
+    @field_validator("sandbox_dns_upstreams")
+    @classmethod
+    def _upstreams(cls, value: list[str]) -> list[str]:
+        try:
+            return [str(address) for address in parse_upstreams(value)]
+        except ForwarderError as exc:
+            raise ValueError(str(exc)) from exc
 
     @field_validator("cap_drop")
     @classmethod
