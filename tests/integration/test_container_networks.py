@@ -4,15 +4,27 @@ its build too, and the forwarder answers nothing but the bridge."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
+import signal
 import socket
+import time
 from pathlib import Path
 
 import docker
 import pytest
-from regatta_executor.container.network import gateway_address
+from regatta_executor.container import dns
+from regatta_executor.container.network import ensure_sandbox_network, gateway_address
 
-from tests.integration.container_support import build_log, rewards, run_trial, trial_dir, write_task
+from tests.integration.container_support import (
+    BASE_IMAGE,
+    build_log,
+    rewards,
+    run_trial,
+    trial_dir,
+    write_task,
+)
 from tests.integration.network_support import (
     DNS_QUERY_SCRIPT,
     dns_query,
@@ -70,3 +82,29 @@ async def test_a_public_task_builds_with_apt_and_resolves_through_a_private_reso
         assert namespace.run("python3", "-c", DNS_QUERY_SCRIPT, resolver, marker).stdout.strip() == "answered"
         assert namespace.run("python3", "-c", DNS_QUERY_SCRIPT, gateway, marker).stdout.strip() == "silent"
         assert dns_query(gateway, marker) is None
+
+        # A forwarder that died is started again before the next attempt, and never a second one.
+        killed = int(dns.pid_file(names["sandbox_bridge"]).read_text())
+        os.kill(killed, signal.SIGKILL)
+        while killed in _forwarders(names["sandbox_bridge"]):  # a zombie's command line is empty
+            time.sleep(0.01)
+        for _ in range(2):
+            ensure_sandbox_network(engine, names["sandbox_network"], names["sandbox_bridge"], [resolver])
+        assert len(_forwarders(names["sandbox_bridge"])) == 1
+        assert killed not in _forwarders(names["sandbox_bridge"])
+        resolved = engine.containers.run(
+            BASE_IMAGE, ["getent", "hosts", marker], network=names["sandbox_network"], remove=True
+        )
+        assert resolved.decode().split() == [marker_ip, marker]
+
+
+def _forwarders(bridge: str) -> list[int]:
+    """Processes whose command line names the bridge's forwarder's pid file."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and f"--pid-file={dns.pid_file(bridge)}".encode() in (
+                proc / "cmdline"
+            ).read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+    return found
