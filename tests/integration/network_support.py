@@ -12,6 +12,8 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,11 +173,37 @@ except TimeoutError:
 
 @contextlib.contextmanager
 def own_sandbox_network(engine: docker.DockerClient) -> Iterator[dict[str, str]]:
-    """Names of a sandbox network and bridge of this test only (the container environment creates
-    them); removed, with their rules and forwarder, at the end."""
+    """Names of sandbox networks and bridges (public and allowlist) of this test only (the container
+    environment creates them); removed, with their rules, sets and forwarder, at the end."""
     tag = secrets.token_hex(3)
-    names = {"sandbox_network": f"regatta-test-{tag}", "sandbox_bridge": f"rgtsb{tag}"}
+    names = {
+        "sandbox_network": f"regatta-test-{tag}",
+        "sandbox_bridge": f"rgtsb{tag}",
+        "allowlist_network": f"regatta-test-allow-{tag}",
+        "allowlist_bridge": f"rgtal{tag}",
+    }
     try:
         yield names
     finally:
         remove_sandbox_network(engine, names["sandbox_network"], names["sandbox_bridge"])
+        remove_sandbox_network(engine, names["allowlist_network"], names["allowlist_bridge"])
+
+
+@contextlib.contextmanager
+def http_listener(namespace: Namespace, port: int = 8080) -> Iterator[str]:
+    """A small HTTP server on the namespace's address; yields that address."""
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", namespace.name, sys.executable, "-m", "http.server", "--bind",
+         namespace.address, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(200):
+            if namespace.run("ss", "-ltn", f"sport = :{port}").stdout.count("LISTEN"):
+                break
+            time.sleep(0.025)
+        yield namespace.address
+    finally:
+        server.kill()
+        server.wait()

@@ -5,17 +5,24 @@ its build too, and the forwarder answers nothing but the bridge."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import json
 import os
 import secrets
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
 import docker
 import pytest
-from regatta_executor.container import dns
-from regatta_executor.container.network import ensure_sandbox_network, gateway_address
+from regatta_executor.container import allowlist, dns, janitor
+from regatta_executor.container.network import (
+    ensure_allowlist_network,
+    ensure_sandbox_network,
+    gateway_address,
+)
 
 from tests.integration.container_support import (
     BASE_IMAGE,
@@ -28,6 +35,7 @@ from tests.integration.container_support import (
 from tests.integration.network_support import (
     DNS_QUERY_SCRIPT,
     dns_query,
+    http_listener,
     own_sandbox_network,
     private_namespace,
     resolver_in,
@@ -108,3 +116,124 @@ def _forwarders(bridge: str) -> list[int]:
             ).read_bytes().split(b"\0"):
                 found.append(int(proc.name))
     return found
+
+
+PROBE = """
+import socket, sys
+port = int(sys.argv[1])
+for target in sys.argv[2:]:
+    try:
+        address = socket.getaddrinfo(target, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        print(target, "unresolved")
+        continue
+    try:
+        socket.create_connection((address, port), timeout=2).close()
+        print(target, address, "open")
+    except OSError as exc:
+        print(target, address, "blocked", type(exc).__name__)
+"""
+
+
+async def test_an_allowlist_task_reaches_its_allowed_hosts_and_nothing_else(
+    engine: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hosts the test makes on private addresses the operator allows (REGATTA_OUTBOUND_ALLOW), but
+    for one: the task reaches the one it names and the one in its CIDR, and not the one it does not
+    name, nor a private one the operator does not allow even through an allowed name, nor the
+    public mirror; names it does not allow do not resolve."""
+    tag = secrets.token_hex(3)
+    allowed, other, rebind = (f"{kind}.{tag}.regatta.test" for kind in ("allowed", "other", "rebind"))
+    mirror = socket.getaddrinfo(MIRROR, 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+    with (
+        private_namespace() as ns_a,
+        private_namespace() as ns_b,
+        private_namespace() as ns_c,
+        private_namespace() as ns_d,
+        http_listener(ns_a) as host_a,
+        http_listener(ns_b) as host_b,
+        http_listener(ns_c) as host_c,
+        http_listener(ns_d) as host_d,
+        resolver_in(ns_a, {allowed: host_a, other: host_b, rebind: host_c}, tmp_path) as resolver,
+        own_sandbox_network(engine) as names,
+    ):
+        subnet_d = str(ipaddress.ip_interface(f"{host_d}/30").network)
+        monkeypatch.setenv("REGATTA_OUTBOUND_ALLOW", ",".join(f"{h}/32" for h in (host_a, host_b, host_d)))
+        targets = [allowed, f"www.{allowed}", host_b, other, rebind, host_c, host_d, mirror]
+        task = write_task(
+            tmp_path / "tasks",
+            "allowlist",
+            network_mode="allowlist",
+            environment=f"allowed_hosts = {json.dumps([allowed, rebind, subnet_d])}\n",
+            solve=f"python3 -c '{PROBE}' 8080 {' '.join(targets)} > /logs/agent/probe.txt",
+            test=f"""
+                python3 -c '{PROBE}' 8080 {allowed} > /logs/verifier/probe.txt
+                if grep -q ' open$' /logs/verifier/probe.txt; then echo 1; else echo 0; fi \\
+                  > /logs/verifier/reward.txt
+            """,
+        )
+        result = await run_trial(task, "oracle", tmp_path, sandbox_dns_upstreams=[resolver], **names)
+        assert rewards(result) == {"reward": 1.0}, result.exception_info
+        lines = (trial_dir(tmp_path, result) / "agent" / "probe.txt").read_text().splitlines()
+        assert lines == [
+            f"{allowed} {host_a} open",
+            f"www.{allowed} unresolved",  # an exact name admits no subdomain
+            f"{host_b} {host_b} blocked TimeoutError",
+            f"{other} unresolved",
+            f"{rebind} {host_c} blocked TimeoutError",  # allowed name, private address not allowed
+            f"{host_c} {host_c} blocked TimeoutError",
+            f"{host_d} {host_d} open",  # in an allowed CIDR
+            f"{mirror} {mirror} blocked TimeoutError",
+        ], lines
+        assert _attempt_leftovers(names["allowlist_bridge"]) == ([], [])
+
+
+def _attempt_leftovers(bridge: str) -> tuple[list[str], list[str]]:
+    """Rules matched on one container's address, and per-attempt sets, still on the host."""
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    sets = subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True, check=True).stdout
+    leftover_rules = [line for line in rules.splitlines() if f"-i {bridge}" in line and " -s " in line]
+    leftover_sets = [name for name in sets.split() if name.startswith("rgt-a-")]
+    return leftover_rules, leftover_sets
+
+
+def test_the_janitor_closes_the_allowlist_of_a_container_that_is_gone(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """An executor killed mid-attempt leaves its allowlist's rules, set and resolver behind; the next
+    executor's janitor removes them once the container is gone, and leaves a live one's alone."""
+    with own_sandbox_network(engine) as names:
+        network, bridge = names["allowlist_network"], names["allowlist_bridge"]
+        gateway = ensure_allowlist_network(engine, network, bridge, None)
+        states = []
+        containers = [
+            engine.containers.run(BASE_IMAGE, ["sleep", "60"], network=network, detach=True) for _ in range(2)
+        ]
+        try:
+            for container in containers:
+                container.reload()
+                states.append(
+                    allowlist.open_attempt(
+                        bridge=bridge,
+                        gateway=gateway,
+                        container=container.name,
+                        address=container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"],
+                        allowed_hosts=["example.org", "192.0.2.0/24"],
+                        upstreams=dns.parse_upstreams(["192.0.2.53"]),
+                    )
+                )
+            assert len(_attempt_leftovers(bridge)[0]) == 2 * 5
+            containers[0].remove(force=True)
+            janitor.sweep(engine, tmp_path / "owners")
+            rules, sets = _attempt_leftovers(bridge)
+            assert sets == [states[1].set_name]
+            assert len(rules) == 5 and all(f"-s {states[1].address}/32" in rule for rule in rules)
+            assert not states[0].state_file.exists() and dns.running_process(states[0].pid_file) is None
+            assert dns.running_process(states[1].pid_file) is not None
+        finally:
+            for container in containers:
+                with contextlib.suppress(docker.errors.NotFound):
+                    container.remove(force=True)
+            for state in states:
+                allowlist.close_attempt(state)
+    assert _attempt_leftovers(bridge) == ([], [])

@@ -126,37 +126,53 @@ def bridge_lock(bridge: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _running_pid(bridge: str) -> tuple[int, list[str]] | None:
-    """The forwarder's pid and command line, if its pid file names a live dnsmasq of this bridge."""
+def valid_bridge(bridge: str) -> bool:
+    return bool(_BRIDGE.match(bridge))
+
+
+def forget_bridge(bridge: str) -> None:
+    """Remove a bridge's lock file once the bridge is gone (call holding its lock: nothing else may
+    use the bridge any more)."""
+    with contextlib.suppress(FileNotFoundError):
+        (RUN_DIR / f"{bridge}.lock").unlink()
+
+
+def running_process(pid_file: Path) -> tuple[int, list[str]] | None:
+    """The pid and command line of the dnsmasq `pid_file` names, if it is alive."""
     try:
-        pid = int(pid_file(bridge).read_text().strip()[:16])
+        pid = int(pid_file.read_text().strip()[:16])
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return None
     argv = [part.decode(errors="replace") for part in cmdline if part]
-    # A recycled pid is some other process: its command line does not name our pid file.
-    if f"--pid-file={pid_file(bridge)}" not in argv:
+    # A recycled pid is some other process (and a zombie has no command line): neither names the file.
+    if f"--pid-file={pid_file}" not in argv:
         return None
     return pid, argv
 
 
 def forwarder_alive(bridge: str, argv: Sequence[str]) -> bool:
     """Cheap (two small reads, no subprocess): whether the forwarder runs with exactly `argv`."""
-    running = _running_pid(bridge)
+    running = running_process(pid_file(bridge))
     return running is not None and running[1] == list(argv)
 
 
-def stop_forwarder(bridge: str) -> None:
-    running = _running_pid(bridge)
+def stop_process(path: Path) -> None:
+    """End the dnsmasq `path` names (only if its command line names that file) and remove the file."""
+    running = running_process(path)
     if running is not None:
         pid = running[0]
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        while running_process(path) is not None and time.monotonic() < deadline:
             time.sleep(0.02)
     with contextlib.suppress(FileNotFoundError):
-        pid_file(bridge).unlink()
+        path.unlink()
+
+
+def stop_forwarder(bridge: str) -> None:
+    stop_process(pid_file(bridge))
 
 
 def ensure_forwarder(bridge: str, listen: ipaddress.IPv4Address, upstreams: Sequence[Address]) -> list[str]:

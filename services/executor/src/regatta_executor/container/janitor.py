@@ -21,6 +21,7 @@ from pathlib import Path
 import docker
 from docker.errors import APIError, NotFound
 
+from regatta_executor.container import allowlist
 from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
@@ -106,6 +107,9 @@ def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
                 removed.append(container.name)
             except APIError as exc:
                 logger.warning("cannot remove container %s: %s", container.name, exc)
+    # The firewall rules, sets and resolvers of allowlist attempts whose container is gone.
+    for attempt in allowlist.sweep(client):
+        logger.info("closed allowlist %s left by a dead executor", attempt)
     return removed
 
 

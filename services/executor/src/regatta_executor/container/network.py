@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import docker
 from docker.errors import NotFound
 
-from regatta_executor.container import dns
+from regatta_executor.container import allowlist, dns
 from regatta_executor.container.engine import LABEL_MANAGED
 
 BLOCKED_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10")
@@ -37,6 +37,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _lock = threading.Lock()
 # (network, bridge) -> the forwarder's argv, for the cheap check before each attempt.
 _ready: dict[tuple[str, str], list[str]] = {}
+_allowlist_ready: dict[tuple[str, str, tuple[ipaddress.IPv4Network, ...]], ipaddress.IPv4Address] = {}
 
 Rule = tuple[str, str, list[str]]  # table, chain, rule spec
 
@@ -73,20 +74,49 @@ def ensure_sandbox_network(
     return name
 
 
+def ensure_allowlist_network(
+    client: docker.DockerClient, name: str, bridge: str, outbound_allow: str | None
+) -> ipaddress.IPv4Address:
+    """The bridge network of `allowlist` tasks: nothing forwarded from it and nothing of the host
+    reachable until an attempt's own rules open its allowed hosts (allowlist.py); returns its gateway.
+    `outbound_allow` (REGATTA_OUTBOUND_ALLOW) names the private networks allowed hosts may be in."""
+    if not _NAME.match(name) or not _BRIDGE.match(bridge):
+        raise NetworkIsolationError(f"invalid allowlist network name {name!r} or bridge {bridge!r}")
+    exceptions = allowlist.outbound_exceptions(outbound_allow)
+    key = (name, bridge, exceptions)
+    with _lock:
+        if key in _allowlist_ready:
+            return _allowlist_ready[key]
+        try:
+            with dns.bridge_lock(bridge):
+                _create_network(client, name, bridge)
+                gateway = gateway_address(client, name)
+                allowlist.install_blocked_set(bridge, exceptions)
+                _install_rules(allowlist_rules(bridge, gateway))
+        except (dns.ForwarderError, allowlist.AllowlistError) as exc:
+            raise NetworkIsolationError(str(exc)) from exc
+        _allowlist_ready[key] = gateway
+    return gateway
+
+
 def remove_sandbox_network(client: docker.DockerClient, name: str, bridge: str) -> None:
-    """Undo `ensure_sandbox_network`: the forwarder, the rules and the network (no container may be
-    left on it)."""
+    """Undo `ensure_sandbox_network` or `ensure_allowlist_network`: the forwarder, the rules, the
+    blocked set and the network (no container may be left on it)."""
     if not _NAME.match(name) or not _BRIDGE.match(bridge):
         raise NetworkIsolationError(f"invalid sandbox network name {name!r} or bridge {bridge!r}")
     with _lock, dns.bridge_lock(bridge):
         _ready.pop((name, bridge), None)
+        for key in [key for key in _allowlist_ready if key[:2] == (name, bridge)]:
+            _allowlist_ready.pop(key)
         dns.stop_forwarder(bridge)
         try:
             gateway = gateway_address(client, name)
         except NotFound:
             return
-        _remove_rules(rules(bridge, gateway))
+        _remove_rules(rules(bridge, gateway) + allowlist_rules(bridge, gateway))
+        allowlist.remove_blocked_set(bridge)
         client.networks.get(name).remove()
+        dns.forget_bridge(bridge)
 
 
 def gateway_address(client: docker.DockerClient, name: str) -> ipaddress.IPv4Address:
@@ -154,6 +184,19 @@ def rules(bridge: str, gateway: ipaddress.IPv4Address) -> list[Rule]:
         )
     found += [("filter", "DOCKER-USER", ["-i", bridge, "-d", cidr, "-j", "DROP"]) for cidr in BLOCKED_RANGES]
     return found
+
+
+def allowlist_rules(bridge: str, gateway: ipaddress.IPv4Address) -> list[Rule]:
+    """The allowlist bridge's own rules: it reaches nothing (forwarded or on the host, DNS included)
+    but what an attempt's rules, inserted above these, open; nothing but the bridge reaches its
+    gateway address (where the attempts' resolvers listen)."""
+    if not _BRIDGE.match(bridge) or not isinstance(gateway, ipaddress.IPv4Address):
+        raise NetworkIsolationError(f"invalid bridge {bridge!r} or gateway {gateway!r}")
+    return [
+        ("filter", "INPUT", ["-i", bridge, "-j", "DROP"]),
+        ("filter", "INPUT", ["!", "-i", bridge, "-d", str(gateway), "-j", "DROP"]),
+        ("filter", "DOCKER-USER", ["-i", bridge, "-j", "DROP"]),
+    ]
 
 
 def _iptables() -> str:
