@@ -117,8 +117,11 @@ def bridge_lock(bridge: str) -> Iterator[None]:
     """The host-wide lock of one bridge's network, firewall rules and forwarder."""
     if not _BRIDGE.match(bridge):
         raise ForwarderError(f"invalid bridge name {bridge!r}")
-    RUN_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(RUN_DIR / f"{bridge}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        RUN_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(RUN_DIR / f"{bridge}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ForwarderError(f"cannot lock the sandbox bridge in {RUN_DIR}: {exc}") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
