@@ -27,6 +27,7 @@ from regatta_executor.container.network import (
 from tests.integration.container_support import (
     BASE_IMAGE,
     build_log,
+    host_addresses,
     rewards,
     run_trial,
     trial_dir,
@@ -156,16 +157,26 @@ async def test_an_allowlist_task_reaches_its_allowed_hosts_and_nothing_else(
         http_listener(ns_d) as host_d,
         resolver_in(ns_a, {allowed: host_a, other: host_b, rebind: host_c}, tmp_path) as resolver,
         own_sandbox_network(engine) as names,
+        socket.create_server(("0.0.0.0", 0)) as host_server,  # a host service on every address
     ):
+        host_port = host_server.getsockname()[1]
         subnet_d = str(ipaddress.ip_interface(f"{host_d}/30").network)
         monkeypatch.setenv("REGATTA_OUTBOUND_ALLOW", ",".join(f"{h}/32" for h in (host_a, host_b, host_d)))
+        # The host itself (its veth ends to the namespaces included) and its allowlist gateway.
+        on_host = [
+            *host_addresses(),
+            str(
+                ensure_allowlist_network(engine, names["allowlist_network"], names["allowlist_bridge"], None)
+            ),
+        ]
         targets = [allowed, f"www.{allowed}", host_b, other, rebind, host_c, host_d, mirror]
         task = write_task(
             tmp_path / "tasks",
             "allowlist",
             network_mode="allowlist",
             environment=f"allowed_hosts = {json.dumps([allowed, rebind, subnet_d])}\n",
-            solve=f"python3 -c '{PROBE}' 8080 {' '.join(targets)} > /logs/agent/probe.txt",
+            solve=f"python3 -c '{PROBE}' 8080 {' '.join(targets)} > /logs/agent/probe.txt\n"
+            f"python3 -c '{PROBE}' {host_port} {' '.join(on_host)} > /logs/agent/host.txt\n",
             test=f"""
                 python3 -c '{PROBE}' 8080 {allowed} > /logs/verifier/probe.txt
                 if grep -q ' open$' /logs/verifier/probe.txt; then echo 1; else echo 0; fi \\
@@ -174,6 +185,10 @@ async def test_an_allowlist_task_reaches_its_allowed_hosts_and_nothing_else(
         )
         result = await run_trial(task, "oracle", tmp_path, sandbox_dns_upstreams=[resolver], **names)
         assert rewards(result) == {"reward": 1.0}, result.exception_info
+        reached_host = (trial_dir(tmp_path, result) / "agent" / "host.txt").read_text().splitlines()
+        assert len(reached_host) == len(on_host) and all(" blocked " in line for line in reached_host), (
+            reached_host
+        )
         lines = (trial_dir(tmp_path, result) / "agent" / "probe.txt").read_text().splitlines()
         assert lines == [
             f"{allowed} {host_a} open",
