@@ -252,3 +252,25 @@ def test_the_janitor_closes_the_allowlist_of_a_container_that_is_gone(
             for state in states:
                 allowlist.close_attempt(state)
     assert _attempt_leftovers(bridge) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("network_mode", "interfaces"), [("no-network", ["lo"]), ("allowlist", ["eth0", "lo"])]
+)
+async def test_build_steps_have_network_unless_the_task_has_none(
+    engine: docker.DockerClient, tmp_path: Path, network_mode: str, interfaces: list[str]
+) -> None:
+    """A no-network task's image builds without network; an allowlist task's on the public bridge
+    (Harbor builds it with network too; its allowlist holds for the agent and the verifier)."""
+    task = write_task(
+        tmp_path / "tasks",
+        f"build-{network_mode}",
+        network_mode=network_mode,
+        dockerfile=f"FROM {BASE_IMAGE}\nRUN ls /sys/class/net > /opt/interfaces; echo {secrets.token_hex(4)}",
+        solve="cp /opt/interfaces /logs/agent/interfaces.txt",
+        test="echo 1 > /logs/verifier/reward.txt",
+    )
+    with own_sandbox_network(engine) as names:
+        result = await run_trial(task, "oracle", tmp_path, **names)
+    assert rewards(result) == {"reward": 1.0}, result.exception_info
+    assert (trial_dir(tmp_path, result) / "agent" / "interfaces.txt").read_text().split() == interfaces
