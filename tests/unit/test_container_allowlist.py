@@ -41,9 +41,10 @@ def test_names_wildcards_and_networks_reach_the_resolver_as_such() -> None:
             "198.51.100.0/24",
             "2001:db8::1",
             "cdn.example.net",
+            "img.cdn.example.net",
         ]
     )
-    assert allowed.names == ("api.example.com", "cdn.example.net")
+    assert allowed.names == ("api.example.com", "cdn.example.net", "img.cdn.example.net")
     assert allowed.wildcards == ("cdn.example.net",)
     assert allowed.networks == (ipaddress.ip_network("192.0.2.7/32"), ipaddress.ip_network("198.51.100.0/24"))
     state = allowlist.AttemptState("0123456789ab", "regatta1", "c", "172.30.0.2", "172.30.0.1", 30000)
@@ -55,6 +56,7 @@ def test_names_wildcards_and_networks_reach_the_resolver_as_such() -> None:
     assert servers == [
         "--server=/api.example.com/10.0.0.2",
         "--server=/cdn.example.net/10.0.0.2",
+        "--server=/img.cdn.example.net/10.0.0.2",
         "--server=/*.cdn.example.net/10.0.0.2",
     ]
     # An exact name admits no subdomain unless a wildcard allows them; every other name: NXDOMAIN.

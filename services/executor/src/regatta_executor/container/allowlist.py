@@ -256,8 +256,9 @@ def resolver_argv(
         argv += [f"--server=/{pattern}/{upstream}" for upstream in upstreams]
         argv.append(f"--ipset=/{pattern}/{state.set_name}")
     for name in allowed.names:
-        if name not in allowed.wildcards:
-            argv.append(f"--address=/*.{name}/")  # an exact name: its subdomains are not allowed
+        # An exact name: its subdomains are not allowed, unless a wildcard allows them.
+        if not any(name == suffix or name.endswith(f".{suffix}") for suffix in allowed.wildcards):
+            argv.append(f"--address=/*.{name}/")
     argv.append("--address=/#/")  # every other name: NXDOMAIN
     return argv
 
