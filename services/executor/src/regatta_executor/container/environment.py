@@ -25,6 +25,7 @@ transfers.py and what the environment knows of Harbor's own commands harbor_comm
 
 from __future__ import annotations
 
+import os
 import secrets
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -36,7 +37,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.models.trial.config import ResourceMode
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor, tools
+from regatta_executor.container import allowlist, dns, execs, files, janitor, tools
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import client
 from regatta_executor.container.harbor_commands import (
@@ -50,7 +51,11 @@ from regatta_executor.container.harbor_commands import (
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
-from regatta_executor.container.network import ensure_sandbox_network
+from regatta_executor.container.network import (
+    ensure_allowlist_network,
+    ensure_sandbox_network,
+    gateway_address,
+)
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.transfers import ContainerTransfers
 
@@ -62,9 +67,9 @@ class ContainerEnvironment(ContainerTransfers):
     """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
     USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
     (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
-    mount and no engine socket; removed when the attempt ends
-    (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
-    no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
+    mount and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
+    executor left). `no-network` tasks get no network at all; `public` ones the isolated bridge of
+    network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py)."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
@@ -90,6 +95,7 @@ class ContainerEnvironment(ContainerTransfers):
         self._downloaded = {}
         self.image: ResolvedImage | None = None
         self._engine_root = EngineRoot(remapped=False)
+        self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
 
     @staticmethod
@@ -133,12 +139,10 @@ class ContainerEnvironment(ContainerTransfers):
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
         await execs.in_thread(tools.prepared, self._tools_dir)
         self.image = await self._image(force_build)
-        if self._network_is_allowlist:
-            self.logger.warning(
-                "network_mode 'allowlist' runs without any network in the container environment"
-            )
         network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
+        if self._network_is_allowlist:
+            self._allowlist = await execs.in_thread(self._open_allowlist, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -156,15 +160,29 @@ class ContainerEnvironment(ContainerTransfers):
         ).absolute()
 
     async def _network(self) -> str:
-        """The network of the task's build steps and container: none, or the isolated sandbox bridge."""
-        if not self._network_is_public:
+        """The network of the task's container: none, the isolated sandbox bridge or the allowlist's."""
+        if self._network_is_allowlist:
+            await execs.in_thread(
+                ensure_allowlist_network,
+                self._client,
+                self.options.allowlist_network,
+                self.options.allowlist_bridge,
+                os.environ.get("REGATTA_OUTBOUND_ALLOW"),
+            )
+            return self.options.allowlist_network
+        return await self._build_network()
+
+    async def _build_network(self) -> str:
+        """The network of the task's build steps: the sandbox bridge unless the task has no network
+        (an allowlist restricts the agent and verifier, not the task's own image, as in Harbor)."""
+        if self._network_disabled:
             return "none"
         return await execs.in_thread(
             ensure_sandbox_network,
             self._client,
             self.options.sandbox_network,
             self.options.sandbox_bridge,
-            self._state_dir,
+            self.options.sandbox_dns_upstreams,
         )
 
     async def _image(self, force_build: bool) -> ResolvedImage:
@@ -178,7 +196,7 @@ class ContainerEnvironment(ContainerTransfers):
             if reference:
                 return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            network = await self._network()
+            network = await self._build_network()
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
                 return await execs.in_thread(
                     cache.built,
@@ -225,13 +243,37 @@ class ContainerEnvironment(ContainerTransfers):
         container.start()
         return str(container.id)
 
+    def _open_allowlist(self, network: str) -> allowlist.AttemptState:
+        """The container's allowed hosts, opened before anything but its pid 1 runs in it."""
+        attrs = self._client.api.inspect_container(self._container_id)
+        address = (
+            ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network, {}).get("IPAddress")
+        )
+        try:
+            upstreams = dns.parse_upstreams(self.options.sandbox_dns_upstreams) or dns.host_upstreams()
+            return allowlist.open_attempt(
+                bridge=self.options.allowlist_bridge,
+                gateway=gateway_address(self._client, network),
+                container=self._name,
+                address=str(address or ""),
+                allowed_hosts=list(self.network_policy.allowed_hosts),
+                upstreams=upstreams,
+            )
+        except (ValueError, dns.ForwarderError) as exc:
+            raise allowlist.AllowlistError(f"cannot open the allowlist: {exc}") from exc
+
     @override
     async def stop(self, delete: bool) -> None:
         if self._staged is not None:
             self._staged.discard()
             self._staged = None
         self._drop_snapshot()
-        await execs.in_thread(self._remove, delete)
+        try:
+            await execs.in_thread(self._remove, delete)
+        finally:
+            if self._allowlist is not None:
+                await execs.in_thread(allowlist.close_attempt, self._allowlist)
+                self._allowlist = None
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):

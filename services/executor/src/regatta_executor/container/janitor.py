@@ -26,6 +26,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, NotFound
 
+from regatta_executor.container import allowlist
 from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
@@ -126,8 +127,12 @@ def remove_dead(client: docker.DockerClient, owners_dir: Path, containers: list[
 
 
 def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
-    """Remove this host's Regatta containers whose owner executor is dead; returns their names."""
-    return remove_dead(client, owners_dir, listed(client, owners_dir))
+    """Remove this host's Regatta containers whose owner executor is dead, then close the allowlists
+    (firewall rules, sets, resolvers) of attempts whose container is gone; returns the containers' names."""
+    removed = remove_dead(client, owners_dir, listed(client, owners_dir))
+    for attempt in allowlist.sweep(client):
+        logger.info("closed allowlist %s left by a dead executor", attempt)
+    return removed
 
 
 def sweep_once(client: docker.DockerClient, owners_dir: Path) -> None:
