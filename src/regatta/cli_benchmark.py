@@ -32,6 +32,9 @@ def _source(
     if folder:
         if not dataset or git or registry:
             raise typer.BadParameter("--folder takes a folder of tasks and no --git or --registry")
+        if not Path(dataset).is_dir():
+            # The server reads the folder later, at sync: refused now rather than added and failed then.
+            raise typer.BadParameter(f"{dataset} is not a folder", param_hint="DATASET")
         return {"source_type": "folder", "path": str(Path(dataset).resolve())}
     if git:
         local = Path(git)

@@ -25,8 +25,12 @@ def run_submit(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit a run from an Osmosis-style TOML config."""
+    try:
+        content = file.read_bytes()
+    except OSError as error:
+        raise typer.BadParameter(f"cannot read {file}: {error.strerror}", param_hint="FILE") from None
     client = Client()
-    created = client.post("/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"})
+    created = client.post("/runs", content=content, headers={"Content-Type": "application/toml"})
     if not wait:
         return print_json(created) if as_json else console.print(f"Run submitted: {created['name']}")
     console.print(f"Run submitted: [bold]{created['name']}[/bold]")

@@ -51,9 +51,9 @@ class Client:
                 raise ApiFailure(f"HTTP {response.status_code}: {response.text[:200]}") from None
             message = body.get("message") or body.get("error") or str(body)
             for issue in body.get("issues") or []:
-                message += (
-                    f"\n  - {issue.get('key')}: {issue.get('message')}" if isinstance(issue, dict) else ""
-                )
+                if isinstance(issue, dict):
+                    line = f" (line {issue['line']})" if issue.get("line") else ""
+                    message += f"\n  - {issue.get('key')}{line}: {issue.get('message')}"
             raise ApiFailure(message)
         return response.json() if response.content else {}
 
