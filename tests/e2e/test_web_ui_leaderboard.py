@@ -156,8 +156,14 @@ def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(
         "standard": False,
         "differences": [{"field": "pass_threshold", "label": "pass threshold", "run": 0.0, "standard": 1.0}],
         "reasons": ["pass threshold 0 differs from the benchmark's 1"],
+        "summary": "Not ranked on the leaderboard: its conditions or task selection differ from the standard.",
+        "agents": [
+            {"agent_index": 0, "ranks": False, "reason": "pass threshold 0 differs from the benchmark's 1"}
+        ],
     }
-    assert api.get(f"/runs/{honest['id']}")["leaderboard_qualification"]["qualifies"] is True
+    ranked = api.get(f"/runs/{honest['id']}")["leaderboard_qualification"]
+    assert ranked["qualifies"] is True
+    assert ranked["agents"] == [{"agent_index": 0, "ranks": True, "reason": None}]
     # The leaderboard is recomputed when each run finishes: after the lenient run it still shows the
     # honest one, with the conditions it was scored under.
     api.wait_for(
