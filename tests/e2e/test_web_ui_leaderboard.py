@@ -156,7 +156,8 @@ def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(
         "standard": False,
         "differences": [{"field": "pass_threshold", "label": "pass threshold", "run": 0.0, "standard": 1.0}],
         "reasons": ["pass threshold 0 differs from the benchmark's 1"],
-        "summary": "Not ranked on the leaderboard: its conditions or task selection differ from the standard.",
+        "summary": "Not ranked on the leaderboard: its conditions or task selection differ from the "
+        "standard.",
         "agents": [
             {"agent_index": 0, "ranks": False, "reason": "pass threshold 0 differs from the benchmark's 1"}
         ],
