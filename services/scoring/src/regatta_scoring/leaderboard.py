@@ -184,7 +184,13 @@ def _rank_all(entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
             }
     return sorted(
         rows.values(),
-        key=lambda r: (r["ranks"]["pass_at_1"]["rank"], -r["pass_at_1"]["value"], r["participant"]),
+        key=lambda r: (
+            r["ranks"]["pass_at_1"]["rank"],
+            -r["pass_at_1"]["value"],
+            r["participant"],
+            r["section"]["recommended"],
+            r["version"],
+        ),
     )
 
 

@@ -85,6 +85,9 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
             missing,
             ordered,
             item.get("participant", ""),
+            # One participant's rows of two groups, equal in all of the above: the full list first.
+            bool(item["section"].get("recommended")),
+            str(item["section"].get("version") or ""),
         )
 
     return sorted(shaped, key=key)
