@@ -26,6 +26,7 @@ transfers.py and what the environment knows of Harbor's own commands harbor_comm
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import tempfile
 from collections.abc import Iterator
@@ -38,7 +39,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.models.trial.config import ResourceMode
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor, tamper
+from regatta_executor.container import allowlist, dns, execs, files, janitor, tamper, tools
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import LABEL_MANAGED, client
 from regatta_executor.container.harbor_commands import (
@@ -52,7 +53,11 @@ from regatta_executor.container.harbor_commands import (
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
-from regatta_executor.container.network import ensure_sandbox_network
+from regatta_executor.container.network import (
+    ensure_allowlist_network,
+    ensure_sandbox_network,
+    gateway_address,
+)
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mount
 from regatta_executor.container.storage_cap import StorageCap
@@ -64,10 +69,12 @@ BUILD_LOG = "environment-build.log"
 
 
 class ContainerEnvironment(ContainerTransfers):
-    """One container per attempt, with a pid 1 the agent cannot ptrace (pid1.py), no new privileges,
-    limits from task.toml, no host mounts and no engine socket; removed when the attempt ends
-    (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
-    no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
+    """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
+    USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
+    (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
+    mount and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
+    executor left). `no-network` tasks get no network at all; `public` ones the isolated bridge of
+    network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py)."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
@@ -90,12 +97,16 @@ class ContainerEnvironment(ContainerTransfers):
         self._platform_shell = False
         self._storage_mb: int | None = None
         self._storage_cap: StorageCap | None = None
-        # pid 1 runs as its own uid (pid1.py): commands given no user run as the image's USER.
+        # The host's boot time before the container's first exec: what started earlier in it is the
+        # image's, never the agent's (execs.KILL_OTHERS spares it).
+        self._first_exec_at: float | None = None
+        # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
         self._downloaded = {}
         self.image: ResolvedImage | None = None
         self._engine_root = EngineRoot(remapped=False)
+        self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
 
     @staticmethod
@@ -137,16 +148,15 @@ class ContainerEnvironment(ContainerTransfers):
         check = engine_root if self.options.allow_host_root else require_remapped_root
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(tools.prepared, self._tools_dir)
         self.image = await self._image(force_build)
-        if self._network_is_allowlist:
-            self.logger.warning(
-                "network_mode 'allowlist' runs without any network in the container environment"
-            )
         network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         if self._storage_mb and "storage" not in self.enforced_limits:
             self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
             self._storage_cap.start()
+        if self._network_is_allowlist:
+            self._allowlist = await execs.in_thread(self._open_allowlist, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -156,16 +166,37 @@ class ContainerEnvironment(ContainerTransfers):
     def _owners_dir(self) -> Path:
         return self._state_dir / "owners"
 
+    @property
+    def _tools_dir(self) -> Path:
+        # Absolute: the engine mounts it by its path.
+        return (
+            Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
+        ).absolute()
+
     async def _network(self) -> str:
-        """The network of the task's build steps and container: none, or the isolated sandbox bridge."""
-        if not self._network_is_public:
+        """The network of the task's container: none, the isolated sandbox bridge or the allowlist's."""
+        if self._network_is_allowlist:
+            await execs.in_thread(
+                ensure_allowlist_network,
+                self._client,
+                self.options.allowlist_network,
+                self.options.allowlist_bridge,
+                os.environ.get("REGATTA_OUTBOUND_ALLOW"),
+            )
+            return self.options.allowlist_network
+        return await self._build_network()
+
+    async def _build_network(self) -> str:
+        """The network of the task's build steps: the sandbox bridge unless the task has no network
+        (an allowlist restricts the agent and verifier, not the task's own image, as in Harbor)."""
+        if self._network_disabled:
             return "none"
         return await execs.in_thread(
             ensure_sandbox_network,
             self._client,
             self.options.sandbox_network,
             self.options.sandbox_bridge,
-            self._state_dir,
+            self.options.sandbox_dns_upstreams,
         )
 
     async def _image(self, force_build: bool) -> ResolvedImage:
@@ -179,7 +210,7 @@ class ContainerEnvironment(ContainerTransfers):
             if reference:
                 return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            network = await self._network()
+            network = await self._build_network()
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
                 return await execs.in_thread(
                     cache.built,
@@ -193,8 +224,8 @@ class ContainerEnvironment(ContainerTransfers):
             raise SandboxBuildFailedError(str(exc)) from exc
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
-        # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
-        # The image holds pid 1's copies already (images.py bakes them in once per image).
+        # The container runs as the image's USER: so do commands given no user, as under Harbor (uid 0
+        # rather than an empty user: see harbor_commands.ROOT_USERS).
         image = resolved.image_id
         self._default_exec_user = resolved.user or "0"
         memory_mb = (
@@ -209,6 +240,9 @@ class ContainerEnvironment(ContainerTransfers):
             session_id=self.session_id,
             network=network,
             workdir=self.task_env_config.workdir,
+            image_entrypoint=resolved.entrypoint,
+            image_workdir=resolved.workdir,
+            tools_dir=self._tools_dir,
             options=self.options,
             owners_dir=self._owners_dir,
             engine_root=self._engine_root,
@@ -223,6 +257,25 @@ class ContainerEnvironment(ContainerTransfers):
         container.start()
         return str(container.id)
 
+    def _open_allowlist(self, network: str) -> allowlist.AttemptState:
+        """The container's allowed hosts, opened before anything but its pid 1 runs in it."""
+        attrs = self._client.api.inspect_container(self._container_id)
+        address = (
+            ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network, {}).get("IPAddress")
+        )
+        try:
+            upstreams = dns.parse_upstreams(self.options.sandbox_dns_upstreams) or dns.host_upstreams()
+            return allowlist.open_attempt(
+                bridge=self.options.allowlist_bridge,
+                gateway=gateway_address(self._client, network),
+                container=self._name,
+                address=str(address or ""),
+                allowed_hosts=list(self.network_policy.allowed_hosts),
+                upstreams=upstreams,
+            )
+        except (ValueError, dns.ForwarderError) as exc:
+            raise allowlist.AllowlistError(f"cannot open the allowlist: {exc}") from exc
+
     @override
     async def stop(self, delete: bool) -> None:
         if self._storage_cap is not None:
@@ -231,7 +284,12 @@ class ContainerEnvironment(ContainerTransfers):
             self._staged.discard()
             self._staged = None
         self._drop_snapshot()
-        await execs.in_thread(self._remove, delete)
+        try:
+            await execs.in_thread(self._remove, delete)
+        finally:
+            if self._allowlist is not None:
+                await execs.in_thread(allowlist.close_attempt, self._allowlist)
+                self._allowlist = None
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
@@ -275,6 +333,7 @@ class ContainerEnvironment(ContainerTransfers):
             self._storage_cap.raise_if_exceeded()
         await self._flush()
         self._ran()
+        self._before_exec()
         shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
         with self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext():
             output = await execs.run_command(
@@ -316,12 +375,14 @@ class ContainerEnvironment(ContainerTransfers):
         it left in /tests or /logs/verifier may count."""
         await self._flush()
         self._ran()
+        self._before_exec()
         try:
             await execs.end_other_processes(
                 self._client.api,
                 self._running(),
                 then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
                 + f" && chmod 777 {VERIFIER_LOGS}",
+                spare_started_before=self._first_exec_at or 0.0,
             )
         except RuntimeError as exc:
             # The command ran in the sandbox and failed there (say, the agent deleted its shell):
@@ -362,6 +423,10 @@ class ContainerEnvironment(ContainerTransfers):
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()
         return super()._running()
+
+    def _before_exec(self) -> None:
+        if self._first_exec_at is None:
+            self._first_exec_at = execs.boot_time()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's
