@@ -212,3 +212,19 @@ async def test_a_later_agent_step_is_measured_again(engine: docker.DockerClient,
         with env.scoped_exec_env({"STEP": "2"}), pytest.raises(StorageLimitExceededError) as raised:
             await env.exec("head -c 200M /dev/zero > /var/tmp/fill; sleep 20")
     assert re.fullmatch(r"storage limit exceeded \(\d+ MiB > 64 MiB\)", str(raised.value))
+
+
+async def test_the_verifiers_commands_start_from_the_platform_shell(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Harbor runs the test as `(/tests/test.sh) > … 2>&1` through the environment's shell: from the
+    verifier's start (Harbor's removal of stale reward files) that shell is the platform's read-only
+    busybox, never a program of the image the agent could replace. The agent's keep the image's bash."""
+    async with started_environment(tmp_path) as env:
+        before = await env.exec('echo "$0"')
+        removed = await env.exec("rm -f -- /logs/verifier/reward.txt /logs/verifier/reward.json", user="root")
+        after = await env.exec('echo "$0"')
+        with env.scoped_exec_env({"STEP": "2"}):  # a multi-step task's next agent step
+            again = await env.exec('echo "$0"')
+    assert (before.stdout, removed.return_code, after.stdout) == ("bash\n", 0, "/.regatta/sh\n")
+    assert again.stdout == "bash\n"

@@ -1,13 +1,16 @@
-"""What the platform puts in every container for itself, out of the agent's reach: a read-only bind
-mount at PLATFORM_DIR holding a static shell (PLATFORM_SHELL). The verifier's commands start from it,
-so an agent that replaces /bin/bash or /bin/sh cannot run code of its own before the tests do."""
+"""What the platform puts in every container for itself, out of the agent's reach (tools.py): a
+read-only bind mount at PLATFORM_DIR holding a static shell (PLATFORM_SHELL). The verifier's commands
+start from it, so an agent that replaces /bin/bash or /bin/sh cannot run code of its own before the
+tests do."""
 
 from __future__ import annotations
 
 from typing import Any
 
-PLATFORM_DIR = "/.regatta"
-PLATFORM_SHELL = f"{PLATFORM_DIR}/sh"
+from regatta_executor.container.tools import MOUNT_POINT as PLATFORM_DIR
+from regatta_executor.container.tools import SHELL as PLATFORM_SHELL
+
+__all__ = ["PLATFORM_DIR", "PLATFORM_SHELL", "has_platform_mount"]
 
 
 def has_platform_mount(container: dict[str, Any]) -> bool:
