@@ -232,8 +232,10 @@ def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
 
 
 def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
-    # Rows come section by section (full list, then the recommended set); ranks restart in each.
-    table = folding_table("Tasks", "#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Cost/task", "Time/task")
+    # One ranking of every row; each names its task set and version (only rows of one are ever tied).
+    table = folding_table(
+        "#", "Agent", "Tasks", "Version", "Pass@1 (95% CI)", "Pass@k", "Cost/task", "Time/task"
+    )
     for r in rows:
         p1 = r.get("pass_at_1") or {}
         pk = (r.get("pass_at_k") or [{}])[-1]
@@ -241,9 +243,10 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
         section = r.get("section") or {}
         task_set = section.get("task_set") or r.get("task_set") or "full"
         table.add_row(
-            "full list" if task_set == "full" else f"set {task_set}",
             rank,
             f"{r['harness']} · {r['model']}",
+            "full list" if task_set == "full" else f"set {task_set}",
+            str(section.get("version") or r.get("version") or "–"),
             pct(p1),
             f"{pk.get('value', 0):.0%}",
             money(r.get("cost_per_task")),
