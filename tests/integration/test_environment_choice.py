@@ -214,14 +214,15 @@ def test_local_labels_a_task_user_it_does_not_honour(tmp_path) -> None:
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
 
 
-def test_a_compose_task_is_refused_naming_the_file_unless_harbor_docker_runs_it(tmp_path) -> None:
+def test_a_compose_task_is_refused_naming_the_file_unless_docker_or_container_runs_it(tmp_path) -> None:
     task = write_task(tmp_path, "sidecars")
     (task / "environment" / "docker-compose.yaml").write_text("services: {main: {build: .}}\n")
-    for kind in ("local", "container", "tests.support.flaky_environment:FlakyLocalEnvironment"):
+    for kind in ("local", "tests.support.flaky_environment:FlakyLocalEnvironment"):
         with pytest.raises(TaskEnvironmentError, match=r"environment/docker-compose\.yaml") as raised:
             check_task_environment(EnvironmentChoice(kind), task)
         assert "REGATTA_EXECUTOR_ENVIRONMENT=docker" in str(raised.value)
     assert check_task_environment(EnvironmentChoice("docker"), task).built is None
+    assert check_task_environment(EnvironmentChoice("container"), task).built is True
 
 
 def test_a_hostile_dockerfile_cannot_flood_the_note_or_the_report(tmp_path) -> None:

@@ -6,7 +6,7 @@ ENV, USER, …), that names a prebuilt image, or that runs its agent or verifier
 root (`local` runs every command as its sandbox's root) gets an environment other than the one it
 declares, and its score may say more about this host than about the agent: each such attempt says so
 (never silent).
-A task with a docker-compose.yaml needs sidecar services that neither of our environments runs.
+A task with a docker-compose.yaml needs sidecar services, which `local` does not run (`container` does).
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> Environ
     if compose.exists() and not choice.runs_compose:
         raise TaskEnvironmentError(
             f"environment/{COMPOSE_FILE_NAME}: this task runs sidecar services with Docker Compose, which "
-            f"the {choice.kind!r} environment does not run; configure Harbor's compose-based environment "
+            f"the {choice.kind!r} environment does not run; configure the container environment "
+            "(REGATTA_EXECUTOR_ENVIRONMENT=container, a Docker engine), Harbor's compose-based one "
             f"(REGATTA_EXECUTOR_ENVIRONMENT={COMPOSE_ENVIRONMENT}) or a cloud sandbox that runs compose files"
         )
     if not choice.runs_on_host:

@@ -33,12 +33,16 @@ from typing import Any, override
 from docker.errors import APIError, NotFound
 from harbor.environments.base import ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
+from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.trial.config import ResourceMode
+from harbor.utils.env import resolve_env_vars
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor
+from regatta_executor.container import compose_run, execs, files, janitor
+from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
+from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
-from regatta_executor.container.engine import client
+from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
 from regatta_executor.container.harbor_commands import (
     LOG_DIRS,
     ROOT_USERS,
@@ -66,6 +70,10 @@ class ContainerEnvironment(ContainerTransfers):
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
+    # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
+    # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
+    _compose: ComposeProject | None = None
+    _compose_run: ComposeRun | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -108,14 +116,41 @@ class ContainerEnvironment(ContainerTransfers):
         if self._host_mounts:
             targets = [m["target"] for m in self._host_mounts]
             raise ValueError(f"the container environment mounts no host folders (asked: {targets})")
-        if (self.environment_dir / "docker-compose.yaml").exists():
-            raise ValueError(
-                "environment/docker-compose.yaml: compose-file tasks need Harbor's `docker` environment"
-            )
+        if (self.environment_dir / TASK_FILE).exists():
+            # Refused here (a ComposeError is a ValueError), before anything is made on the engine.
+            self._compose = self._load_compose(force_build=False)
+            return
         if not self.task_env_config.docker_image and not (self.environment_dir / "Dockerfile").is_file():
             raise FileNotFoundError(
                 "environment/Dockerfile is missing and [environment].docker_image is not set"
             )
+
+    def _load_compose(self, *, force_build: bool) -> ComposeProject:
+        """The task's compose project merged as Harbor's docker environment merges it: its base file,
+        the task's file, run-level extra files and main's env, `${VAR}` from Harbor's infrastructure
+        variables over the task's env (never this process's environment)."""
+        prebuilt = should_use_prebuilt_docker_image(
+            self.environment_dir, docker_image=self.task_env_config.docker_image, force_build=force_build
+        )
+        variables = {
+            **(resolve_env_vars(self.task_env_config.env) if self.task_env_config.env else {}),
+            **self._persistent_env,
+            "MAIN_IMAGE_NAME": f"hb__{self.environment_id}",
+            "CONTEXT_DIR": str(self.environment_dir.resolve()),
+        }
+        if prebuilt and self.task_env_config.docker_image:
+            variables["PREBUILT_IMAGE_NAME"] = self.task_env_config.docker_image
+        if self._effective_cpus:
+            variables["CPUS"] = str(self._effective_cpus)
+        if self._effective_memory_mb:
+            variables["MEMORY"] = f"{self._effective_memory_mb}M"
+        return load_project(
+            self.environment_dir,
+            variables=variables,
+            main_environment=self._startup_env(),
+            extra_files=list(self.extra_docker_compose_paths),
+            prebuilt=prebuilt,
+        )
 
     @property
     def container_name(self) -> str:
@@ -126,12 +161,16 @@ class ContainerEnvironment(ContainerTransfers):
         check = engine_root if self.options.allow_host_root else require_remapped_root
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
-        self.image = await self._image(force_build)
+        await execs.in_thread(compose_run.sweep_once, self._client, self._owners_dir)
         if self._network_is_allowlist:
             self.logger.warning(
                 "network_mode 'allowlist' runs without any network in the container environment"
             )
-        network = await self._network()
+        if self._compose is not None:
+            network = await self._start_compose(force_build)
+        else:
+            self.image = await self._image(force_build)
+            network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
@@ -154,29 +193,102 @@ class ContainerEnvironment(ContainerTransfers):
             self._state_dir,
         )
 
-    async def _image(self, force_build: bool) -> ResolvedImage:
-        cache = ImageCache(
+    def _image_cache(self) -> ImageCache:
+        return ImageCache(
             self._client,
             self._state_dir,
             self.options.image_cache_max_mb * _MIB if self.options.image_cache_max_mb else None,
         )
-        reference = self.task_env_config.docker_image
+
+    async def _image(
+        self,
+        force_build: bool,
+        *,
+        reference: str | None = None,
+        context: Path | None = None,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
+    ) -> ResolvedImage:
+        cache = self._image_cache()
+        reference = reference or self.task_env_config.docker_image
         try:
-            if reference:
+            if reference and context is None:
                 return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
             network = await self._network()
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
                 return await execs.in_thread(
                     cache.built,
-                    self.environment_dir,
+                    context or self.environment_dir,
                     timeout_sec=self.task_env_config.build_timeout_sec,
                     network_mode=network,
                     log=log,
                     force=force_build,
+                    dockerfile=dockerfile,
+                    buildargs=buildargs,
                 )
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc
+
+    async def _start_compose(self, force_build: bool) -> str:
+        """Build or pull every service's image, make the attempt's network and volumes, start the
+        sidecars in dependency order and wait for what main depends on; returns main's network."""
+        project = self._compose = self._load_compose(force_build=force_build)
+        for note in project.notes:
+            self.logger.info("%s: %s", TASK_FILE, note)
+        images: dict[str, ResolvedImage] = {}
+        for service in project.services.values():
+            if service.builds and service.build is not None:
+                images[service.name] = await self._image(
+                    force_build,
+                    context=service.build.context,
+                    dockerfile=service.build.dockerfile,
+                    buildargs=service.build.args,
+                )
+            elif service.name == project.main.name:
+                images[service.name] = await self._image(force_build, reference=service.image)
+            else:
+                assert service.image is not None  # load_project refuses a service with neither
+                images[service.name] = await execs.in_thread(
+                    compose_run.plain_image, self._client, service.image
+                )
+        self.image = images[project.main.name]
+        labels = {
+            LABEL_MANAGED: "1",
+            **janitor.ownership_labels(self._owners_dir),
+            LABEL_SESSION: NAME_CHARS.sub("-", self.session_id)[:200],
+        }
+        run = self._compose_run = ComposeRun(self._client, project, self._name, labels, self.logger)
+        network = await execs.in_thread(run.create_network, public=self._network_is_public)
+        await execs.in_thread(run.create_volumes)
+        await execs.in_thread(run.start_sidecars, images, self._sidecar_config)
+        await execs.in_thread(run.wait_for, project.main)
+        return network
+
+    def _limits(self) -> dict[str, Any]:
+        return {
+            "memory_mb": self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
+            or self.options.default_memory_mb,
+            "cpus": self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
+            or self.options.default_cpus,
+            "storage_mb": self._effective_storage_mb or self.options.default_storage_mb,
+            "logs_mb": self._effective_storage_mb or self.options.default_logs_mb,
+        }
+
+    def _sidecar_config(self, image: str, name: str) -> tuple[dict[str, Any], set[str]]:
+        """The agent's container configuration (labels, limits, hardening) for a sidecar."""
+        assert self._compose_run is not None
+        return container_config(
+            image=image,
+            name=name,
+            session_id=self.session_id,
+            network=self._compose_run.network,
+            workdir=None,
+            options=self.options,
+            owners_dir=self._owners_dir,
+            engine_root=self._engine_root,
+            **self._limits(),
+        )
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
         # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
@@ -189,12 +301,13 @@ class ContainerEnvironment(ContainerTransfers):
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
         storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        main = self._compose.main if self._compose is not None else None
         config, enforced = container_config(
             image=image,
             name=self._name,
             session_id=self.session_id,
             network=network,
-            workdir=self.task_env_config.workdir,
+            workdir=self.task_env_config.workdir or (main.working_dir if main else None),
             options=self.options,
             owners_dir=self._owners_dir,
             engine_root=self._engine_root,
@@ -203,6 +316,13 @@ class ContainerEnvironment(ContainerTransfers):
             storage_mb=storage_mb,
             logs_mb=self._effective_storage_mb or self.options.default_logs_mb,
         )
+        if main is not None and self._compose_run is not None:
+            # Compose's main: its environment, its user for commands given none, its named volumes,
+            # and its name on the attempt's network.
+            self._default_exec_user = main.user or self._default_exec_user
+            config["environment"] = main.environment
+            config["mounts"] = [*config["mounts"], *self._compose_run.mounts(main)]
+            self._compose_run.attach(config, main)
         container = create_container(self._client, config, enforced, self.logger)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
@@ -216,6 +336,8 @@ class ContainerEnvironment(ContainerTransfers):
             self._staged = None
         self._drop_snapshot()
         await execs.in_thread(self._remove, delete)
+        if self._compose_run is not None:
+            await execs.in_thread(self._compose_run.stop, delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
