@@ -121,6 +121,15 @@ def plain_image(client: docker.DockerClient, reference: str) -> ResolvedImage:
     return ResolvedImage.of(reference, image, built=False)
 
 
+def unbaked(client: docker.DockerClient, image_id: str) -> str:
+    """The image a built one's pid 1 copies were baked onto (images.py bakes every image it builds):
+    the child's ENTRYPOINT is Regatta's pid 1, a sidecar runs its image's own."""
+    attrs = client.api.inspect_image(image_id)
+    parent = str(attrs.get("Parent") or "")
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    return parent if parent and labels.get(pid1.LABEL_BAKED) == parent else image_id
+
+
 @dataclass
 class ComposeRun:
     """The engine objects of one attempt's compose project, made by `create_network`, `create_volumes`
@@ -198,7 +207,7 @@ class ComposeRun:
         for service in self.project.sidecars:
             self.wait_for(service)
             name = f"{self.prefix}-{service.name}"
-            config, enforced = base_config(images[service.name].image_id, name)
+            config, enforced = base_config(unbaked(self.client, images[service.name].image_id), name)
             for key in pid1.container_config():
                 config.pop(key, None)  # the service's own program, not Regatta's pid 1
             config.update(

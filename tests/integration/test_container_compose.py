@@ -1,0 +1,189 @@
+"""docker-compose.yaml tasks in the `container` environment on a real Docker engine: a sidecar behind a
+healthcheck that main waits for and reaches by its service name, main built from the task's root as
+real tasks do, and a refused key failing the attempt before anything is made on the engine. Nothing of
+an attempt (container, network, volume, firewall rule) is left afterwards."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import docker
+import pytest
+import yaml
+from harbor.models.trial.result import TrialResult
+from regatta_executor.container.compose_run import BRIDGE_PREFIX
+from regatta_executor.container.engine import LABEL_SESSION
+
+from tests.integration.container_support import (
+    BASE_IMAGE,
+    containers_of,
+    exception_type,
+    rewards,
+    run_trial,
+    write_task,
+)
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
+
+
+def _leftovers(engine: docker.DockerClient, result: TrialResult) -> dict[str, list[str]]:
+    """Every container, network and volume labelled with the trial's session, and firewall rules of
+    attempt bridges."""
+
+    def of_trial(objects: list[object]) -> list[str]:
+        return [
+            str(item.name)  # type: ignore[attr-defined]
+            for item in objects
+            if (item.attrs.get("Labels") or {}).get(LABEL_SESSION, "").startswith(result.trial_name)  # type: ignore[attr-defined]
+        ]
+
+    iptables = shutil.which("iptables")
+    listed = subprocess.run([iptables, "-w", "-S"], capture_output=True, text=True).stdout if iptables else ""
+    return {
+        "containers": containers_of(engine, result.trial_name),
+        "networks": of_trial(engine.networks.list(filters={"label": LABEL_SESSION})),
+        "volumes": of_trial(engine.volumes.list(filters={"label": LABEL_SESSION})),
+        "rules": [line for line in listed.splitlines() if f" {BRIDGE_PREFIX}" in line],
+    }
+
+
+# Prints what the `web` service serves, or fails (one try, no retry).
+FETCH = (
+    'python3 -c "import urllib.request as r; '
+    "print(r.urlopen('http://web:8000/answer.txt', timeout=5).read().decode().strip())\""
+)
+WEB = {
+    "build": "./web",
+    "command": [
+        "sh",
+        "-c",
+        "echo 'web was here' > /shared/from-web; sleep 4; "
+        "exec python3 -m http.server 8000 --directory /srv/www",
+    ],
+    "volumes": ["shared:/shared"],
+    "expose": ["8000"],
+    "healthcheck": {
+        "test": [
+            "CMD",
+            "python3",
+            "-c",
+            "import urllib.request as r; r.urlopen('http://localhost:8000/answer.txt', timeout=2)",
+        ],
+        "interval": "1s",
+        "timeout": "3s",
+        "retries": 30,
+    },
+}
+
+
+def _sidecar_task(parent: Path, name: str) -> Path:
+    """A public task whose answer is only in the `web` sidecar's image, served over HTTP once the
+    sidecar has slept (so main must wait for its healthcheck), plus a file it leaves in a named volume."""
+    secret = secrets.token_hex(8)
+    task = write_task(
+        parent,
+        name,
+        network_mode="public",
+        solve=f"{FETCH} > /app/answer.txt\n",
+        test=f"""
+            served=$({FETCH})
+            if [ "$(cat /app/answer.txt)" = "{secret}" ] && [ "$served" = "{secret}" ] \\
+               && [ "$(cat /shared/from-web)" = "web was here" ]; then echo 1; else echo 0; fi \\
+               > /logs/verifier/reward.txt
+        """,
+    )
+    web = task / "environment" / "web"
+    web.mkdir()
+    (web / "Dockerfile").write_text(
+        f"FROM {BASE_IMAGE}\nRUN mkdir -p /srv/www && echo {secret} > /srv/www/answer.txt\n"
+    )
+    compose = {
+        "services": {
+            "main": {
+                "volumes": ["shared:/shared"],
+                "depends_on": {"web": {"condition": "service_healthy"}},
+            },
+            "web": WEB,
+        },
+        "volumes": {"shared": None},
+    }
+    (task / "environment" / "docker-compose.yaml").write_text(yaml.safe_dump(compose))
+    return task
+
+
+async def test_a_sidecar_behind_a_healthcheck_is_reached_by_name(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = _sidecar_task(tmp_path / "tasks", "sidecar")
+    oracle = await run_trial(task, "oracle", tmp_path / "oracle")
+    assert rewards(oracle) == {"reward": 1.0}, oracle.exception_info
+    assert _leftovers(engine, oracle) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+    nop = await run_trial(task, "nop", tmp_path / "nop")
+    assert rewards(nop) == {"reward": 0.0}, nop.exception_info
+    assert _leftovers(engine, nop) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+
+
+async def test_main_built_from_the_task_root(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """As real tasks do: `build: {context: .., dockerfile: environment/Dockerfile}`; the Dockerfile
+    copies a file from outside environment/, and main gets the compose file's environment and
+    working_dir (interpolated from the task's env)."""
+    task = write_task(
+        tmp_path / "tasks",
+        "rooted",
+        solve='printf "%s|%s|%s\\n" "$(cat /opt/shared.txt)" "$FROM_COMPOSE" "$(pwd)" > /logs/agent/seen.txt',
+        test="""
+            expected="from the task root|task value|/srv/work"
+            if [ "$(cat /logs/agent/seen.txt)" = "$expected" ]; then echo 1; else echo 0; fi \\
+              > /logs/verifier/reward.txt
+        """,
+        dockerfile=f"FROM {BASE_IMAGE}\nCOPY shared/shared.txt /opt/shared.txt\n"
+        f"RUN echo {secrets.token_hex(8)} > /opt/unique\n",
+        environment='[environment.env]\nTASK_VALUE = "task value"\n',
+    )
+    (task / "shared").mkdir()
+    (task / "shared" / "shared.txt").write_text("from the task root\n")
+    (task / "environment" / "docker-compose.yaml").write_text(
+        textwrap.dedent(
+            """
+            services:
+              main:
+                build:
+                  context: ..
+                  dockerfile: environment/Dockerfile
+                environment:
+                  FROM_COMPOSE: "${TASK_VALUE:-not interpolated}"
+                working_dir: /srv/work
+            """
+        )
+    )
+    result = await run_trial(task, "oracle", tmp_path)
+    assert rewards(result) == {"reward": 1.0}, result.exception_info
+    assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+
+
+async def test_a_refused_key_fails_before_any_container_is_made(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    name = f"privileged-{secrets.token_hex(4)}"
+    task = write_task(tmp_path / "tasks", name)
+    (task / "environment" / "docker-compose.yaml").write_text(
+        f"services:\n  db:\n    image: {BASE_IMAGE}\n    privileged: true\n"
+    )
+    said = "environment/docker-compose.yaml: services.db.privileged is not supported"
+    try:
+        result = await run_trial(task, "oracle", tmp_path)
+    except ValueError as exc:
+        assert said in str(exc)
+    else:
+        assert result.exception_info is not None, "the attempt ran"
+        assert said in result.exception_info.exception_message, result.exception_info
+        assert exception_type(result) in ("ValueError", "ComposeError"), result.exception_info
+    # Nothing of the attempt was made: no container, network or volume labelled with its session.
+    assert containers_of(engine, name) == []
+    for kind in (engine.networks, engine.volumes):
+        labelled = kind.list(filters={"label": LABEL_SESSION})
+        assert not [item for item in labelled if item.attrs["Labels"][LABEL_SESSION].startswith(name)]
