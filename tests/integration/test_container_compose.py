@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import socket
 import subprocess
 import textwrap
+import threading
 from pathlib import Path
 
 import docker
@@ -22,8 +24,10 @@ from tests.integration.container_support import (
     BASE_IMAGE,
     containers_of,
     exception_type,
+    host_addresses,
     rewards,
     run_trial,
+    trial_dir,
     write_task,
 )
 
@@ -187,3 +191,77 @@ async def test_a_refused_key_fails_before_any_container_is_made(
     for kind in (engine.networks, engine.volumes):
         labelled = kind.list(filters={"label": LABEL_SESSION})
         assert not [item for item in labelled if item.attrs["Labels"][LABEL_SESSION].startswith(name)]
+
+
+# Tries each address on a port; the attempt's bridge gateway (the host, on the attempt's own network)
+# is computed inside the container from eth0's network.
+CONNECT = """
+import ipaddress, socket, subprocess, sys
+port, addresses = int(sys.argv[1]), sys.argv[2:]
+shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "eth0"], capture_output=True, text=True).stdout
+addresses.append(str(ipaddress.ip_interface(shown.split()[3]).network[1]))
+for address in addresses:
+    try:
+        socket.create_connection((address, port), timeout=2).close()
+        print(address, "open")
+    except OSError as exc:
+        print(address, "blocked", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("network_mode", ["public", "no-network"])
+async def test_compose_services_cannot_reach_the_host(
+    engine: docker.DockerClient, tmp_path: Path, network_mode: str
+) -> None:
+    """A service of this machine listening on every address is reachable from a plain bridge network
+    the test makes (the control), and from none of the host's addresses, nor the attempt network's
+    gateway, out of a compose task's main container; a sidecar still answers main by name."""
+    server, port, stop = _listen_on_all_addresses()
+    addresses = host_addresses()
+    assert addresses, "the machine has no address but loopback"
+    network = engine.networks.create(f"regatta-test-{port}", driver="bridge")
+    try:
+        control = engine.containers.run(
+            BASE_IMAGE, ["python3", "-c", CONNECT, str(port)], network=network.name, remove=True
+        )
+        assert b" open" in control, control  # the test can see a reachable host
+        task = write_task(
+            tmp_path / "tasks",
+            f"reach-{network_mode}",
+            network_mode=network_mode,
+            solve=f"python3 -c '{CONNECT}' {port} {' '.join(addresses)} > /logs/agent/connect.txt\n"
+            "getent hosts peer > /logs/agent/peer.txt\n",
+            test="echo 1 > /logs/verifier/reward.txt",
+        )
+        peer = {"image": BASE_IMAGE, "command": ["sleep", "infinity"]}
+        compose = {"services": {"main": {"depends_on": ["peer"]}, "peer": peer}}
+        (task / "environment" / "docker-compose.yaml").write_text(yaml.safe_dump(compose))
+        result = await run_trial(task, "oracle", tmp_path)
+    finally:
+        network.remove()
+        stop.set()
+        server.close()
+    assert rewards(result) == {"reward": 1.0}, result.exception_info
+    agent = trial_dir(tmp_path, result) / "agent"
+    lines = (agent / "connect.txt").read_text().splitlines()
+    assert len(lines) == len(addresses) + 1, lines
+    assert all(" blocked " in line for line in lines), lines
+    assert (agent / "peer.txt").read_text().split()[1:] == ["peer"]
+    assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+
+
+def _listen_on_all_addresses() -> tuple[socket.socket, int, threading.Event]:
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+                connection.close()
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, server.getsockname()[1], stop
