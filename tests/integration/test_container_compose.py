@@ -5,10 +5,12 @@ an attempt (container, network, volume, firewall rule) is left afterwards."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -17,7 +19,8 @@ import docker
 import pytest
 import yaml
 from harbor.models.trial.result import TrialResult
-from regatta_executor.container.compose_run import BRIDGE_PREFIX
+from regatta_executor.container import compose_run, janitor
+from regatta_executor.container.compose_run import BRIDGE_PREFIX, bridge_name
 from regatta_executor.container.engine import LABEL_SESSION
 
 from tests.integration.container_support import (
@@ -265,3 +268,73 @@ def _listen_on_all_addresses() -> tuple[socket.socket, int, threading.Event]:
 
     threading.Thread(target=accept, daemon=True).start()
     return server, server.getsockname()[1], stop
+
+
+HOLD_A_COMPOSE_ATTEMPT = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[3])
+from pathlib import Path
+from tests.integration.container_support import started_environment
+
+async def main():
+    async with started_environment(Path(sys.argv[1]), Path(sys.argv[2])) as env:
+        print(env.container_name, flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_the_sweep_removes_what_a_killed_executor_left(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """SIGKILL runs no clean-up: the next executor's sweep removes the attempt's sidecar, main,
+    network, firewall rules and volumes."""
+    task = write_task(tmp_path / "tasks", f"killed-{secrets.token_hex(4)}", network_mode="public")
+    compose = {
+        "services": {
+            "main": {"depends_on": ["peer"], "volumes": ["data:/data"]},
+            "peer": {"image": BASE_IMAGE, "command": ["sleep", "infinity"], "volumes": ["data:/data"]},
+        },
+        "volumes": {"data": None},
+    }
+    (task / "environment" / "docker-compose.yaml").write_text(yaml.safe_dump(compose))
+    root = str(Path(__file__).resolve().parents[2])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_COMPOSE_ATTEMPT, str(tmp_path / "held"), str(task), root],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HARBOR_TELEMETRY": "0"},
+    )
+    owners = tmp_path / "held" / "state" / "owners"
+    try:
+        assert holder.stdout is not None
+        name = holder.stdout.readline().strip()
+        assert name, "the attempt never started"
+        holder.kill()
+        holder.wait(timeout=30)
+        session = engine.containers.get(name).labels[LABEL_SESSION]
+        left = {
+            "containers": sorted(
+                c.name
+                for c in engine.containers.list(all=True, filters={"label": f"{LABEL_SESSION}={session}"})
+            ),
+            "networks": [
+                n.name for n in engine.networks.list(filters={"label": f"{LABEL_SESSION}={session}"})
+            ],
+            "volumes": [v.name for v in engine.volumes.list(filters={"label": f"{LABEL_SESSION}={session}"})],
+        }
+        assert left["containers"] == sorted([name, f"{name}-peer"]), left
+        assert left["networks"] == [f"{name}-net"] and f"{name}_data" in left["volumes"], left
+        bridge = bridge_name(f"{name}-net")
+        assert bridge in subprocess.run(["iptables", "-w", "-S"], capture_output=True, text=True).stdout
+
+        assert sorted(janitor.sweep(engine, owners)) == left["containers"]
+        # The log folders' volumes go with their container; the named one and the network stay for this.
+        assert sorted(compose_run.sweep(engine, owners)) == sorted([f"{name}-net", f"{name}_data"])
+        for kind in (engine.containers, engine.networks, engine.volumes):
+            assert kind.list(filters={"label": f"{LABEL_SESSION}={session}"}) == []
+        assert bridge not in subprocess.run(["iptables", "-w", "-S"], capture_output=True, text=True).stdout
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        janitor.sweep(engine, owners)
+        compose_run.sweep(engine, owners)
