@@ -338,3 +338,41 @@ def test_the_sweep_removes_what_a_killed_executor_left(engine: docker.DockerClie
         holder.wait(timeout=30)
         janitor.sweep(engine, owners)
         compose_run.sweep(engine, owners)
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+async def test_main_waits_for_a_service_to_complete(
+    engine: docker.DockerClient, tmp_path: Path, exit_code: int
+) -> None:
+    """`service_completed_successfully`: main starts after the service exited 0 (what it left in a
+    shared volume is there); a service that exits otherwise fails the attempt's start, naming it, and
+    nothing is left."""
+    task = write_task(
+        tmp_path / "tasks",
+        f"setup-{exit_code}",
+        test='if [ "$(cat /data/prepared)" = "prepared" ]; then echo 1; else echo 0; fi \\\n'
+        "  > /logs/verifier/reward.txt",
+    )
+    setup = {
+        "image": BASE_IMAGE,
+        "command": ["sh", "-c", f"sleep 2; echo prepared > /data/prepared; exit {exit_code}"],
+        "volumes": ["data:/data"],
+    }
+    compose = {
+        "services": {
+            "main": {
+                "depends_on": {"setup": {"condition": "service_completed_successfully"}},
+                "volumes": ["data:/data"],
+            },
+            "setup": setup,
+        },
+        "volumes": {"data": None},
+    }
+    (task / "environment" / "docker-compose.yaml").write_text(yaml.safe_dump(compose))
+    result = await run_trial(task, "oracle", tmp_path)
+    if exit_code == 0:
+        assert rewards(result) == {"reward": 1.0}, result.exception_info
+    else:
+        assert result.exception_info is not None and rewards(result) is None
+        assert "service 'setup' exited with status 3" in result.exception_info.exception_message
+    assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
