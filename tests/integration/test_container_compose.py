@@ -18,6 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 import yaml
+from harbor.environments.base import ServiceOperationsUnsupportedError
 from harbor.models.trial.result import TrialResult
 from regatta_executor.container import compose_run, janitor
 from regatta_executor.container.compose_run import BRIDGE_PREFIX, bridge_name
@@ -30,6 +31,7 @@ from tests.integration.container_support import (
     host_addresses,
     rewards,
     run_trial,
+    started_environment,
     trial_dir,
     write_task,
 )
@@ -376,3 +378,28 @@ async def test_main_waits_for_a_service_to_complete(
         assert result.exception_info is not None and rewards(result) is None
         assert "service 'setup' exited with status 3" in result.exception_info.exception_message
     assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+
+
+async def test_harbors_per_service_operations_reach_the_sidecar(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    task = write_task(tmp_path / "tasks", "per-service")
+    peer = {
+        "image": BASE_IMAGE,
+        "command": ["sh", "-c", "echo peer > /data/who; exec sleep infinity"],
+        "user": "0",
+        "volumes": ["data:/data"],
+    }
+    compose = {"services": {"main": {"depends_on": ["peer"]}, "peer": peer}, "volumes": {"data": None}}
+    (task / "environment" / "docker-compose.yaml").write_text(yaml.safe_dump(compose))
+    async with started_environment(tmp_path, task) as env:
+        ran = await env.service_exec(
+            "sleep 1; cat /data/who; hostname; echo $GIVEN", service="peer", env={"GIVEN": "x"}
+        )
+        assert (ran.return_code, (ran.stdout or "").split()) == (0, ["peer", "peer", "x"]), ran
+        on_main = await env.service_exec("hostname", service="main")
+        assert (on_main.stdout or "").strip() == "sandbox"
+        with pytest.raises(ServiceOperationsUnsupportedError):
+            await env.service_exec("true", service="ghost")
+        await env.stop_service("peer")
+        assert engine.containers.get(f"{env.container_name}-peer").status == "exited"

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, override
 
 from docker.errors import APIError, NotFound
-from harbor.environments.base import ExecResult, SandboxBuildFailedError
+from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.trial.config import ResourceMode
@@ -388,6 +388,45 @@ class ContainerEnvironment(ContainerTransfers):
             max_output_bytes=self.options.max_output_mb * _MIB,
         )
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    async def service_exec(
+        self,
+        command: str,
+        *,
+        service: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        """A command in a compose sidecar, as Harbor's docker environment runs one: `sh -c` (sidecar
+        images often lack bash), without main's working folder, user or persistent env."""
+        if self.is_main_service(service):
+            return await self.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec, user=user)
+        output = await execs.run_command(
+            self._client.api,
+            self._sidecar(service),
+            ["sh", "-c", command],
+            env=env or {},
+            user=engine_user(user),
+            workdir=cwd,
+            timeout_sec=timeout_sec,
+            max_output_bytes=self.options.max_output_mb * _MIB,
+        )
+        return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    async def stop_service(self, service: str) -> None:
+        """Stop one service (main too: Harbor stops it before collecting a sidecar's evidence)."""
+        ident = self._running() if self.is_main_service(service) else self._sidecar(service)
+        await execs.in_thread(self._client.api.stop, ident, timeout=10)
+
+    def _sidecar(self, service: str | None) -> str:
+        run = self._compose_run
+        if run is None or service not in run.containers:
+            raise ServiceOperationsUnsupportedError(f"the attempt has no running compose service {service!r}")
+        return run.containers[service]
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
