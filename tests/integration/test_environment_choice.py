@@ -184,6 +184,14 @@ def test_local_labels_a_dockerfile_it_does_not_build(tmp_path) -> None:
     flaky = EnvironmentChoice("tests.support.flaky_environment:FlakyLocalEnvironment")
     assert check_task_environment(flaky, task).built is False
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
     assert check_task_environment(EnvironmentChoice("daytona"), task).built is None
 
 
@@ -212,6 +220,14 @@ def test_local_labels_a_task_user_it_does_not_honour(tmp_path) -> None:
     said = "its [agent].user 'agent', [verifier].user '1000' (task.toml; every command ran as the sandbox's"
     assert said in (fidelity.note or "")
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
 
 
 def test_a_compose_task_is_refused_naming_the_file_unless_docker_or_container_runs_it(tmp_path) -> None:
@@ -223,6 +239,14 @@ def test_a_compose_task_is_refused_naming_the_file_unless_docker_or_container_ru
         assert "REGATTA_EXECUTOR_ENVIRONMENT=docker" in str(raised.value)
     assert check_task_environment(EnvironmentChoice("docker"), task).built is None
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
 
 
 def test_a_hostile_dockerfile_cannot_flood_the_note_or_the_report(tmp_path) -> None:
