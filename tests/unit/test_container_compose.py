@@ -295,3 +295,29 @@ def test_hostile_sizes_are_refused_before_parsing() -> None:
         bomb += f"{name}: &{name} [{', '.join(['*' + previous] * 10)}]\n"
     with pytest.raises(ComposeError, match=r"^f: more than 50000 values"):
         parse(bomb, "f")
+
+
+def test_sidecars_start_after_what_they_depend_on(tmp_path: Path) -> None:
+    environment = _task(
+        tmp_path,
+        """
+        services:
+          main: {depends_on: [api]}
+          api:
+            image: x
+            depends_on:
+              db: {condition: service_healthy}
+              migrate: {condition: service_completed_successfully}
+          migrate: {image: x, depends_on: [db]}
+          db: {image: x}
+          cache: {image: x}
+        """,
+    )
+    project = _load(environment)
+    order = [service.name for service in project.sidecars]
+    assert sorted(order) == ["api", "cache", "db", "migrate"]
+    assert order.index("db") < order.index("migrate") < order.index("api")
+    assert project.services["api"].depends_on == {
+        "db": "service_healthy",
+        "migrate": "service_completed_successfully",
+    }

@@ -496,6 +496,10 @@ class _Checker:
                 )
             if checked.get("init") is not None:
                 raise ComposeError(f"{where}.init is not supported: the agent's container has its own pid 1")
+            if checked.get("healthcheck") is not None:
+                self.notes.append(
+                    f"services.{name}.healthcheck is ignored: main runs Regatta's pid 1, not a server"
+                )
         mounts = checked.get("volumes") or []
         for mount in mounts:
             if mount.source is not None and mount.source not in volumes:

@@ -302,15 +302,26 @@ class ComposeRun:
         if not delete:
             return
         self.containers.clear()
+        # Best effort from here: what stays (a container the engine would not remove still holds the
+        # network) is logged; it and its rules stay until a later executor on this host sweeps them.
         if self.network:
-            with contextlib.suppress(NotFound):
+            try:
                 self.client.api.remove_network(self.network)
+            except NotFound:
+                pass
+            except APIError as exc:
+                self.log.warning("cannot remove network %s: %s", self.network, exc)
+                return
         if self._rules:
             remove_rules(self.bridge)
             self._rules = False
         for engine_name in self.volumes.values():
-            with contextlib.suppress(NotFound):
+            try:
                 self.client.api.remove_volume(engine_name, force=True)
+            except NotFound:
+                pass
+            except APIError as exc:
+                self.log.warning("cannot remove volume %s: %s", engine_name, exc)
         self.volumes.clear()
 
 

@@ -320,7 +320,7 @@ class ContainerEnvironment(ContainerTransfers):
             # Compose's main: its environment, its user for commands given none, its named volumes,
             # and its name on the attempt's network.
             self._default_exec_user = main.user or self._default_exec_user
-            config["environment"] = main.environment
+            config["environment"] = {**(config.get("environment") or {}), **main.environment}
             config["mounts"] = [*config["mounts"], *self._compose_run.mounts(main)]
             self._compose_run.attach(config, main)
         container = create_container(self._client, config, enforced, self.logger)
@@ -335,9 +335,11 @@ class ContainerEnvironment(ContainerTransfers):
             self._staged.discard()
             self._staged = None
         self._drop_snapshot()
-        await execs.in_thread(self._remove, delete)
-        if self._compose_run is not None:
-            await execs.in_thread(self._compose_run.stop, delete)
+        try:
+            await execs.in_thread(self._remove, delete)
+        finally:
+            if self._compose_run is not None:
+                await execs.in_thread(self._compose_run.stop, delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
