@@ -401,5 +401,9 @@ async def test_harbors_per_service_operations_reach_the_sidecar(
         assert (on_main.stdout or "").strip() == "sandbox"
         with pytest.raises(ServiceOperationsUnsupportedError):
             await env.service_exec("true", service="ghost")
+        await env.service_download_file("/data/who", tmp_path / "who.txt", service="peer")
+        assert (tmp_path / "who.txt").read_text() == "peer\n"
+        await env.service_download_dir("/data", tmp_path / "data", service="peer")
+        assert (tmp_path / "data" / "who").read_text() == "peer\n"
         await env.stop_service("peer")
         assert engine.containers.get(f"{env.container_name}-peer").status == "exited"

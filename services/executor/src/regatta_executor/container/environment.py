@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
@@ -423,6 +424,39 @@ class ContainerEnvironment(ContainerTransfers):
         """Stop one service (main too: Harbor stops it before collecting a sidecar's evidence)."""
         ident = self._running() if self.is_main_service(service) else self._sidecar(service)
         await execs.in_thread(self._client.api.stop, ident, timeout=10)
+
+    @override
+    async def service_download_file(
+        self, source_path: str, target_path: Path | str, *, service: str | None = None
+    ) -> None:
+        if self.is_main_service(service):
+            await self.download_file(source_path, target_path)
+            return
+        await self._sidecar_download(files.download_file, source_path, target_path, service)
+
+    @override
+    async def service_download_dir(
+        self, source_dir: str, target_dir: Path | str, *, service: str | None = None
+    ) -> None:
+        if self.is_main_service(service):
+            await self.download_dir(source_dir, target_dir)
+            return
+        await self._sidecar_download(files.download_dir, source_dir, target_dir, service)
+
+    async def _sidecar_download(
+        self, fetch: Callable[..., int], source: str, target: Path | str, service: str | None
+    ) -> None:
+        """A sidecar's file or folder (Harbor's sidecar artifacts), through the same checked archive
+        extraction and out of the same download budget as main's."""
+        size = await execs.in_thread(
+            fetch,
+            self._client.api,
+            self._sidecar(service),
+            files.container_path(source),
+            Path(target),
+            self._download_budget,
+        )
+        self._download_budget -= size
 
     def _sidecar(self, service: str | None) -> str:
         run = self._compose_run
