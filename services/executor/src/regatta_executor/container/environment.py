@@ -20,7 +20,10 @@ until anything runs in the container; the log folders go in with the first uploa
 processes and emptying the verifier's folders is done by Harbor's own removal of stale reward files.
 
 The kwargs are options.py, the container's engine configuration config.py, the file transfers
-transfers.py and what the environment knows of Harbor's own commands harbor_commands.py.
+transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with
+environment/docker-compose.yaml is read and checked by compose.py (before anything is made on the
+engine) and its sidecars, network and volumes run by compose_run.py; the agent's container is then
+compose's `main`.
 """
 
 from __future__ import annotations
