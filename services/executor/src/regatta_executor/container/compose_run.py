@@ -35,7 +35,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import Healthcheck, Mount
 
-from regatta_executor.container import janitor, pid1
+from regatta_executor.container import janitor
 from regatta_executor.container.compose import ComposeProject, Service, VolumeMount
 from regatta_executor.container.config import create_container
 from regatta_executor.container.engine import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNERS, host_name
@@ -48,6 +48,10 @@ OPTION_BRIDGE = "com.docker.network.bridge.name"
 # The longest a dependency may take to become healthy or to finish, whatever its healthcheck says.
 MAX_WAIT_SEC = 600.0
 _POLL_SEC = 0.5
+# What the agent's container configuration sets for Regatta's pid 1; a sidecar gets its own instead.
+PID1_KEYS = ("entrypoint", "command", "init", "user")
+# The label of an image with pid 1's copies baked in (pid1.py), naming the image it was baked onto.
+LABEL_BAKED = "dev.regatta.pid1-of"
 _swept: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
@@ -127,7 +131,7 @@ def unbaked(client: docker.DockerClient, image_id: str) -> str:
     attrs = client.api.inspect_image(image_id)
     parent = str(attrs.get("Parent") or "")
     labels = (attrs.get("Config") or {}).get("Labels") or {}
-    return parent if parent and labels.get(pid1.LABEL_BAKED) == parent else image_id
+    return parent if parent and labels.get(LABEL_BAKED) == parent else image_id
 
 
 @dataclass
@@ -208,7 +212,7 @@ class ComposeRun:
             self.wait_for(service)
             name = f"{self.prefix}-{service.name}"
             config, enforced = base_config(unbaked(self.client, images[service.name].image_id), name)
-            for key in pid1.container_config():
+            for key in PID1_KEYS:
                 config.pop(key, None)  # the service's own program, not Regatta's pid 1
             config.update(
                 hostname=service.name,
