@@ -321,3 +321,15 @@ def test_sidecars_start_after_what_they_depend_on(tmp_path: Path) -> None:
         "db": "service_healthy",
         "migrate": "service_completed_successfully",
     }
+
+
+def test_a_compose_file_linked_to_a_host_file_is_refused(tmp_path: Path) -> None:
+    """The attack: a task archive whose docker-compose.yaml links to a YAML file of the executor's host
+    (here one holding a secret) would make the host file's contents the services' environment."""
+    host_file = tmp_path / "host-secrets.yaml"
+    host_file.write_text("services:\n  main:\n    environment:\n      TOKEN: host-secret\n")
+    environment = _task(tmp_path, "services: {}\n")
+    (environment / "docker-compose.yaml").unlink()
+    (environment / "docker-compose.yaml").symlink_to(host_file)
+    with pytest.raises(ComposeError, match=r"^environment/docker-compose\.yaml: a symbolic link"):
+        _load(environment)

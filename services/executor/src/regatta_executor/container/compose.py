@@ -157,6 +157,11 @@ def load_project(
     trial's persistent env), merged last as Harbor does."""
     project_dir = environment_dir.resolve()
     checker = _Checker(project_dir, task_root=project_dir.parent)
+    task_file = environment_dir / TASK_FILE
+    if task_file.is_symlink() or not task_file.resolve().is_relative_to(project_dir):
+        # A link to a file of the executor's host would make its contents the project (and so the
+        # services' environment, which the agent reads).
+        raise ComposeError(f"{TASK_LABEL}: a symbolic link (the file must be the task's own)")
     documents = []
     for path, label in compose_files(environment_dir, list(extra_files or []), prebuilt=prebuilt):
         document = interpolate(load(path, label), variables, label)
