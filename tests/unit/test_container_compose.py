@@ -333,3 +333,31 @@ def test_a_compose_file_linked_to_a_host_file_is_refused(tmp_path: Path) -> None
     (environment / "docker-compose.yaml").symlink_to(host_file)
     with pytest.raises(ComposeError, match=r"^environment/docker-compose\.yaml: a symbolic link"):
         _load(environment)
+
+
+def test_the_env_file_fills_variables_below_the_given_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOST_ONLY", "leaked")
+    environment = _task(
+        tmp_path,
+        """
+        services:
+          main:
+            environment:
+              FROM_DOTENV: "${DOTENV_ONLY}"
+              GIVEN_WINS: "${BOTH}"
+              LITERAL: "${REFERS}"
+        """,
+        files={".env": "# comment\nDOTENV_ONLY=from .env\nexport BOTH='from .env'\nREFERS=${HOST_ONLY}\n"},
+    )
+    project = _load(environment, variables={"BOTH": "given"})
+    assert project.main.environment == {
+        "FROM_DOTENV": "from .env",
+        "GIVEN_WINS": "given",
+        "LITERAL": "${HOST_ONLY}",  # never this process's environment
+    }
+    (environment / ".env").unlink()
+    (environment / ".env").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ComposeError, match=r"^environment/\.env: a symbolic link"):
+        _load(environment)

@@ -18,6 +18,7 @@ other networks or network modes, published ports are ignored rather than publish
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from dotenv import dotenv_values
 from harbor.constants import MAIN_SERVICE_NAME
 from harbor.environments.docker import COMPOSE_BUILD_PATH, COMPOSE_PREBUILT_PATH
 
@@ -33,6 +35,8 @@ from regatta_executor.container.images import ImageUnavailableError, validate_re
 
 TASK_FILE = "docker-compose.yaml"
 TASK_LABEL = f"environment/{TASK_FILE}"
+DOTENV = ".env"
+MAX_DOTENV_BYTES = 64 * 1024
 MAX_SERVICES = 10
 MAX_VOLUMES = 16
 MAX_STRING = 64 * 1024
@@ -162,6 +166,8 @@ def load_project(
         # A link to a file of the executor's host would make its contents the project (and so the
         # services' environment, which the agent reads).
         raise ComposeError(f"{TASK_LABEL}: a symbolic link (the file must be the task's own)")
+    # Compose reads the project folder's .env for interpolation, below every other variable.
+    variables = {**dotenv_variables(environment_dir), **variables}
     documents = []
     for path, label in compose_files(environment_dir, list(extra_files or []), prebuilt=prebuilt):
         document = interpolate(load(path, label), variables, label)
@@ -170,6 +176,28 @@ def load_project(
     if main_environment:
         documents.append({"services": {MAIN_SERVICE_NAME: {"environment": dict(main_environment)}}})
     return checker.project(merge(documents))
+
+
+def dotenv_variables(environment_dir: Path) -> dict[str, str]:
+    """The variables of `environment/.env`, as Compose reads them for interpolation (values literal)."""
+    path = environment_dir / DOTENV
+    if not path.exists() and not path.is_symlink():
+        return {}
+    if path.is_symlink() or not path.is_file():
+        raise ComposeError(f"environment/{DOTENV}: a symbolic link or not a file (it must be the task's own)")
+    if path.stat().st_size > MAX_DOTENV_BYTES:
+        raise ComposeError(f"environment/{DOTENV}: larger than {MAX_DOTENV_BYTES // 1024} KiB")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ComposeError(f"environment/{DOTENV}: not UTF-8 text") from None
+    # interpolate=False: python-dotenv would fill ${VAR} in values from this process's environment.
+    values = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    return {
+        key: value
+        for key, value in values.items()
+        if value is not None and _VARIABLE.match(key) and "\0" not in value
+    }
 
 
 class _Checker:
