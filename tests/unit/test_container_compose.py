@@ -361,3 +361,15 @@ def test_the_env_file_fills_variables_below_the_given_ones(
     (environment / ".env").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(ComposeError, match=r"^environment/\.env: a symbolic link"):
         _load(environment)
+
+
+def test_an_attempt_network_gets_the_sandbox_bridges_rules_and_accepts_its_own_traffic() -> None:
+    """Kept in step with network.py: if the sandbox bridge's rules change (a DNS forwarder, say), the
+    compose networks' must change with them."""
+    from regatta_executor.container import network
+    from regatta_executor.container.compose_run import attempt_rules, bridge_name
+
+    bridge = bridge_name("regatta-x-net")
+    assert len(bridge) <= 15 and bridge.startswith("rgc")
+    assert attempt_rules(bridge)[0] == ["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+    assert attempt_rules(bridge)[1:] == network.rules(bridge)

@@ -40,7 +40,7 @@ from regatta_executor.container.compose import ComposeProject, Service, VolumeMo
 from regatta_executor.container.config import create_container
 from regatta_executor.container.engine import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNERS, host_name
 from regatta_executor.container.images import ImageUnavailableError, ResolvedImage, validate_reference
-from regatta_executor.container.network import NetworkIsolationError, rules
+from regatta_executor.container.network import BLOCKED_RANGES, NetworkIsolationError
 
 logger = logging.getLogger(__name__)
 BRIDGE_PREFIX = "rgc"
@@ -66,9 +66,14 @@ def bridge_name(network: str) -> str:
 
 
 def attempt_rules(bridge: str) -> list[list[str]]:
-    """network.py's isolation rules for `bridge`, and, first, acceptance of the traffic between the
-    bridge's own containers (which the drop of private ranges would otherwise stop)."""
-    return [["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"], *rules(bridge)]
+    """The sandbox bridge's isolation (network.py: INPUT drops all from the bridge, DOCKER-USER drops
+    its traffic to network.BLOCKED_RANGES) for `bridge`, and, first, acceptance of the traffic between
+    the bridge's own containers (which the drop of private ranges would otherwise stop)."""
+    return [
+        ["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"],
+        ["INPUT", "-i", bridge, "-j", "DROP"],
+        *(["DOCKER-USER", "-i", bridge, "-d", cidr, "-j", "DROP"] for cidr in BLOCKED_RANGES),
+    ]
 
 
 def install_rules(bridge: str) -> None:
