@@ -373,3 +373,24 @@ def test_an_attempt_network_gets_the_sandbox_bridges_rules_and_accepts_its_own_t
     assert len(bridge) <= 15 and bridge.startswith("rgc")
     assert attempt_rules(bridge)[0] == ["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
     assert attempt_rules(bridge)[1:] == network.rules(bridge)
+
+
+def test_main_built_from_a_dockerfile_outside_environment(tmp_path: Path) -> None:
+    """Harbor's base file names environment/ as the context and its Dockerfile: where the task's file
+    moves both, only the merged build has to exist."""
+    environment = _task(
+        tmp_path, "services:\n  main:\n    build: {context: .., dockerfile: docker/Dockerfile}\n"
+    )
+    (environment / "Dockerfile").unlink()
+    (environment.parent / "docker").mkdir()
+    (environment.parent / "docker" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    build = _load(environment).main.build
+    assert build is not None and (build.context, build.dockerfile) == (
+        environment.parent.resolve(),
+        "docker/Dockerfile",
+    )
+    (environment.parent / "docker" / "Dockerfile").unlink()
+    with pytest.raises(
+        ComposeError, match=r"^environment/docker-compose\.yaml: services\.main\.build\.dockerfile"
+    ):
+        _load(environment)

@@ -207,6 +207,7 @@ class _Checker:
         self.project_dir = project_dir
         self.task_root = task_root
         self.notes: list[str] = []
+        self.merged = False
 
     def document(self, document: dict[str, Any], label: str) -> None:
         for key in document:
@@ -260,9 +261,6 @@ class _Checker:
             or "\0" in context_text
         ):
             raise ComposeError(f"{where}.context must be a folder of the task")
-        context = (self.project_dir / context_text).resolve()
-        if not context.is_relative_to(self.task_root) or not context.is_dir():
-            raise ComposeError(f"{where}.context {context_text[:200]!r} is not a folder inside the task")
         dockerfile_text = value.get("dockerfile", "Dockerfile")
         if (
             not isinstance(dockerfile_text, str)
@@ -270,12 +268,19 @@ class _Checker:
             or PurePosixPath(dockerfile_text).is_absolute()
         ):
             raise ComposeError(f"{where}.dockerfile must be a path inside the build context")
+        args = self._mapping(value.get("args") or {}, f"{where}.args", allow_missing=True)
+        if not self.merged:
+            # A file may set one of context and dockerfile, another the other: where they point is
+            # checked once merged (naming the task's file).
+            return Build(Path(context_text), dockerfile_text, args)
+        context = (self.project_dir / context_text).resolve()
+        if not context.is_relative_to(self.task_root) or not context.is_dir():
+            raise ComposeError(f"{where}.context {context_text[:200]!r} is not a folder inside the task")
         dockerfile = (context / dockerfile_text).resolve()
         if not dockerfile.is_relative_to(context) or not dockerfile.is_file():
             raise ComposeError(
                 f"{where}.dockerfile {dockerfile_text[:200]!r} is not a file inside the build context"
             )
-        args = self._mapping(value.get("args") or {}, f"{where}.args", allow_missing=True)
         return Build(context, dockerfile.relative_to(context).as_posix(), args)
 
     def _image(self, value: Any, where: str, _: str) -> str:
@@ -490,6 +495,7 @@ class _Checker:
 
     def project(self, merged: dict[str, Any]) -> ComposeProject:
         label = TASK_LABEL
+        self.merged = True
         services_raw = merged.get("services") or {}
         volumes = self.volumes(merged.get("volumes"), label)
         services: dict[str, Service] = {}
