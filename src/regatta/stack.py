@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,8 @@ class Stack:
     nats: nats_server.NatsServer | None = None
     environment: str = ""  # the environment every executor runs attempts in, chosen at start
     environment_reason: str = ""
+    # Told what start-up is doing and waiting for (`regatta up` prints it: a start under load takes a while).
+    say: Callable[[str], None] = field(default=lambda _message: None, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -145,9 +148,13 @@ class Stack:
 
     def start(self) -> None:
         if not self.environment:
+            self.say("Choosing the executors' environment (is a Docker engine answering?)…")
             self.choose_environment()
         try:
+            if not self.nats_url or self.nats is not None:
+                self.say("Starting nats-server…")
             self.start_nats()
+            self.say(f"Starting {', '.join(ORDER).replace('executor', f'{self.executors} executor(s)')}…")
             for name in ORDER:
                 if name == "executor":
                     for index in range(self.executors):
@@ -191,6 +198,7 @@ class Stack:
         import httpx
 
         deadline = time.monotonic() + timeout
+        self.say(f"Waiting for the gateway to answer at {self.url}/health (up to {timeout:.0f} s)…")
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:

@@ -194,8 +194,7 @@ async def started_environment(
         session_id=f"direct-{secrets.token_hex(4)}__env",
         trial_paths=paths,
         task_env_config=loaded.config.environment,
-        state_dir=str(tmp_path / "state"),
-        **kwargs,
+        **{"state_dir": str(tmp_path / "state"), **kwargs},
     )
     await env.start(force_build=False)
     try:

@@ -132,12 +132,20 @@ def test_regatta_up_decides_auto_once_for_all_its_executors(tmp_path) -> None:
 
 
 def test_the_up_command_says_which_environment_it_chose(tmp_path) -> None:
+    """…and what it is waiting for, a Try line that works as printed on a non-default port, a CLI in
+    another folder that finds this stack's token, and a sign-in page naming the real token file."""
+    import httpx
+
+    state = tmp_path / "state"
     env = {
         **os.environ,
         "DOCKER_HOST": NO_ENGINE,
         "REGATTA_DATA_DIR": str(tmp_path / "data"),
         "REGATTA_HOSTED_BENCHMARKS": "[]",
+        "XDG_STATE_HOME": str(state),
     }
+    for name in ("REGATTA_TOKEN", "REGATTA_URL", "REGATTA_BOOTSTRAP_TOKEN"):
+        env.pop(name, None)
     from regatta import nats_server
 
     port = nats_server.free_port()
@@ -154,10 +162,44 @@ def test_the_up_command_says_which_environment_it_chose(tmp_path) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line)
-            if "Executors run tasks in the" in line:
+            if line.startswith("Try:"):
                 break
         said = "".join(lines)
         assert "Executors run tasks in the local environment (auto: no Docker engine answered at" in said
+        assert f"Waiting for the gateway to answer at http://127.0.0.1:{port}/health" in said
+        try_line = lines[-1].removeprefix("Try:").split()
+        assert try_line[0] == f"REGATTA_URL=http://127.0.0.1:{port}", lines[-1]
+
+        # The printed command's environment, from another folder, with no token named anywhere.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        cli = {k: v for k, v in env.items() if k != "REGATTA_DATA_DIR"}
+        cli["REGATTA_URL"] = try_line[0].split("=", 1)[1]
+        listed = subprocess.run(
+            [str(ROOT / ".venv/bin/regatta"), "benchmark", "list", "--json"],
+            env=cli,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        # Without the note `regatta up` left for this user, the CLI says where it looked.
+        cli["XDG_STATE_HOME"] = str(tmp_path / "other-user")
+        lost = subprocess.run(
+            [str(ROOT / ".venv/bin/regatta"), "benchmark", "list"],
+            env=cli,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert lost.returncode == 1 and f"No API token for {cli['REGATTA_URL']}" in lost.stdout, lost.stdout
+        assert "REGATTA_DATA_DIR" in lost.stdout and "Missing bearer token" not in lost.stdout
+
+        page = httpx.get(f"http://127.0.0.1:{port}/signin", timeout=10).text
+        assert str((tmp_path / "data" / "token").resolve()) in page
+        assert ".regatta/token</code>" not in page
     finally:
         os.killpg(process.pid, 15)
         process.wait(timeout=60)

@@ -4,6 +4,7 @@ environment does not run (or that would reach the host) refused naming the file 
 
 from __future__ import annotations
 
+import ipaddress
 import textwrap
 from pathlib import Path
 
@@ -370,9 +371,11 @@ def test_an_attempt_network_gets_the_sandbox_bridges_rules_and_accepts_its_own_t
     from regatta_executor.container.compose_run import attempt_rules, bridge_name
 
     bridge = bridge_name("regatta-x-net")
+    gateway = ipaddress.IPv4Address("172.30.0.1")
     assert len(bridge) <= 15 and bridge.startswith("rgc")
-    assert attempt_rules(bridge)[0] == ["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
-    assert attempt_rules(bridge)[1:] == network.rules(bridge)
+    rules = attempt_rules(bridge, gateway)
+    assert rules[0] == ("filter", "DOCKER-USER", ["-i", bridge, "-o", bridge, "-j", "ACCEPT"])
+    assert rules[1:] == network.rules(bridge, gateway)
 
 
 def test_main_built_from_a_dockerfile_outside_environment(tmp_path: Path) -> None:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import logging
-import shutil
-import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,12 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import Healthcheck, Mount
 
-from regatta_executor.container import janitor
+from regatta_executor.container import dns, janitor, network
 from regatta_executor.container.compose import ComposeProject, Service, VolumeMount
 from regatta_executor.container.config import create_container
 from regatta_executor.container.engine import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNERS, host_name
 from regatta_executor.container.images import ImageUnavailableError, ResolvedImage, validate_reference
-from regatta_executor.container.network import BLOCKED_RANGES, NetworkIsolationError
+from regatta_executor.container.network import NetworkIsolationError, Rule
 
 logger = logging.getLogger(__name__)
 BRIDGE_PREFIX = "rgc"
@@ -65,55 +64,12 @@ def bridge_name(network: str) -> str:
     return BRIDGE_PREFIX + hashlib.sha256(network.encode()).hexdigest()[:12]
 
 
-def attempt_rules(bridge: str) -> list[list[str]]:
-    """The sandbox bridge's isolation (network.py: INPUT drops all from the bridge, DOCKER-USER drops
-    its traffic to network.BLOCKED_RANGES) for `bridge`, and, first, acceptance of the traffic between
-    the bridge's own containers (which the drop of private ranges would otherwise stop)."""
-    return [
-        ["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"],
-        ["INPUT", "-i", bridge, "-j", "DROP"],
-        *(["DOCKER-USER", "-i", bridge, "-d", cidr, "-j", "DROP"] for cidr in BLOCKED_RANGES),
-    ]
-
-
-def install_rules(bridge: str) -> None:
-    iptables = _iptables()
-    subprocess.run([iptables, "-w", "-N", "DOCKER-USER"], capture_output=True, check=False)
-    # Each rule goes in at position 1, so the ones listed first are inserted last: the acceptance
-    # ends up before the drops.
-    for rule in reversed(attempt_rules(bridge)):
-        chain, spec = rule[0], rule[1:]
-        if (
-            subprocess.run([iptables, "-w", "-C", chain, *spec], capture_output=True, check=False).returncode
-            == 0
-        ):
-            continue
-        added = subprocess.run(
-            [iptables, "-w", "-I", chain, "1", *spec], capture_output=True, text=True, check=False
-        )
-        if added.returncode != 0:
-            raise NetworkIsolationError(f"cannot add iptables rule {' '.join(rule)}: {added.stderr.strip()}")
-
-
-def remove_rules(bridge: str) -> None:
-    iptables = shutil.which("iptables")
-    if iptables is None:
-        return
-    for rule in attempt_rules(bridge):
-        chain, spec = rule[0], rule[1:]
-        # -D removes one copy; a rule installed twice (never, but cheaply safe) is removed twice.
-        for _ in range(4):
-            if subprocess.run(
-                [iptables, "-w", "-D", chain, *spec], capture_output=True, check=False
-            ).returncode:
-                break
-
-
-def _iptables() -> str:
-    iptables = shutil.which("iptables")
-    if iptables is None:
-        raise NetworkIsolationError("iptables is not installed: cannot isolate the attempt's network")
-    return iptables
+def attempt_rules(bridge: str, gateway: ipaddress.IPv4Address) -> list[Rule]:
+    """The sandbox bridge's rules (network.py: its DNS to the bridge's forwarder, nothing else to the
+    host, nothing forwarded to private ranges) for `bridge`, and, first, acceptance of the traffic
+    between the bridge's own containers (which the drop of private ranges would otherwise stop)."""
+    own: Rule = ("filter", "DOCKER-USER", ["-i", bridge, "-o", bridge, "-j", "ACCEPT"])
+    return [own, *network.rules(bridge, gateway)]
 
 
 def plain_image(client: docker.DockerClient, reference: str) -> ResolvedImage:
@@ -155,24 +111,35 @@ class ComposeRun:
     containers: dict[str, str] = field(default_factory=dict)
     volumes: dict[str, str] = field(default_factory=dict)
     """Top-level volume name (or `<service>@<target>` for an anonymous one) to its engine name."""
+    gateway: ipaddress.IPv4Address | None = None
     _rules: bool = False
 
-    def create_network(self, *, public: bool) -> str:
+    def create_network(self, *, public: bool, dns_upstreams: Sequence[str] = ()) -> str:
+        """The attempt's network with the sandbox's rules; a public one gets the sandbox's DNS
+        forwarder on its gateway too (an internal one resolves only the services' names)."""
         self.network = f"{self.prefix}-net"
         self.bridge = bridge_name(self.network)
-        self.client.networks.create(
-            self.network,
-            driver="bridge",
-            internal=not public,
-            labels=self.labels,
-            options={
-                OPTION_BRIDGE: self.bridge,
-                "com.docker.network.bridge.enable_icc": "true",
-                "com.docker.network.bridge.enable_ip_masquerade": "true" if public else "false",
-            },
-        )
-        self._rules = True
-        install_rules(self.bridge)
+        try:
+            with dns.bridge_lock(self.bridge):
+                self.client.networks.create(
+                    self.network,
+                    driver="bridge",
+                    internal=not public,
+                    labels=self.labels,
+                    options={
+                        OPTION_BRIDGE: self.bridge,
+                        "com.docker.network.bridge.enable_icc": "true",
+                        "com.docker.network.bridge.enable_ip_masquerade": "true" if public else "false",
+                    },
+                )
+                self.gateway = network.gateway_address(self.client, self.network)
+                self._rules = True
+                if public:
+                    upstreams = dns.parse_upstreams(list(dns_upstreams)) or dns.host_upstreams()
+                    dns.ensure_forwarder(self.bridge, self.gateway, upstreams)
+                network._install_rules(attempt_rules(self.bridge, self.gateway))
+        except dns.ForwarderError as exc:
+            raise NetworkIsolationError(str(exc)) from exc
         return self.network
 
     def create_volumes(self) -> None:
@@ -321,8 +288,8 @@ class ComposeRun:
             except APIError as exc:
                 self.log.warning("cannot remove network %s: %s", self.network, exc)
                 return
-        if self._rules:
-            remove_rules(self.bridge)
+        if self._rules and self.gateway is not None:
+            release_bridge(self.bridge, self.gateway)
             self._rules = False
         for engine_name in self.volumes.values():
             try:
@@ -332,6 +299,24 @@ class ComposeRun:
             except APIError as exc:
                 self.log.warning("cannot remove volume %s: %s", engine_name, exc)
         self.volumes.clear()
+
+
+def release_bridge(bridge: str, gateway: ipaddress.IPv4Address) -> None:
+    """An attempt bridge's forwarder (if any) and rules, once its network is gone."""
+    try:
+        with dns.bridge_lock(bridge):
+            dns.stop_forwarder(bridge)
+            network._remove_rules(attempt_rules(bridge, gateway))
+            dns.forget_bridge(bridge)
+    except (dns.ForwarderError, NetworkIsolationError) as exc:
+        logger.warning("cannot release bridge %s: %s", bridge, exc)
+
+
+def network_gateway(client: docker.DockerClient, name: str) -> ipaddress.IPv4Address | None:
+    try:
+        return network.gateway_address(client, name)
+    except NetworkIsolationError:
+        return None
 
 
 def _last_check(health: dict[str, Any]) -> str:
@@ -353,19 +338,20 @@ def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
     ]
     me = janitor.owner_id(owners_dir)
     removed = []
-    for network in client.networks.list(filters={"label": labels}):
-        owner = (network.attrs.get("Labels") or {}).get(LABEL_OWNER, "")
+    for made in client.networks.list(filters={"label": labels}):
+        owner = (made.attrs.get("Labels") or {}).get(LABEL_OWNER, "")
         if owner == me or janitor.owner_alive(owners_dir, owner):
             continue
-        bridge = (network.attrs.get("Options") or {}).get(OPTION_BRIDGE, "")
+        bridge = (made.attrs.get("Options") or {}).get(OPTION_BRIDGE, "")
         try:
-            network.remove()
+            gateway = network_gateway(client, str(made.name))
+            made.remove()
         except (NotFound, APIError) as exc:
-            logger.warning("cannot remove network %s: %s", network.name, exc)
+            logger.warning("cannot remove network %s: %s", made.name, exc)
             continue
-        if bridge.startswith(BRIDGE_PREFIX):
-            remove_rules(bridge)
-        removed.append(str(network.name))
+        if bridge.startswith(BRIDGE_PREFIX) and dns.valid_bridge(bridge) and gateway is not None:
+            release_bridge(bridge, gateway)
+        removed.append(str(made.name))
     for volume in client.volumes.list(filters={"label": labels}):
         owner = (volume.attrs.get("Labels") or {}).get(LABEL_OWNER, "")
         if owner == me or janitor.owner_alive(owners_dir, owner):

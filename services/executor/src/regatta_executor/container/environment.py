@@ -28,6 +28,7 @@ compose's `main`.
 
 from __future__ import annotations
 
+import os
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from harbor.models.trial.config import ResourceMode
 from harbor.utils.env import resolve_env_vars
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import compose_run, execs, files, janitor
+from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tools
 from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
 from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
@@ -58,7 +59,11 @@ from regatta_executor.container.harbor_commands import (
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
-from regatta_executor.container.network import ensure_sandbox_network
+from regatta_executor.container.network import (
+    ensure_allowlist_network,
+    ensure_sandbox_network,
+    gateway_address,
+)
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.transfers import ContainerTransfers
 
@@ -67,10 +72,13 @@ BUILD_LOG = "environment-build.log"
 
 
 class ContainerEnvironment(ContainerTransfers):
-    """One container per attempt, with a pid 1 the agent cannot ptrace (pid1.py), no new privileges,
-    limits from task.toml, no host mounts and no engine socket; removed when the attempt ends
-    (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
-    no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
+    """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
+    USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
+    (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
+    mount and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
+    executor left). `no-network` tasks get no network at all; `public` ones the isolated bridge of
+    network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py). A compose task's
+    sidecars run beside it on a network of the attempt's own (compose_run.py)."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
@@ -91,12 +99,16 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
-        # pid 1 runs as its own uid (pid1.py): commands given no user run as the image's USER.
+        # The host's boot time before the container's first exec: what started earlier in it is the
+        # image's, never the agent's (execs.KILL_OTHERS spares it).
+        self._first_exec_at: float | None = None
+        # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
         self._downloaded = {}
         self.image: ResolvedImage | None = None
         self._engine_root = EngineRoot(remapped=False)
+        self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
 
     @staticmethod
@@ -166,16 +178,20 @@ class ContainerEnvironment(ContainerTransfers):
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
         await execs.in_thread(compose_run.sweep_once, self._client, self._owners_dir)
-        if self._network_is_allowlist:
-            self.logger.warning(
-                "network_mode 'allowlist' runs without any network in the container environment"
-            )
+        await execs.in_thread(tools.prepared, self._tools_dir)
         if self._compose is not None:
+            if self._network_is_allowlist:
+                self.logger.warning(
+                    "network_mode 'allowlist' of a compose task runs on an internal network (nothing "
+                    "leaves) in the container environment"
+                )
             network = await self._start_compose(force_build)
         else:
             self.image = await self._image(force_build)
             network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
+        if self._network_is_allowlist and self._compose is None:
+            self._allowlist = await execs.in_thread(self._open_allowlist, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -185,16 +201,37 @@ class ContainerEnvironment(ContainerTransfers):
     def _owners_dir(self) -> Path:
         return self._state_dir / "owners"
 
+    @property
+    def _tools_dir(self) -> Path:
+        # Absolute: the engine mounts it by its path.
+        return (
+            Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
+        ).absolute()
+
     async def _network(self) -> str:
-        """The network of the task's build steps and container: none, or the isolated sandbox bridge."""
-        if not self._network_is_public:
+        """The network of the task's container: none, the isolated sandbox bridge or the allowlist's."""
+        if self._network_is_allowlist:
+            await execs.in_thread(
+                ensure_allowlist_network,
+                self._client,
+                self.options.allowlist_network,
+                self.options.allowlist_bridge,
+                os.environ.get("REGATTA_OUTBOUND_ALLOW"),
+            )
+            return self.options.allowlist_network
+        return await self._build_network()
+
+    async def _build_network(self) -> str:
+        """The network of the task's build steps: the sandbox bridge unless the task has no network
+        (an allowlist restricts the agent and verifier, not the task's own image, as in Harbor)."""
+        if self._network_disabled:
             return "none"
         return await execs.in_thread(
             ensure_sandbox_network,
             self._client,
             self.options.sandbox_network,
             self.options.sandbox_bridge,
-            self._state_dir,
+            self.options.sandbox_dns_upstreams,
         )
 
     def _image_cache(self) -> ImageCache:
@@ -219,7 +256,7 @@ class ContainerEnvironment(ContainerTransfers):
             if reference and context is None:
                 return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            network = await self._network()
+            network = await self._build_network()
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
                 return await execs.in_thread(
                     cache.built,
@@ -263,7 +300,11 @@ class ContainerEnvironment(ContainerTransfers):
             LABEL_SESSION: NAME_CHARS.sub("-", self.session_id)[:200],
         }
         run = self._compose_run = ComposeRun(self._client, project, self._name, labels, self.logger)
-        network = await execs.in_thread(run.create_network, public=self._network_is_public)
+        network = await execs.in_thread(
+            run.create_network,
+            public=self._network_is_public,
+            dns_upstreams=self.options.sandbox_dns_upstreams,
+        )
         await execs.in_thread(run.create_volumes)
         await execs.in_thread(run.start_sidecars, images, self._sidecar_config)
         await execs.in_thread(run.wait_for, project.main)
@@ -288,6 +329,10 @@ class ContainerEnvironment(ContainerTransfers):
             session_id=self.session_id,
             network=self._compose_run.network,
             workdir=None,
+            # pid 1's settings are dropped for a sidecar (compose_run.PID1_KEYS), its tools mount too.
+            image_entrypoint=(),
+            image_workdir="",
+            tools_dir=self._tools_dir,
             options=self.options,
             owners_dir=self._owners_dir,
             engine_root=self._engine_root,
@@ -295,8 +340,8 @@ class ContainerEnvironment(ContainerTransfers):
         )
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
-        # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
-        # The image holds pid 1's copies already (images.py bakes them in once per image).
+        # The container runs as the image's USER: so do commands given no user, as under Harbor (uid 0
+        # rather than an empty user: see harbor_commands.ROOT_USERS).
         image = resolved.image_id
         self._default_exec_user = resolved.user or "0"
         memory_mb = (
@@ -312,6 +357,9 @@ class ContainerEnvironment(ContainerTransfers):
             session_id=self.session_id,
             network=network,
             workdir=self.task_env_config.workdir or (main.working_dir if main else None),
+            image_entrypoint=resolved.entrypoint,
+            image_workdir=resolved.workdir,
+            tools_dir=self._tools_dir,
             options=self.options,
             owners_dir=self._owners_dir,
             engine_root=self._engine_root,
@@ -324,6 +372,8 @@ class ContainerEnvironment(ContainerTransfers):
             # Compose's main: its environment, its user for commands given none, its named volumes,
             # and its name on the attempt's network.
             self._default_exec_user = main.user or self._default_exec_user
+            if main.user:
+                config["user"] = main.user  # the container's user, as Compose sets it
             config["environment"] = {**(config.get("environment") or {}), **main.environment}
             config["mounts"] = [*config["mounts"], *self._compose_run.mounts(main)]
             self._compose_run.attach(config, main)
@@ -332,6 +382,25 @@ class ContainerEnvironment(ContainerTransfers):
         self.enforced_limits = frozenset(enforced)
         container.start()
         return str(container.id)
+
+    def _open_allowlist(self, network: str) -> allowlist.AttemptState:
+        """The container's allowed hosts, opened before anything but its pid 1 runs in it."""
+        attrs = self._client.api.inspect_container(self._container_id)
+        address = (
+            ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network, {}).get("IPAddress")
+        )
+        try:
+            upstreams = dns.parse_upstreams(self.options.sandbox_dns_upstreams) or dns.host_upstreams()
+            return allowlist.open_attempt(
+                bridge=self.options.allowlist_bridge,
+                gateway=gateway_address(self._client, network),
+                container=self._name,
+                address=str(address or ""),
+                allowed_hosts=list(self.network_policy.allowed_hosts),
+                upstreams=upstreams,
+            )
+        except (ValueError, dns.ForwarderError) as exc:
+            raise allowlist.AllowlistError(f"cannot open the allowlist: {exc}") from exc
 
     @override
     async def stop(self, delete: bool) -> None:
@@ -342,6 +411,9 @@ class ContainerEnvironment(ContainerTransfers):
         try:
             await execs.in_thread(self._remove, delete)
         finally:
+            if self._allowlist is not None:
+                await execs.in_thread(allowlist.close_attempt, self._allowlist)
+                self._allowlist = None
             if self._compose_run is not None:
                 await execs.in_thread(self._compose_run.stop, delete)
 
@@ -383,6 +455,7 @@ class ContainerEnvironment(ContainerTransfers):
                 return ExecResult(stdout="", stderr="", return_code=0)
         await self._flush()
         self._ran()
+        self._before_exec()
         output = await execs.run_command(
             self._client.api,
             self._running(),
@@ -492,13 +565,19 @@ class ContainerEnvironment(ContainerTransfers):
         it left in /tests or /logs/verifier may count."""
         await self._flush()
         self._ran()
+        self._before_exec()
         await execs.end_other_processes(
             self._client.api,
             self._running(),
             then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
             + f" && chmod 777 {VERIFIER_LOGS}",
+            spare_started_before=self._first_exec_at or 0.0,
         )
         self._verifier_ready = True
+
+    def _before_exec(self) -> None:
+        if self._first_exec_at is None:
+            self._first_exec_at = execs.boot_time()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's

@@ -6,10 +6,6 @@ one build and then find its image), and a built image carries the digest as a la
 The lock file's mtime is the image's last use; past `max_bytes`, images are removed least recently used
 first (never one a container still uses, never one being built right now). Only images built with
 this state folder are counted and pruned: executors sharing an engine should share it.
-
-Every image an attempt runs holds the copies its pid 1 is made of (pid1.py), baked into a child layer
-under the image's lock: a built image is baked before it is tagged, a named one gets a baked child
-`regatta-env:pid1-<image id>` (cached and pruned like a built one).
 """
 
 from __future__ import annotations
@@ -32,10 +28,12 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from harbor.environments.definition import environment_content_hash
 from requests.exceptions import ReadTimeout, RequestException
 
-from regatta_executor.container import janitor, pid1
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 
 IMAGE_REPOSITORY = "regatta-env"
+# On images an older executor cached: a child holding pid 1's copies, committed with its pid 1 as the
+# ENTRYPOINT. Such an image is never used; a built one is built again.
+LABEL_LEGACY_BAKED = "dev.regatta.pid1-of"
 _IMAGE_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
 logger = logging.getLogger(__name__)
 
@@ -60,12 +58,18 @@ class ResolvedImage:
     image_id: str
     user: str
     """The image's USER ("" when it names none)."""
+    entrypoint: tuple[str, ...] = ()
+    """The image's ENTRYPOINT (pid 1 starts it, pid1.py)."""
+    workdir: str = ""
+    """The image's WORKDIR ("" when it names none)."""
 
     @classmethod
     def of(cls, reference: str, image: docker.models.images.Image, *, built: bool) -> ResolvedImage:
         # One inspect per attempt: what the container's creation needs comes from the lookup itself.
-        user = str((image.attrs.get("Config") or {}).get("User") or "")
-        return cls(reference, built, str(image.id), user)
+        config = image.attrs.get("Config") or {}
+        user = str(config.get("User") or "")
+        entrypoint = tuple(str(part) for part in config.get("Entrypoint") or ())
+        return cls(reference, built, str(image.id), user, entrypoint, str(config.get("WorkingDir") or ""))
 
 
 def environment_digest(environment_dir: Path) -> str:
@@ -87,7 +91,6 @@ class ImageCache:
     def __init__(self, client: docker.DockerClient, state_dir: Path, max_bytes: int | None) -> None:
         self.client = client
         self.locks = state_dir / "images"
-        self.owners = state_dir / "owners"
         self.max_bytes = max_bytes
 
     def named(self, reference: str) -> ResolvedImage:
@@ -100,28 +103,7 @@ class ImageCache:
                 image = self.client.images.pull(reference)
             except (DockerException, OSError) as exc:
                 raise ImageUnavailableError(f"cannot pull image {reference!r}: {exc}") from exc
-        return self._baked_child(image)
-
-    def _baked_child(self, image: docker.models.images.Image) -> ResolvedImage:
-        """The child of a named image holding pid 1's copies, baked once per image id."""
-        key = f"pid1-{str(image.id).removeprefix('sha256:')[:40]}"
-        reference = f"{IMAGE_REPOSITORY}:{key}"
-        made = False
-        with self._locked(key):
-            child = self._existing(reference)
-            if child is None or not pid1.baked(child):
-                self._bake(str(image.id), key)
-                child, made = self.client.images.get(reference), True
-        if made:
-            self.prune()
-        return ResolvedImage.of(reference, child, built=False)
-
-    def _bake(self, source_id: str, digest: str) -> None:
-        """Bake pid 1's copies into a child of `source_id`, tagged `regatta-env:<digest>`."""
-        labels = {LABEL_MANAGED: "1", LABEL_DIGEST: digest}
-        ownership = janitor.ownership_labels(self.owners)
-        baked = pid1.bake(self.client, source_id, labels, ownership)
-        self.client.images.get(baked).tag(IMAGE_REPOSITORY, digest)
+        return ResolvedImage.of(reference, image, built=False)
 
     def built(
         self,
@@ -144,21 +126,15 @@ class ImageCache:
         reference = f"{IMAGE_REPOSITORY}:{digest}"
         with self._locked(digest):
             cached = None if force else self._existing(reference)
-            if cached is not None and not pid1.baked(cached):
-                self._bake(str(cached.id), digest)
-                cached = self.client.images.get(reference)
+            if cached is not None and LABEL_LEGACY_BAKED in (cached.labels or {}):
+                cached = None  # its ENTRYPOINT is an old pid 1's, the Dockerfile's lost: build again
             if cached is not None:
                 log.write(f"image {reference} is cached; not built again\n")
                 return ResolvedImage.of(reference, cached, built=False)
             built_id = self._build(
                 environment_dir, reference, digest, timeout_sec, network_mode, log, dockerfile, buildargs
             )
-            try:
-                self._bake(built_id, digest)
-            except Exception:
-                with contextlib.suppress(DockerException):
-                    self.client.images.remove(built_id)
-                raise
+            self.client.images.get(built_id).tag(IMAGE_REPOSITORY, digest)
             log.write(f"built {reference}\n")
             made = self.client.images.get(reference)
         self.prune()
@@ -181,7 +157,7 @@ class ImageCache:
         dockerfile: str = "Dockerfile",
         buildargs: dict[str, str] | None = None,
     ) -> str:
-        """The id of the image built (untagged: `built` tags it once baked)."""
+        """The id of the image built (untagged: `built` tags it once the build ended in time)."""
         log.write(f"building {reference} from {environment_dir.name}/{dockerfile}\n")
         deadline = time.monotonic() + timeout_sec
         # The read timeout bounds a silent step (a RUN that sleeps). The engine does not cancel a build
