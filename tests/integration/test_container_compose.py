@@ -20,7 +20,7 @@ import pytest
 import yaml
 from harbor.environments.base import ServiceOperationsUnsupportedError
 from harbor.models.trial.result import TrialResult
-from regatta_executor.container import compose_run, janitor
+from regatta_executor.container import compose_run, dns, janitor
 from regatta_executor.container.compose_run import BRIDGE_PREFIX, bridge_name
 from regatta_executor.container.engine import LABEL_SESSION
 
@@ -51,12 +51,18 @@ def _leftovers(engine: docker.DockerClient, result: TrialResult) -> dict[str, li
         ]
 
     iptables = shutil.which("iptables")
-    listed = subprocess.run([iptables, "-w", "-S"], capture_output=True, text=True).stdout if iptables else ""
+    listed = "".join(
+        subprocess.run([iptables, "-w", "-t", table, "-S"], capture_output=True, text=True).stdout
+        for table in ("filter", "nat")
+        if iptables
+    )
+    # A public attempt network's DNS forwarder (dns.py) leaves a pid file while it runs.
+    forwarders = sorted(path.name for path in dns.RUN_DIR.glob(f"dns-{BRIDGE_PREFIX}*.pid"))
     return {
         "containers": containers_of(engine, result.trial_name),
         "networks": of_trial(engine.networks.list(filters={"label": LABEL_SESSION})),
         "volumes": of_trial(engine.volumes.list(filters={"label": LABEL_SESSION})),
-        "rules": [line for line in listed.splitlines() if f" {BRIDGE_PREFIX}" in line],
+        "rules": [line for line in listed.splitlines() if f" {BRIDGE_PREFIX}" in line] + forwarders,
     }
 
 
