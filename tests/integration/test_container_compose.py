@@ -144,14 +144,15 @@ async def test_a_sidecar_behind_a_healthcheck_is_reached_by_name(
 
 async def test_main_built_from_the_task_root(engine: docker.DockerClient, tmp_path: Path) -> None:
     """As real tasks do: `build: {context: .., dockerfile: environment/Dockerfile}`; the Dockerfile
-    copies a file from outside environment/, and main gets the compose file's environment and
-    working_dir (interpolated from the task's env)."""
+    copies a file from outside environment/, and main gets the compose file's environment,
+    working_dir (interpolated from the task's env) and entrypoint (given Harbor's command)."""
     task = write_task(
         tmp_path / "tasks",
         "rooted",
-        solve='printf "%s|%s|%s\\n" "$(cat /opt/shared.txt)" "$FROM_COMPOSE" "$(pwd)" > /logs/agent/seen.txt',
+        solve='printf "%s|%s|%s|%s\\n" "$(cat /opt/shared.txt)" "$FROM_COMPOSE" "$(pwd)" "$(cat /tmp/entry)"'
+        " > /logs/agent/seen.txt",
         test="""
-            expected="from the task root|task value|/srv/work"
+            expected="from the task root|task value|/srv/work|entry ran with sh -c sleep infinity"
             if [ "$(cat /logs/agent/seen.txt)" = "$expected" ]; then echo 1; else echo 0; fi \\
               > /logs/verifier/reward.txt
         """,
@@ -172,6 +173,7 @@ async def test_main_built_from_the_task_root(engine: docker.DockerClient, tmp_pa
                 environment:
                   FROM_COMPOSE: "${TASK_VALUE:-not interpolated}"
                 working_dir: /srv/work
+                entrypoint: ["/bin/sh", "-c", 'echo "entry ran with $*" > /tmp/entry; exec "$@"', "entry"]
             """
         )
     )

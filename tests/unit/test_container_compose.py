@@ -235,9 +235,8 @@ REFUSED = [
     ("networks:\n  default:\n    driver: host\n", "networks.default: network options are not supported"),
     (
         "services:\n  main:\n    command: [bash]\n",
-        "services.main.command is not supported: the agent's container",
+        "services.main.command is not supported: Harbor's `sleep infinity`",
     ),
-    ("services:\n  main:\n    entrypoint: [bash]\n", "services.main.entrypoint is not supported"),
     (
         "services:\n  db:\n    image: x\n    depends_on: [main]\n",
         "services.db.depends_on.main is not supported",

@@ -40,8 +40,8 @@ MAX_DOTENV_BYTES = 64 * 1024
 MAX_SERVICES = 10
 MAX_VOLUMES = 16
 MAX_STRING = 64 * 1024
-# Harbor's keep-alive command for `main` (its base files): the agent's container runs Regatta's own
-# pid 1 instead, so any other command or entrypoint for main is refused.
+# Harbor's keep-alive command for `main` (its base files), which Regatta's pid 1 passes to main's
+# entrypoint (pid1.py): another command for main is refused, an entrypoint is main's own.
 HARBOR_MAIN_COMMAND = ["sh", "-c", "sleep infinity"]
 CONDITIONS = ("service_started", "service_healthy", "service_completed_successfully")
 PULL_POLICIES = ("always", "never", "missing", "if_not_present", "build")
@@ -524,14 +524,10 @@ class _Checker:
         if build is None and image is None:
             raise ComposeError(f"{where} has neither build nor image")
         if name == MAIN_SERVICE_NAME:
-            if (
-                checked.get("entrypoint") is not None
-                or checked.get("command", HARBOR_MAIN_COMMAND) != HARBOR_MAIN_COMMAND
-            ):
-                key = "entrypoint" if checked.get("entrypoint") is not None else "command"
+            if checked.get("command", HARBOR_MAIN_COMMAND) != HARBOR_MAIN_COMMAND:
                 raise ComposeError(
-                    f"{where}.{key} is not supported: the agent's container runs Regatta's own pid 1 "
-                    "(Harbor runs `sleep infinity` there)"
+                    f"{where}.command is not supported: Harbor's `sleep infinity` keeps the agent's "
+                    "container up (its pid 1 starts the entrypoint with it)"
                 )
             if checked.get("init") is not None:
                 raise ComposeError(f"{where}.init is not supported: the agent's container has its own pid 1")

@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, NotFound
 from docker.types import Healthcheck, Mount
 
 from regatta_executor.container import dns, janitor, network
 from regatta_executor.container.compose import ComposeProject, Service, VolumeMount
 from regatta_executor.container.config import create_container
 from regatta_executor.container.engine import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNERS, host_name
-from regatta_executor.container.images import ImageUnavailableError, ResolvedImage, validate_reference
+from regatta_executor.container.images import ResolvedImage
 from regatta_executor.container.network import NetworkIsolationError, Rule
 
 logger = logging.getLogger(__name__)
@@ -49,8 +49,6 @@ MAX_WAIT_SEC = 600.0
 _POLL_SEC = 0.5
 # What the agent's container configuration sets for Regatta's pid 1; a sidecar gets its own instead.
 PID1_KEYS = ("entrypoint", "command", "init", "user")
-# The label of an image with pid 1's copies baked in (pid1.py), naming the image it was baked onto.
-LABEL_BAKED = "dev.regatta.pid1-of"
 _swept: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
@@ -70,29 +68,6 @@ def attempt_rules(bridge: str, gateway: ipaddress.IPv4Address) -> list[Rule]:
     between the bridge's own containers (which the drop of private ranges would otherwise stop)."""
     own: Rule = ("filter", "DOCKER-USER", ["-i", bridge, "-o", bridge, "-j", "ACCEPT"])
     return [own, *network.rules(bridge, gateway)]
-
-
-def plain_image(client: docker.DockerClient, reference: str) -> ResolvedImage:
-    """A sidecar's named image, pulled when missing; sidecars run their own program, so no pid 1 copies
-    are baked into it (an image without a shell runs as it is)."""
-    validate_reference(reference)
-    try:
-        image = client.images.get(reference)
-    except ImageNotFound:
-        try:
-            image = client.images.pull(reference)
-        except (DockerException, OSError) as exc:
-            raise ImageUnavailableError(f"cannot pull image {reference!r}: {exc}") from exc
-    return ResolvedImage.of(reference, image, built=False)
-
-
-def unbaked(client: docker.DockerClient, image_id: str) -> str:
-    """The image a built one's pid 1 copies were baked onto (images.py bakes every image it builds):
-    the child's ENTRYPOINT is Regatta's pid 1, a sidecar runs its image's own."""
-    attrs = client.api.inspect_image(image_id)
-    parent = str(attrs.get("Parent") or "")
-    labels = (attrs.get("Config") or {}).get("Labels") or {}
-    return parent if parent and labels.get(LABEL_BAKED) == parent else image_id
 
 
 @dataclass
@@ -183,7 +158,7 @@ class ComposeRun:
         for service in self.project.sidecars:
             self.wait_for(service)
             name = f"{self.prefix}-{service.name}"
-            config, enforced = base_config(unbaked(self.client, images[service.name].image_id), name)
+            config, enforced = base_config(images[service.name].image_id, name)
             for key in PID1_KEYS:
                 config.pop(key, None)  # the service's own program, not Regatta's pid 1
             config.update(

@@ -286,13 +286,9 @@ class ContainerEnvironment(ContainerTransfers):
                     dockerfile=service.build.dockerfile,
                     buildargs=service.build.args,
                 )
-            elif service.name == project.main.name:
-                images[service.name] = await self._image(force_build, reference=service.image)
             else:
                 assert service.image is not None  # load_project refuses a service with neither
-                images[service.name] = await execs.in_thread(
-                    compose_run.plain_image, self._client, service.image
-                )
+                images[service.name] = await self._image(force_build, reference=service.image)
         self.image = images[project.main.name]
         labels = {
             LABEL_MANAGED: "1",
@@ -357,7 +353,8 @@ class ContainerEnvironment(ContainerTransfers):
             session_id=self.session_id,
             network=network,
             workdir=self.task_env_config.workdir or (main.working_dir if main else None),
-            image_entrypoint=resolved.entrypoint,
+            # Compose's entrypoint for main replaces the image's, as under Compose.
+            image_entrypoint=main.entrypoint if main and main.entrypoint is not None else resolved.entrypoint,
             image_workdir=resolved.workdir,
             tools_dir=self._tools_dir,
             options=self.options,
