@@ -10,6 +10,10 @@ Long work (a registry sync, an attempt) outlives ack_wait: with `heartbeat` the 
 messages in progress while their handler runs, so they are redelivered only if this process dies. With
 `slots`, that many loops each fetch only once their previous batch is settled: an executor with two
 free sandboxes takes two jobs, never more, and leaves the rest to other executors.
+
+Stopping drains: no loop fetches again, a batch being handled gets the stop's grace to settle, and one
+still unsettled then is cancelled and NAKed without delay, so another consumer (or this one restarted)
+takes it at once instead of after ack_wait.
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class BatchConsumer:
             filter_subject=self.subjects[0] if len(self.subjects) == 1 else None,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        # The loops handling a batch right now: a stop lets them finish within its grace.
+        self._busy: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 
     @property
@@ -100,10 +106,33 @@ class BatchConsumer:
     async def _create(self) -> None:
         await self.js.add_consumer(self.stream, self.config)
 
-    async def stop(self) -> None:
-        """Stops fetching; a batch being handled is abandoned unsettled and comes back after ack_wait."""
+    async def stop(self, grace: float = 0.0, hurry: asyncio.Event | None = None) -> None:
+        """Stops fetching at once; a batch being handled gets `grace` seconds (cut short when `hurry`
+        is set) to settle, then its handler is cancelled and the batch NAKed for immediate redelivery."""
         self._stopping.set()
         for task in self._tasks:
+            if task not in self._busy:
+                task.cancel()
+        busy = [task for task in self._tasks if task in self._busy and not task.done()]
+        if busy and grace > 0:
+            log.info("%s: waiting up to %.0f s for %d handlers to finish", self.durable, grace, len(busy))
+            waits: list[asyncio.Future[object]] = [*busy]
+            hurried = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
+            if hurried is not None:
+                waits.append(hurried)
+            deadline = asyncio.get_running_loop().time() + grace
+            while not all(task.done() for task in busy) and not (hurried and hurried.done()):
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                waits = [w for w in waits if not w.done()]
+            if hurried is not None:
+                hurried.cancel()
+        late = [task for task in self._tasks if not task.done()]
+        if late and busy:
+            log.warning("%s: %d handlers still running at stop are cancelled", self.durable, len(late))
+        for task in late:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -136,13 +165,28 @@ class BatchConsumer:
                 log.exception("%s: fetch failed", self.durable)
                 await asyncio.sleep(1.0)
                 continue
-            if batch:
+            if not batch:
+                continue
+            if self._stopping.is_set():
+                # Fetched as the stop began: handed back at once rather than held until ack_wait.
+                await self._nak(batch, 0.0)
+                return
+            current = asyncio.current_task()
+            assert current is not None
+            self._busy.add(current)
+            try:
                 await self._settle(batch)
+            finally:
+                self._busy.discard(current)
 
     async def _settle(self, batch: list[Msg]) -> None:
         beat = asyncio.create_task(self._keep_in_progress(batch)) if self.heartbeat else None
         try:
             await self.handler(batch)
+        except asyncio.CancelledError:
+            # Only a stop cancels a handler: the batch is unfinished work, to be delivered again now.
+            await asyncio.shield(self._nak(batch, 0.0))
+            raise
         except Redeliver as again:
             await self._nak(batch, again.delay)
             return
