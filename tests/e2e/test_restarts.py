@@ -1,0 +1,121 @@
+"""Issue 28, items 1 and 2 on the running stack: a restart (SIGTERM of the whole stack, or SIGKILL of one
+executor) during long attempts loses no work and cancels nothing; an infrastructure fault is retried by
+the platform and the run still ranks."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_executor import add_folder, run_events
+from tests.support.processes import descendants
+from tests.support.tasks import run_toml, write_task
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def _sleeping(stack, seconds: int) -> int:
+    """How many sandboxes of the stack's executors are in their `sleep SECONDS` now."""
+    executors = [
+        p.pid for key, p in stack.processes.items() if key.startswith("executor") and p.poll() is None
+    ]
+    return sum(f"sleep {seconds}" in process.command for process in descendants(executors).values())
+
+
+def _attempt_mounts(attempt_ids: list[str]) -> list[str]:
+    """Mounts (the local sandboxes' tmpfs) still naming one of the attempts."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [m for m in mounts if any(a in m for a in attempt_ids)]
+
+
+def test_a_stack_stopped_during_long_attempts_finishes_them_after_its_restart(
+    make_stack, api_for, tmp_path
+) -> None:
+    """SIGTERM of the stack (Ctrl-C of `regatta up`) while three attempts run: the one that ends within
+    the executors' grace is recorded, the two longer ones are abandoned unreported and run again after
+    the restart; the run ends `finished` with every result and not one `cancelled`."""
+    stack = make_stack(executors=1, REGATTA_EXECUTOR_GRACE_SEC="15", REGATTA_STARTED_REPORT_DELAY="0.5")
+    api = api_for(stack)
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "ending", solve="sleep 7\necho done > /app/out.txt")
+    for index in range(2):
+        write_task(tasks, f"long-{index}", solve="sleep 35\necho done > /app/out.txt")
+    add_folder(api, tasks, "restarts")
+    run_id = api.submit_toml(run_toml("restarts", concurrency=3))["id"]
+    api.wait_for(lambda: _sleeping(stack, 7) == 1 and _sleeping(stack, 35) == 2, timeout=90, every=0.1)
+
+    stopped_at = time.monotonic()
+    stack.stop()
+    took = time.monotonic() - stopped_at
+    assert 5 < took < 15 + 20, f"the executor drained for its grace, then stopped ({took:.1f} s)"
+    before = run_events(stack, run_id)
+    assert not [d for kind, d in before if kind == "AttemptFinished" and d["outcome"] == "cancelled"]
+    ids = [d["attempt_id"] for kind, d in before if kind == "AttemptScheduled"]
+    assert len(ids) == 3
+    assert _attempt_mounts(ids) == [], "the abandoned attempts' sandboxes are gone"
+    executor_log = (stack.logs / "executor-1.log").read_text()
+    assert executor_log.count("abandoned as this executor stops") == 2, executor_log[-3000:]
+
+    stack.start()
+    detail = api.wait_run(run_id, timeout=240)
+    assert detail["benchmark_run"]["status"] == "finished"
+    assert detail["progress"] == {"ingested": 3, "expected": 3}
+    assert detail["totals"]["passed"] == 3 and detail["totals"]["cancelled"] == 0
+    events = run_events(stack, run_id)
+    finished = {d["attempt_id"]: d for kind, d in events if kind == "AttemptFinished"}
+    assert Counter(d["attempt_id"] for kind, d in events if kind == "AttemptFinished") == Counter(ids)
+    assert {d["outcome"] for d in finished.values()} == {"passed"}
+    task_of = {d["attempt_id"]: d["task"] for kind, d in events if kind == "AttemptScheduled"}
+    again = {
+        task_of[d["attempt_id"]] for kind, d in events if kind == "AttemptStarted" and d["delivery"] == 2
+    }
+    assert again == {"long-0", "long-1"}, (
+        "the abandoned ones ran again; the one that ended in the grace did not"
+    )
+
+
+def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
+    make_stack, api_for, tmp_path
+) -> None:
+    """SIGKILL (no drain at all) of one of two executors mid-attempt: its job comes back after
+    ack_wait, runs on an executor, and counts once; the survivor's attempt is untouched."""
+    stack = make_stack(
+        executors=2, REGATTA_JOB_ACK_WAIT="3", REGATTA_EXECUTOR_SLOTS="1", REGATTA_STARTED_REPORT_DELAY="0.5"
+    )
+    api = api_for(stack)
+    tasks = tmp_path / "tasks"
+    for index in range(2):
+        write_task(tasks, f"long-{index}", solve="sleep 12\necho done > /app/out.txt")
+    add_folder(api, tasks, "kill")
+    run_id = api.submit_toml(run_toml("kill", concurrency=2))["id"]
+
+    def both_running() -> bool:
+        starts = {d["executor_id"] for kind, d in run_events(stack, run_id) if kind == "AttemptStarted"}
+        return len(starts) == 2 and _sleeping(stack, 12) == 2
+
+    api.wait_for(both_running, timeout=90, every=0.1)
+    killed = f"{socket.gethostname()}-{stack.processes['executor-1'].pid}"
+    victim = next(
+        d["attempt_id"]
+        for kind, d in run_events(stack, run_id)
+        if kind == "AttemptStarted" and d["executor_id"] == killed
+    )
+    stack.kill("executor-1")
+    stack.restart("executor-1")
+
+    detail = api.wait_run(run_id, timeout=180)
+    assert detail["benchmark_run"]["status"] == "finished"
+    assert detail["totals"]["passed"] == 2 and detail["totals"]["cancelled"] == 0
+    events = run_events(stack, run_id)
+    finished = Counter(d["attempt_id"] for kind, d in events if kind == "AttemptFinished")
+    assert len(finished) == 2 and set(finished.values()) == {1}
+    outcomes = {
+        d["attempt_id"]: (d["outcome"], d["executor_id"]) for kind, d in events if kind == "AttemptFinished"
+    }
+    assert outcomes[victim][0] == "passed" and outcomes[victim][1] != killed
+    redelivered = [d for kind, d in events if kind == "AttemptStarted" and d["attempt_id"] == victim]
+    assert [d["delivery"] for d in redelivered] == [1, 2]
