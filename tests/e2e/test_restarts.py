@@ -9,9 +9,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import docker
 import pytest
+from regatta_executor.container.engine import engine_answers
 
+from tests.conftest import unavailable
+from tests.e2e.test_container_stack import container_stack, containers
 from tests.e2e.test_executor import add_folder, run_events
+from tests.integration.container_support import images_built_are_removed
 from tests.support.processes import descendants
 from tests.support.tasks import run_toml, write_task
 
@@ -119,3 +124,54 @@ def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
     assert outcomes[victim][0] == "passed" and outcomes[victim][1] != killed
     redelivered = [d for kind, d in events if kind == "AttemptStarted" and d["attempt_id"] == victim]
     assert [d["delivery"] for d in redelivered] == [1, 2]
+
+
+def test_a_container_removed_under_an_attempt_is_retried_and_the_agent_ranks(
+    make_stack, api_for, tmp_path
+) -> None:
+    """An infrastructure fault injected from outside: the attempt's container is removed (`docker rm -f`)
+    while its agent sleeps. The platform retries it (an infrastructure retry, recorded as such) under the
+    run's standard conditions, the retry passes, and the agent appears on the leaderboard."""
+    if not engine_answers():
+        unavailable("no Docker engine answers (scripts/services.sh starts one)")
+    engine = docker.from_env()
+    with images_built_are_removed(tmp_path):
+        stack, owners = container_stack(make_stack, tmp_path, REGATTA_RETRY_BASE_DELAY="0.5")
+        api = api_for(stack)
+        tasks = tmp_path / "tasks"
+        write_task(tasks, "sleeper", solve="sleep 20\necho done > /app/out.txt")
+        write_task(tasks, "quick")
+        benchmark = add_folder(api, tasks, "vanishing")
+        run_id = api.submit_toml(run_toml("vanishing", concurrency=2))["id"]
+
+        def sleeping_container() -> str | None:
+            for found in containers(engine, owners):
+                processes = engine.api.top(found["Id"]).get("Processes") or []
+                if any("sleep 20" in " ".join(p) for p in processes):
+                    return found["Id"]
+            return None
+
+        victim = api.wait_for(sleeping_container, timeout=180, every=0.2)
+        engine.api.remove_container(victim, force=True)
+
+        detail = api.wait_run(run_id, timeout=240)
+        assert detail["benchmark_run"]["status"] == "finished"
+        assert detail["totals"]["passed"] == 2 and detail["totals"]["errored"] == 0
+        events = run_events(stack, run_id)
+        retried = [d for kind, d in events if kind == "AttemptRetried"]
+        assert len(retried) == 1 and retried[0]["infrastructure"] is True, retried
+        finished = {d["task"]: d for kind, d in events if kind == "AttemptFinished"}
+        assert finished["sleeper"]["try_number"] == 2 and finished["sleeper"]["outcome"] == "passed"
+        logs = [e["message"] for e in api.all_logs(run_id) if e["step"] == "retry"]
+        assert len(logs) == 1 and "an infrastructure retry" in logs[0], logs
+
+        qualification = detail["leaderboard_qualification"]
+        assert qualification["qualifies"] is True, qualification
+        assert qualification["conditions"] == qualification["standard_conditions"]
+        assert qualification["conditions"]["max_retries"] == 0
+        rows = api.wait_for(
+            lambda: api.get(f"/benchmarks/{benchmark['id']}/leaderboard")["leaderboard"], timeout=60
+        )
+        assert [row["run_id"] for row in rows] == [run_id]
+        assert rows[0]["conditions"] == qualification["standard_conditions"]
+        assert containers(engine, owners) == [], "no container outlives the run"
