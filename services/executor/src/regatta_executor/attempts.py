@@ -21,6 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
+from harbor.models.trial.error_policy import policy_for
 from nats.js import JetStreamContext
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
@@ -40,6 +41,13 @@ from .trials import run_trial, trial_config
 # says so, so the scheduler tells a delivery superseded by a later one from the current one. A context
 # variable, since one process may run two deliveries of one job at once (a missed heartbeat).
 DELIVERY: contextvars.ContextVar[int] = contextvars.ContextVar("delivery", default=1)
+
+
+def retryable(outcome: TrialOutcome) -> bool:
+    """An errored outcome that another try may cure: Harbor's own table (the one its `retries` use)
+    refuses errors that repeat on every try (a rejected key, an unknown model), which would only cost
+    two more sandboxes and provider calls."""
+    return outcome.retryable and policy_for(outcome.exception_type or "").should_retry
 
 
 class AttemptRunner:
@@ -98,7 +106,7 @@ class AttemptRunner:
                 await self.report_cancelled(job, try_number, "run stopped during the attempt")
                 return
             await started.settle()
-            if outcome.retryable and try_number <= self.infra_retries + job.max_retries:
+            if retryable(outcome) and try_number <= self.infra_retries + job.max_retries:
                 delay = min(self.retry_base_delay * 2 ** (try_number - 1), self.retry_max_delay)
                 await self.report(
                     job,
