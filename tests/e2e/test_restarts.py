@@ -146,7 +146,10 @@ def test_a_container_removed_under_an_attempt_is_retried_and_the_agent_ranks(
 
         def sleeping_container() -> str | None:
             for found in containers(engine, owners):
-                processes = engine.api.top(found["Id"]).get("Processes") or []
+                try:
+                    processes = engine.api.top(found["Id"]).get("Processes") or []
+                except docker.errors.APIError:
+                    continue  # not running (yet, or any more)
                 if any("sleep 20" in " ".join(p) for p in processes):
                     return found["Id"]
             return None
