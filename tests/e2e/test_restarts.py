@@ -4,6 +4,8 @@ the platform and the run still ranks."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 from collections import Counter
@@ -178,3 +180,31 @@ def test_a_container_removed_under_an_attempt_is_retried_and_the_agent_ranks(
         assert [row["run_id"] for row in rows] == [run_id]
         assert rows[0]["conditions"] == qualification["standard_conditions"]
         assert containers(engine, owners) == [], "no container outlives the run"
+
+
+def test_a_second_sigterm_ends_the_grace_at_once_and_still_cancels_nothing(
+    make_stack, api_for, tmp_path
+) -> None:
+    """A second Ctrl-C: the executor stops its attempt now instead of after its (long) grace, and the
+    attempt still runs again and counts once."""
+    stack = make_stack(executors=1, REGATTA_EXECUTOR_GRACE_SEC="300", REGATTA_STARTED_REPORT_DELAY="0.5")
+    api = api_for(stack)
+    write_task(tmp_path / "tasks", "long", solve="sleep 15\necho done > /app/out.txt")
+    add_folder(api, tmp_path / "tasks", "hurry")
+    run_id = api.submit_toml(run_toml("hurry"))["id"]
+    api.wait_for(lambda: _sleeping(stack, 15) == 1, timeout=90, every=0.1)
+    executor = stack.processes["executor-1"]
+    os.killpg(executor.pid, signal.SIGTERM)
+    api.wait_for(lambda: "waiting up to 300 s" in (stack.logs / "executor-1.log").read_text(), timeout=10)
+    began = time.monotonic()
+    os.killpg(executor.pid, signal.SIGTERM)
+    executor.wait(timeout=30)
+    assert time.monotonic() - began < 20, "the second signal cut the 300 s grace short"
+
+    stack.restart("executor-1")
+    detail = api.wait_run(run_id, timeout=120)
+    assert detail["benchmark_run"]["status"] == "finished"
+    assert detail["totals"]["passed"] == 1 and detail["totals"]["cancelled"] == 0
+    events = run_events(stack, run_id)
+    assert [d["outcome"] for kind, d in events if kind == "AttemptFinished"] == ["passed"]
+    assert [d["delivery"] for kind, d in events if kind == "AttemptStarted"] == [1, 2]

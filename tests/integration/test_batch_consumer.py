@@ -76,7 +76,7 @@ async def test_a_stop_lets_work_under_way_finish_takes_no_more_and_hands_back_wh
             raise
         handled.append(msg.data)
 
-    def consumer(handler) -> BatchConsumer:
+    def consumer(handler, slots: int = 1) -> BatchConsumer:
         return BatchConsumer(
             js,
             EVENTS_STREAM,
@@ -86,7 +86,7 @@ async def test_a_stop_lets_work_under_way_finish_takes_no_more_and_hands_back_wh
             batch_size=1,
             max_wait=0,
             ack_wait=30,
-            slots=1,
+            slots=slots,
             heartbeat=True,
         )
 
@@ -102,8 +102,9 @@ async def test_a_stop_lets_work_under_way_finish_takes_no_more_and_hands_back_wh
         assert time.monotonic() - began < 5, "the stop did not wait longer than the work under way"
         assert not started[b"endless"].is_set(), "no new message was taken while stopping"
 
-        # The endless one, taken by a fresh consumer, outlives a short grace.
-        second = consumer(handle)
+        # The endless one, taken by a fresh consumer, outlives a short grace. Its idle second slot leaves
+        # a pull request waiting at the server: the message handed back must not go to that.
+        second = consumer(handle, slots=2)
         await second.start()
         await asyncio.wait_for(started[b"endless"].wait(), 10)
         await second.stop(grace=0.5)

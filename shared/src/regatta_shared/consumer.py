@@ -12,8 +12,8 @@ messages in progress while their handler runs, so they are redelivered only if t
 free sandboxes takes two jobs, never more, and leaves the rest to other executors.
 
 Stopping drains: no loop fetches again, a batch being handled gets the stop's grace to settle, and one
-still unsettled then is cancelled and NAKed without delay, so another consumer (or this one restarted)
-takes it at once instead of after ack_wait.
+still unsettled then is cancelled and NAKed to come back as soon as no pull request of this process can
+catch it, so another consumer (or this one restarted) takes it within seconds instead of after ack_wait.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from .bus import until_nats_answers
 log = logging.getLogger("regatta.consumer")
 
 BatchHandler = Callable[[list[Msg]], Awaitable[None]]
+# How long one pull request waits for a message. The server keeps a request that long even after the
+# client stopped reading it, and a message sent to it then is lost until ack_wait.
+FETCH_TIMEOUT = 5.0
 
 
 class Redeliver(Exception):
@@ -86,6 +89,7 @@ class BatchConsumer:
         # The loops handling a batch right now: a stop lets them finish within its grace.
         self._busy: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._stopped_at = 0.0
 
     @property
     def alive(self) -> bool:
@@ -110,6 +114,7 @@ class BatchConsumer:
         """Stops fetching at once; a batch being handled gets `grace` seconds (cut short when `hurry`
         is set) to settle, then its handler is cancelled and the batch NAKed for immediate redelivery."""
         self._stopping.set()
+        self._stopped_at = asyncio.get_running_loop().time()
         for task in self._tasks:
             if task not in self._busy:
                 task.cancel()
@@ -144,7 +149,7 @@ class BatchConsumer:
             # bursts settle together. Not fetch(batch_size) here: nats-py then keeps waiting for the
             # rest of the batch for as long as the pull request lives, which held single messages for
             # seconds.
-            first = await sub.fetch(1, timeout=5.0)
+            first = await sub.fetch(1, timeout=FETCH_TIMEOUT)
         except (nats.errors.TimeoutError, TimeoutError):
             return []
         # Only when the stream says more are waiting: a top-up fetch finding nothing lingers for its
@@ -169,7 +174,7 @@ class BatchConsumer:
                 continue
             if self._stopping.is_set():
                 # Fetched as the stop began: handed back at once rather than held until ack_wait.
-                await self._nak(batch, 0.0)
+                await self._nak(batch, self._hand_back_delay())
                 return
             current = asyncio.current_task()
             assert current is not None
@@ -185,7 +190,7 @@ class BatchConsumer:
             await self.handler(batch)
         except asyncio.CancelledError:
             # Only a stop cancels a handler: the batch is unfinished work, to be delivered again now.
-            await asyncio.shield(self._nak(batch, 0.0))
+            await asyncio.shield(self._nak(batch, self._hand_back_delay()))
             raise
         except Redeliver as again:
             await self._nak(batch, again.delay)
@@ -198,6 +203,13 @@ class BatchConsumer:
             if beat is not None:
                 beat.cancel()
         await asyncio.gather(*(msg.ack() for msg in batch), return_exceptions=True)
+
+    def _hand_back_delay(self) -> float:
+        """When a batch handed back at a stop may come back: once the pull requests this process left
+        waiting (its idle slots' fetches, cancelled at the stop) have expired at the server, so that
+        it goes to a live consumer, not to one of them."""
+        left = self._stopped_at + FETCH_TIMEOUT + 0.5 - asyncio.get_running_loop().time()
+        return max(0.0, left)
 
     async def _keep_in_progress(self, batch: list[Msg]) -> None:
         while True:
