@@ -189,7 +189,10 @@ class BatchConsumer:
         try:
             await self.handler(batch)
         except asyncio.CancelledError:
-            # Only a stop cancels a handler: the batch is unfinished work, to be delivered again now.
+            # Only a stop cancels a handler: the batch is unfinished work, to be delivered again soon.
+            # The heartbeat ends first, so no "in progress" follows the NAK and holds the batch here.
+            if beat is not None:
+                beat.cancel()
             await asyncio.shield(self._nak(batch, self._hand_back_delay()))
             raise
         except Redeliver as again:
