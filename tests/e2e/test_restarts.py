@@ -124,8 +124,13 @@ def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
         d["attempt_id"]: (d["outcome"], d["executor_id"]) for kind, d in events if kind == "AttemptFinished"
     }
     assert outcomes[victim][0] == "passed" and outcomes[victim][1] != killed
-    redelivered = [d for kind, d in events if kind == "AttemptStarted" and d["attempt_id"] == victim]
-    assert [d["delivery"] for d in redelivered] == [1, 2]
+    deliveries = {
+        aid: [d["delivery"] for kind, d in events if kind == "AttemptStarted" and d["attempt_id"] == aid]
+        for aid in finished
+    }
+    survivor = next(aid for aid in finished if aid != victim)
+    assert deliveries[victim] == [1, 2]
+    assert deliveries[survivor] == [1], "heartbeats kept the live 12 s attempt from redelivery (ack_wait 3 s)"
 
 
 def test_a_container_removed_under_an_attempt_is_retried_and_the_agent_ranks(
