@@ -67,7 +67,11 @@ def up(
         console.print(f"Try: {try_command(stack.url)}")
         stack.supervise()
     except KeyboardInterrupt:
-        pass
+        grace = stack.executor_grace()
+        console.print(
+            f"Stopping: running attempts get up to {grace:g} s to finish; the others run again at the "
+            "next start (Ctrl-C again to stop them now)"
+        )
     finally:
         stack.stop()
         forget_stack(stack.url)

@@ -177,14 +177,22 @@ def test_the_up_command_says_which_environment_it_chose(tmp_path) -> None:
         cli["REGATTA_URL"] = try_line[0].split("=", 1)[1]
         listed = subprocess.run(
             [str(ROOT / ".venv/bin/regatta"), "benchmark", "list", "--json"],
-            env=cli, cwd=elsewhere, capture_output=True, text=True, timeout=60,
+            env=cli,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert listed.returncode == 0, listed.stdout + listed.stderr
         # Without the note `regatta up` left for this user, the CLI says where it looked.
         cli["XDG_STATE_HOME"] = str(tmp_path / "other-user")
         lost = subprocess.run(
             [str(ROOT / ".venv/bin/regatta"), "benchmark", "list"],
-            env=cli, cwd=elsewhere, capture_output=True, text=True, timeout=60,
+            env=cli,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert lost.returncode == 1 and f"No API token for {cli['REGATTA_URL']}" in lost.stdout, lost.stdout
         assert "REGATTA_DATA_DIR" in lost.stdout and "Missing bearer token" not in lost.stdout
@@ -218,6 +226,14 @@ def test_local_labels_a_dockerfile_it_does_not_build(tmp_path) -> None:
     flaky = EnvironmentChoice("tests.support.flaky_environment:FlakyLocalEnvironment")
     assert check_task_environment(flaky, task).built is False
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
     assert check_task_environment(EnvironmentChoice("daytona"), task).built is None
 
 
@@ -246,16 +262,33 @@ def test_local_labels_a_task_user_it_does_not_honour(tmp_path) -> None:
     said = "its [agent].user 'agent', [verifier].user '1000' (task.toml; every command ran as the sandbox's"
     assert said in (fidelity.note or "")
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
 
 
-def test_a_compose_task_is_refused_naming_the_file_unless_harbor_docker_runs_it(tmp_path) -> None:
+def test_a_compose_task_is_refused_naming_the_file_unless_docker_or_container_runs_it(tmp_path) -> None:
     task = write_task(tmp_path, "sidecars")
     (task / "environment" / "docker-compose.yaml").write_text("services: {main: {build: .}}\n")
-    for kind in ("local", "container", "tests.support.flaky_environment:FlakyLocalEnvironment"):
+    for kind in ("local", "tests.support.flaky_environment:FlakyLocalEnvironment"):
         with pytest.raises(TaskEnvironmentError, match=r"environment/docker-compose\.yaml") as raised:
             check_task_environment(EnvironmentChoice(kind), task)
         assert "REGATTA_EXECUTOR_ENVIRONMENT=docker" in str(raised.value)
     assert check_task_environment(EnvironmentChoice("docker"), task).built is None
+    assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
 
 
 def test_a_hostile_dockerfile_cannot_flood_the_note_or_the_report(tmp_path) -> None:

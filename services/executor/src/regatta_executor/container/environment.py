@@ -20,7 +20,10 @@ until anything runs in the container; the log folders go in with the first uploa
 processes and emptying the verifier's folders is done by Harbor's own removal of stale reward files.
 
 The kwargs are options.py, the container's engine configuration config.py, the file transfers
-transfers.py and what the environment knows of Harbor's own commands harbor_commands.py.
+transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with
+environment/docker-compose.yaml is read and checked by compose.py (before anything is made on the
+engine) and its sidecars, network and volumes run by compose_run.py; the agent's container is then
+compose's `main`.
 """
 
 from __future__ import annotations
@@ -29,19 +32,23 @@ import contextlib
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
 from docker.errors import APIError, NotFound
-from harbor.environments.base import ExecResult, SandboxBuildFailedError
+from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
+from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.trial.config import ResourceMode
+from harbor.utils.env import resolve_env_vars
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import allowlist, dns, execs, files, janitor, tamper, tools
+from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tamper, tools
+from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
+from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
-from regatta_executor.container.engine import LABEL_MANAGED, client
+from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
 from regatta_executor.container.harbor_commands import (
     LOG_DIRS,
     ROOT_USERS,
@@ -74,10 +81,15 @@ class ContainerEnvironment(ContainerTransfers):
     (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
     mount and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
     executor left). `no-network` tasks get no network at all; `public` ones the isolated bridge of
-    network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py)."""
+    network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py). A compose task's
+    sidecars run beside it on a network of the attempt's own (compose_run.py)."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
+    # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
+    # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
+    _compose: ComposeProject | None = None
+    _compose_run: ComposeRun | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -130,14 +142,41 @@ class ContainerEnvironment(ContainerTransfers):
         if self._host_mounts:
             targets = [m["target"] for m in self._host_mounts]
             raise ValueError(f"the container environment mounts no host folders (asked: {targets})")
-        if (self.environment_dir / "docker-compose.yaml").exists():
-            raise ValueError(
-                "environment/docker-compose.yaml: compose-file tasks need Harbor's `docker` environment"
-            )
+        if (self.environment_dir / TASK_FILE).exists():
+            # Refused here (a ComposeError is a ValueError), before anything is made on the engine.
+            self._compose = self._load_compose(force_build=False)
+            return
         if not self.task_env_config.docker_image and not (self.environment_dir / "Dockerfile").is_file():
             raise FileNotFoundError(
                 "environment/Dockerfile is missing and [environment].docker_image is not set"
             )
+
+    def _load_compose(self, *, force_build: bool) -> ComposeProject:
+        """The task's compose project merged as Harbor's docker environment merges it: its base file,
+        the task's file, run-level extra files and main's env, `${VAR}` from Harbor's infrastructure
+        variables over the task's env (never this process's environment)."""
+        prebuilt = should_use_prebuilt_docker_image(
+            self.environment_dir, docker_image=self.task_env_config.docker_image, force_build=force_build
+        )
+        variables = {
+            **(resolve_env_vars(self.task_env_config.env) if self.task_env_config.env else {}),
+            **self._persistent_env,
+            "MAIN_IMAGE_NAME": f"hb__{self.environment_id}",
+            "CONTEXT_DIR": str(self.environment_dir.resolve()),
+        }
+        if prebuilt and self.task_env_config.docker_image:
+            variables["PREBUILT_IMAGE_NAME"] = self.task_env_config.docker_image
+        if self._effective_cpus:
+            variables["CPUS"] = str(self._effective_cpus)
+        if self._effective_memory_mb:
+            variables["MEMORY"] = f"{self._effective_memory_mb}M"
+        return load_project(
+            self.environment_dir,
+            variables=variables,
+            main_environment=self._startup_env(),
+            extra_files=list(self.extra_docker_compose_paths),
+            prebuilt=prebuilt,
+        )
 
     @property
     def container_name(self) -> str:
@@ -148,14 +187,23 @@ class ContainerEnvironment(ContainerTransfers):
         check = engine_root if self.options.allow_host_root else require_remapped_root
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(compose_run.sweep_once, self._client, self._owners_dir)
         await execs.in_thread(tools.prepared, self._tools_dir)
-        self.image = await self._image(force_build)
-        network = await self._network()
+        if self._compose is not None:
+            if self._network_is_allowlist:
+                self.logger.warning(
+                    "network_mode 'allowlist' of a compose task runs on an internal network (nothing "
+                    "leaves) in the container environment"
+                )
+            network = await self._start_compose(force_build)
+        else:
+            self.image = await self._image(force_build)
+            network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         if self._storage_mb and "storage" not in self.enforced_limits:
             self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
             self._storage_cap.start()
-        if self._network_is_allowlist:
+        if self._network_is_allowlist and self._compose is None:
             self._allowlist = await execs.in_thread(self._open_allowlist, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
@@ -199,29 +247,106 @@ class ContainerEnvironment(ContainerTransfers):
             self.options.sandbox_dns_upstreams,
         )
 
-    async def _image(self, force_build: bool) -> ResolvedImage:
-        cache = ImageCache(
+    def _image_cache(self) -> ImageCache:
+        return ImageCache(
             self._client,
             self._state_dir,
             self.options.image_cache_max_mb * _MIB if self.options.image_cache_max_mb else None,
         )
-        reference = self.task_env_config.docker_image
+
+    async def _image(
+        self,
+        force_build: bool,
+        *,
+        reference: str | None = None,
+        context: Path | None = None,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
+    ) -> ResolvedImage:
+        cache = self._image_cache()
+        reference = reference or self.task_env_config.docker_image
         try:
-            if reference:
+            if reference and context is None:
                 return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
             network = await self._build_network()
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
                 return await execs.in_thread(
                     cache.built,
-                    self.environment_dir,
+                    context or self.environment_dir,
                     timeout_sec=self.task_env_config.build_timeout_sec,
                     network_mode=network,
                     log=log,
                     force=force_build,
+                    dockerfile=dockerfile,
+                    buildargs=buildargs,
                 )
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc
+
+    async def _start_compose(self, force_build: bool) -> str:
+        """Build or pull every service's image, make the attempt's network and volumes, start the
+        sidecars in dependency order and wait for what main depends on; returns main's network."""
+        project = self._compose = self._load_compose(force_build=force_build)
+        for note in project.notes:
+            self.logger.info("%s: %s", TASK_FILE, note)
+        images: dict[str, ResolvedImage] = {}
+        for service in project.services.values():
+            if service.builds and service.build is not None:
+                images[service.name] = await self._image(
+                    force_build,
+                    context=service.build.context,
+                    dockerfile=service.build.dockerfile,
+                    buildargs=service.build.args,
+                )
+            else:
+                assert service.image is not None  # load_project refuses a service with neither
+                images[service.name] = await self._image(force_build, reference=service.image)
+        self.image = images[project.main.name]
+        labels = {
+            LABEL_MANAGED: "1",
+            **janitor.ownership_labels(self._owners_dir),
+            LABEL_SESSION: NAME_CHARS.sub("-", self.session_id)[:200],
+        }
+        run = self._compose_run = ComposeRun(self._client, project, self._name, labels, self.logger)
+        network = await execs.in_thread(
+            run.create_network,
+            public=self._network_is_public,
+            dns_upstreams=self.options.sandbox_dns_upstreams,
+        )
+        await execs.in_thread(run.create_volumes)
+        await execs.in_thread(run.start_sidecars, images, self._sidecar_config)
+        await execs.in_thread(run.wait_for, project.main)
+        return network
+
+    def _limits(self) -> dict[str, Any]:
+        return {
+            "memory_mb": self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
+            or self.options.default_memory_mb,
+            "cpus": self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
+            or self.options.default_cpus,
+            "storage_mb": self._effective_storage_mb or self.options.default_storage_mb,
+            "logs_mb": self._effective_storage_mb or self.options.default_logs_mb,
+        }
+
+    def _sidecar_config(self, image: str, name: str) -> tuple[dict[str, Any], set[str]]:
+        """The agent's container configuration (labels, limits, hardening) for a sidecar."""
+        assert self._compose_run is not None
+        return container_config(
+            image=image,
+            name=name,
+            session_id=self.session_id,
+            network=self._compose_run.network,
+            workdir=None,
+            # pid 1's settings are dropped for a sidecar (compose_run.PID1_KEYS), its tools mount too.
+            image_entrypoint=(),
+            image_workdir="",
+            tools_dir=self._tools_dir,
+            options=self.options,
+            owners_dir=self._owners_dir,
+            engine_root=self._engine_root,
+            **self._limits(),
+        )
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
         # The container runs as the image's USER: so do commands given no user, as under Harbor (uid 0
@@ -234,13 +359,15 @@ class ContainerEnvironment(ContainerTransfers):
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
         storage_mb = self._storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        main = self._compose.main if self._compose is not None else None
         config, enforced = container_config(
             image=image,
             name=self._name,
             session_id=self.session_id,
             network=network,
-            workdir=self.task_env_config.workdir,
-            image_entrypoint=resolved.entrypoint,
+            workdir=self.task_env_config.workdir or (main.working_dir if main else None),
+            # Compose's entrypoint for main replaces the image's, as under Compose.
+            image_entrypoint=main.entrypoint if main and main.entrypoint is not None else resolved.entrypoint,
             image_workdir=resolved.workdir,
             tools_dir=self._tools_dir,
             options=self.options,
@@ -251,6 +378,15 @@ class ContainerEnvironment(ContainerTransfers):
             storage_mb=storage_mb,
             logs_mb=self._effective_storage_mb or self.options.default_logs_mb,
         )
+        if main is not None and self._compose_run is not None:
+            # Compose's main: its environment, its user for commands given none, its named volumes,
+            # and its name on the attempt's network.
+            self._default_exec_user = main.user or self._default_exec_user
+            if main.user:
+                config["user"] = main.user  # the container's user, as Compose sets it
+            config["environment"] = {**(config.get("environment") or {}), **main.environment}
+            config["mounts"] = [*config["mounts"], *self._compose_run.mounts(main)]
+            self._compose_run.attach(config, main)
         container = create_container(self._client, config, enforced, self.logger)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
@@ -290,6 +426,8 @@ class ContainerEnvironment(ContainerTransfers):
             if self._allowlist is not None:
                 await execs.in_thread(allowlist.close_attempt, self._allowlist)
                 self._allowlist = None
+            if self._compose_run is not None:
+                await execs.in_thread(self._compose_run.stop, delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
@@ -349,6 +487,78 @@ class ContainerEnvironment(ContainerTransfers):
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    async def service_exec(
+        self,
+        command: str,
+        *,
+        service: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        """A command in a compose sidecar, as Harbor's docker environment runs one: `sh -c` (sidecar
+        images often lack bash), without main's working folder, user or persistent env."""
+        if self.is_main_service(service):
+            return await self.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec, user=user)
+        output = await execs.run_command(
+            self._client.api,
+            self._sidecar(service),
+            ["sh", "-c", command],
+            env=env or {},
+            user=engine_user(user),
+            workdir=cwd,
+            timeout_sec=timeout_sec,
+            max_output_bytes=self.options.max_output_mb * _MIB,
+        )
+        return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    async def stop_service(self, service: str) -> None:
+        """Stop one service (main too: Harbor stops it before collecting a sidecar's evidence)."""
+        ident = self._running() if self.is_main_service(service) else self._sidecar(service)
+        await execs.in_thread(self._client.api.stop, ident, timeout=10)
+
+    @override
+    async def service_download_file(
+        self, source_path: str, target_path: Path | str, *, service: str | None = None
+    ) -> None:
+        if self.is_main_service(service):
+            await self.download_file(source_path, target_path)
+            return
+        await self._sidecar_download(files.download_file, source_path, target_path, service)
+
+    @override
+    async def service_download_dir(
+        self, source_dir: str, target_dir: Path | str, *, service: str | None = None
+    ) -> None:
+        if self.is_main_service(service):
+            await self.download_dir(source_dir, target_dir)
+            return
+        await self._sidecar_download(files.download_dir, source_dir, target_dir, service)
+
+    async def _sidecar_download(
+        self, fetch: Callable[..., int], source: str, target: Path | str, service: str | None
+    ) -> None:
+        """A sidecar's file or folder (Harbor's sidecar artifacts), through the same checked archive
+        extraction and out of the same download budget as main's."""
+        size = await execs.in_thread(
+            fetch,
+            self._client.api,
+            self._sidecar(service),
+            files.container_path(source),
+            Path(target),
+            self._download_budget,
+        )
+        self._download_budget -= size
+
+    def _sidecar(self, service: str | None) -> str:
+        run = self._compose_run
+        if run is None or service not in run.containers:
+            raise ServiceOperationsUnsupportedError(f"the attempt has no running compose service {service!r}")
+        return run.containers[service]
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import re
@@ -112,9 +113,16 @@ class ImageCache:
         network_mode: str,
         log: TextIO,
         force: bool = False,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
     ) -> ResolvedImage:
-        """The image of `environment_dir`'s Dockerfile, built unless one of the same digest exists."""
+        """The image of `environment_dir`'s Dockerfile, built unless one of the same digest exists.
+        A compose service's build names its Dockerfile (relative to the context) and build args."""
         digest = environment_digest(environment_dir)
+        if dockerfile != "Dockerfile" or buildargs:
+            # The same context built another way is another image.
+            spec = json.dumps([digest, dockerfile, sorted((buildargs or {}).items())])
+            digest = hashlib.sha256(spec.encode()).hexdigest()[:40]
         reference = f"{IMAGE_REPOSITORY}:{digest}"
         with self._locked(digest):
             cached = None if force else self._existing(reference)
@@ -123,7 +131,9 @@ class ImageCache:
             if cached is not None:
                 log.write(f"image {reference} is cached; not built again\n")
                 return ResolvedImage.of(reference, cached, built=False)
-            built_id = self._build(environment_dir, reference, digest, timeout_sec, network_mode, log)
+            built_id = self._build(
+                environment_dir, reference, digest, timeout_sec, network_mode, log, dockerfile, buildargs
+            )
             self.client.images.get(built_id).tag(IMAGE_REPOSITORY, digest)
             log.write(f"built {reference}\n")
             made = self.client.images.get(reference)
@@ -144,9 +154,11 @@ class ImageCache:
         timeout_sec: float,
         network_mode: str,
         log: TextIO,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
     ) -> str:
         """The id of the image built (untagged: `built` tags it once the build ended in time)."""
-        log.write(f"building {reference} from {environment_dir.name}/Dockerfile\n")
+        log.write(f"building {reference} from {environment_dir.name}/{dockerfile}\n")
         deadline = time.monotonic() + timeout_sec
         # The read timeout bounds a silent step (a RUN that sleeps). The engine does not cancel a build
         # whose client went away, so on a timeout the step's container is removed (which fails the
@@ -163,6 +175,8 @@ class ImageCache:
                 decode=True,
                 network_mode=network_mode,
                 timeout=max(1, int(timeout_sec)),
+                dockerfile=dockerfile,
+                buildargs=buildargs or None,
             )
             for chunk in stream:
                 text = str(chunk.get("stream", ""))

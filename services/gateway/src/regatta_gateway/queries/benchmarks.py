@@ -54,7 +54,15 @@ def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None 
 
 # What makes two sources the same tasks: metadata and the trusted mark say nothing about which tasks.
 SOURCE_IDENTITY = (
-    "type", "ref", "registry_path", "registry_url", "dataset", "version", "git_url", "git_ref", "subdir",
+    "type",
+    "ref",
+    "registry_path",
+    "registry_url",
+    "dataset",
+    "version",
+    "git_url",
+    "git_ref",
+    "subdir",
 )
 
 
