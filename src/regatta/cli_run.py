@@ -69,7 +69,17 @@ def _results_table(detail: dict[str, Any]) -> None:
         console.print(f"Reason: {escape(run_info['status_reason'])}")
     agents = {a["id"]: a for a in detail["agents"]}
     table = folding_table(
-        "#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Passed", "Failed", "Errored", "Cancelled"
+        "#",
+        "Agent",
+        "Pass@1 (95% CI)",
+        "Pass@k",
+        "Passed",
+        "Failed",
+        "Errored",
+        "Cancelled",
+        # statistics.md §1: a sandbox the agent broke is its failure; errored is never the agent's doing.
+        caption="Failed includes attempts whose sandbox the agent left unfit for a verdict. "
+        "Errored: not scored, a fault outside the sandbox (engine, network, provider, platform).",
     )
     for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):
         agent = agents[m["benchmark_run_agent_id"]]
