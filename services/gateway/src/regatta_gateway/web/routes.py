@@ -20,7 +20,15 @@ from regatta_shared.harnesses import HARNESSES
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.queries import benchmarks as benchmark_queries
-from regatta_gateway.web import benchmark_views, labels, leaderboard_views, run_views, secret_views
+from regatta_gateway.queries import compare as compare_queries
+from regatta_gateway.web import (
+    benchmark_views,
+    compare_views,
+    labels,
+    leaderboard_views,
+    run_views,
+    secret_views,
+)
 from regatta_gateway.web.features import route_features
 from regatta_gateway.web.formatting import FILTERS
 from regatta_gateway.web.session import (
@@ -190,6 +198,30 @@ def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
     }
     partial = fragments(request, {"rows": "_benchmark_rows.html"}, context)
     return partial or templates.TemplateResponse(request, "benchmarks.html", context)
+
+
+@router.get("/compare")
+def compare_page(
+    request: Request, scope: ScopeDep, a: str = "", b: str = "", verdict: str = "", category: str = ""
+) -> Response:
+    def build() -> Response:
+        page = compare_views.compare_page(request.app.state.store, scope, a, b, verdict, category)
+        return render(request, scope, "compare.html", "benchmarks", **page)
+
+    return guarded(request, scope, build)
+
+
+@router.get("/compare.csv")
+def compare_csv(request: Request, scope: ScopeDep, a: str = "", b: str = "") -> Response:
+    def build() -> Response:
+        page = compare_views.compare_page(request.app.state.store, scope, a, b, "", "")
+        return Response(
+            compare_queries.rows_csv(page),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="compare.csv"'},
+        )
+
+    return guarded(request, scope, build)
 
 
 @router.get("/benchmarks/runs/{run_key}")
