@@ -123,12 +123,7 @@ def home() -> RedirectResponse:
 @router.get("/signin")
 def signin_form(request: Request, next: str | None = None) -> HTMLResponse:
     return render(
-        request,
-        None,
-        "signin.html",
-        "signin",
-        next=safe_next(next),
-        error=None,
+        request, None, "signin.html", "signin", next=safe_next(next), error=None,
         token_file=embedded_token_file(request),
     )
 
@@ -140,26 +135,14 @@ def signin(
     target = safe_next(next)
     if not token.strip():
         return render(
-            request,
-            None,
-            "signin.html",
-            "signin",
-            400,
-            next=target,
-            error="Enter an API token.",
+            request, None, "signin.html", "signin", 400, next=target, error="Enter an API token.",
             token_file=embedded_token_file(request),
         )
     try:
         check_token(request, token)
     except ApiError as error:
         return render(
-            request,
-            None,
-            "signin.html",
-            "signin",
-            401,
-            next=target,
-            error=error.message,
+            request, None, "signin.html", "signin", 401, next=target, error=error.message,
             token_file=embedded_token_file(request),
         )
     response = RedirectResponse(target, status_code=303)
