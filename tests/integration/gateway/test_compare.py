@@ -108,6 +108,13 @@ def test_compare_two_agents_of_one_run_and_two_runs(gateway: Gateway) -> None:
     )
     assert body["a"]["harness"] == "oracle" and body["b"]["harness"] == "nop"
 
+    # The web page shows the same figures; its filters narrow the rows only.
+    params = {"a": f"{run1}:0", "b": f"{run1}:1", "verdict": "regressed"}
+    page = gw.client.get("/compare", params=params, cookies={"regatta_token": ADMIN_TOKEN})
+    assert page.status_code == 200, page.text
+    assert "+60.0 pp" in page.text and "0.0703" in page.text
+    assert page.text.count('data-verdict="regressed"') == 1 and 'data-verdict="improved"' not in page.text
+
     # The same agent in two runs of one benchmark version, by run name as well as by id.
     name2 = gw.ok(gw.v1("GET", f"/runs/{run2}"))["benchmark_run"]["name"]
     cross = gw.ok(gw.v1("GET", "/compare", params={"a": f"{run1}:0", "b": f"{name2}:0"}))
