@@ -51,13 +51,13 @@ def wilson(y: float, n: int) -> tuple[float, float]:
     return max(0.0, center - half), min(1.0, center + half)
 
 
-def seed(gw: Gateway) -> tuple[str, str]:
-    gw.benchmark("cmp", TASKS, categories=CATEGORIES)
+def seed(gw: Gateway) -> tuple[str, str, str]:
+    benchmark_id = gw.benchmark("cmp", TASKS, categories=CATEGORIES)
     run1 = gw.submit(demo_config("cmp", execution_config={"attempts_per_task": 2}))
     gw.progress(run1["id"], passes=lambda agent, task: task in PASSES[(1, agent)])
     run2 = gw.submit(demo_config("cmp", execution_config={"attempts_per_task": 2}))
     gw.progress(run2["id"], passes=lambda agent, task: task in PASSES[(2, agent)])
-    return run1["id"], run2["id"]
+    return benchmark_id, run1["id"], run2["id"]
 
 
 def expected(a: set[str], b: set[str]) -> tuple[list[dict[str, object]], dict[str, object]]:
@@ -88,7 +88,7 @@ def expected(a: set[str], b: set[str]) -> tuple[list[dict[str, object]], dict[st
 
 def test_compare_two_agents_of_one_run_and_two_runs(gateway: Gateway) -> None:
     gw = gateway
-    run1, run2 = seed(gw)
+    benchmark_id, run1, run2 = seed(gw)
     body = gw.ok(gw.v1("GET", "/compare", params={"a": f"{run1}:0", "b": f"{run1}:1"}))
     rows, overall = expected(PASSES[(1, 0)], PASSES[(1, 1)])
     assert body["tasks"] == rows
@@ -123,6 +123,13 @@ def test_compare_two_agents_of_one_run_and_two_runs(gateway: Gateway) -> None:
     assert cross["summary"]["p_value"] == pytest.approx(overall["p_value"], abs=1e-12) == 0.25
     assert cross["b"]["run_id"] == run2
 
+    # The benchmark page links both: a leaderboard row against the top row (run 2's oracle, agent 0) and a
+    # run against the run below it in the runs table.
+    board = gw.client.get(f"/benchmarks/{benchmark_id}", cookies={"regatta_token": ADMIN_TOKEN})
+    assert board.status_code == 200
+    assert f'href="/compare?a={run2}%3A0&amp;b={run2}%3A1"' in board.text
+    assert f'href="/compare?a={run1}%3A0&amp;b={run2}%3A0"' in board.text
+
     # The CSV download holds the same rows.
     response = gw.v1("GET", "/compare", params={"a": f"{run1}:0", "b": f"{run1}:1", "format": "csv"})
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/csv")
@@ -138,7 +145,7 @@ def test_compare_two_agents_of_one_run_and_two_runs(gateway: Gateway) -> None:
 
 def test_compare_refuses_bad_participants_other_versions_and_other_workspaces(gateway: Gateway) -> None:
     gw = gateway
-    run1, _ = seed(gw)
+    _, run1, _ = seed(gw)
     for bad in ("x", f"{run1}", f"{run1}:abc", f"{run1}:12345", "r" * 400 + ":0", f"{run1}:0\n"):
         response = gw.v1("GET", "/compare", params={"a": bad, "b": f"{run1}:1"})
         assert response.status_code in (400, 422), (bad, response.text)
