@@ -172,3 +172,24 @@ def test_compare_refuses_bad_participants_other_versions_and_other_workspaces(ga
             assert response.json()["code"] == "NOT_FOUND" and hidden not in response.text
             page = gw.client.get("/compare", params=params, cookies={"regatta_token": ADMIN_TOKEN})
             assert page.status_code == 404 and hidden not in page.text
+
+
+def test_compare_csv_never_starts_a_cell_with_a_formula(gateway: Gateway) -> None:
+    """A task name is the benchmark author's text: in a spreadsheet `=HYPERLINK(…)` would run as a formula."""
+    gw = gateway
+    hostile = ['=HYPERLINK("http://127.0.0.1:9/x")', "+1+1", "-2", "@SUM(A1)", "plain"]
+    gw.benchmark("hostile", hostile)
+    run = gw.submit(demo_config("hostile"))
+    gw.progress(run["id"])
+    response = gw.v1(
+        "GET", "/compare", params={"a": f"{run['id']}:0", "b": f"{run['id']}:1", "format": "csv"}
+    )
+    assert response.status_code == 200, response.text
+    tasks = [row["task"] for row in csv.DictReader(io.StringIO(response.text))]
+    assert tasks == ["'" + name for name in hostile[:4]] + ["plain"]
+    web = gw.client.get(
+        "/compare.csv",
+        params={"a": f"{run['id']}:0", "b": f"{run['id']}:1"},
+        cookies={"regatta_token": ADMIN_TOKEN},
+    )
+    assert web.status_code == 200 and web.text == response.text
