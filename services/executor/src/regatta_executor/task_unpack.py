@@ -1,0 +1,91 @@
+"""Unpacking one task archive, bounded while it streams: entries, bytes written and expansion ratio.
+
+The archive comes from the object store, where registry-sync put it after bounding the task's files;
+this is the second line (an archive written by anything else, or a sync with higher bounds). Nothing is
+trusted from a header: entries are counted as they come, and each file's bytes are counted as they are
+written, so a 1 GiB file of zeros (a few KB compressed) stops at the bound with that file named, having
+written at most the bound. Registry-sync stores links as the files they name, so an archive with a link,
+a device or anything but files and folders is refused, as is any name Python's `data` filter refuses
+(absolute, `..`, outside the folder).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import tarfile
+import zlib
+from pathlib import Path
+
+from regatta_shared.ceilings import TaskFileBounds
+
+_MIB = 1024 * 1024
+_CHUNK = 1024 * 1024
+# The ratio applies past this many expanded bytes: a small task of repetitive text may compress 100:1
+# and harms nobody.
+_RATIO_FLOOR = 16 * _MIB
+
+
+class TaskArchiveRefused(Exception):
+    """The archive passes a bound or holds what no task archive holds; the message names it."""
+
+
+def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: str) -> int:
+    """Unpack the tar.gz `data` into the (empty) folder `staging`; returns the bytes written. On a
+    refusal the caller removes `staging`."""
+    compressed = max(len(data), 1)
+    written = 0
+    entries = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as archive:
+            for member in archive:
+                entries += 1
+                if entries > bounds.max_files:
+                    raise TaskArchiveRefused(
+                        f"task {label!r}: its archive has more than {bounds.max_files} entries "
+                        "(REGATTA_MAX_TASK_FILES)"
+                    )
+                try:
+                    member = tarfile.data_filter(member, str(staging))
+                except tarfile.FilterError as error:
+                    raise TaskArchiveRefused(f"task {label!r}: archive entry refused ({error})") from None
+                target = staging / member.name
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                if not member.isfile():
+                    raise TaskArchiveRefused(
+                        f"task {label!r}: archive entry {member.name!r} is not a file or a folder"
+                    )
+                source = archive.extractfile(member)
+                if source is None:
+                    raise TaskArchiveRefused(f"task {label!r}: archive entry {member.name!r} has no data")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "xb") as out:
+                    while chunk := source.read(_CHUNK):
+                        written += len(chunk)
+                        if written > bounds.max_bytes:
+                            raise TaskArchiveRefused(
+                                f"task {label!r}: unpacking passes {bounds.max_bytes // _MIB} MiB at "
+                                f"{member.name} (REGATTA_MAX_TASK_MB)"
+                            )
+                        if written > _RATIO_FLOOR and written / compressed > bounds.max_expansion:
+                            raise TaskArchiveRefused(
+                                f"task {label!r}: unpacking expands {compressed} bytes more than "
+                                f"{bounds.max_expansion:g} times at {member.name} "
+                                "(REGATTA_MAX_TASK_EXPANSION)"
+                            )
+                        out.write(chunk)
+                os.chmod(target, (member.mode or 0o644) & 0o755)
+    except FileExistsError as error:
+        raise TaskArchiveRefused(f"task {label!r}: archive names {error.filename} twice") from None
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as error:
+        # Not an OSError in general: a full disk is this host's fault, retried, not the archive's.
+        raise TaskArchiveRefused(f"task {label!r}: its archive cannot be unpacked ({error})") from None
+    return written
+
+
+def discard(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
