@@ -32,6 +32,11 @@ class Ceiling:
     value: float
 
 
+# The expansion ratio applies past this many expanded bytes: a small task of repetitive text may
+# compress 100:1 and harms nobody.
+EXPANSION_FLOOR_BYTES = 16 * _MIB
+
+
 @dataclass(frozen=True)
 class TaskFileBounds:
     max_bytes: int
@@ -41,6 +46,10 @@ class TaskFileBounds:
     @classmethod
     def from_settings(cls, settings: Settings) -> TaskFileBounds:
         return cls(settings.max_task_mb * _MIB, settings.max_task_files, settings.max_task_expansion)
+
+    def over_expansion(self, expanded: int, compressed: int) -> bool:
+        """The same rule at sync (the archive it builds) and in the executor (the archive it unpacks)."""
+        return expanded > EXPANSION_FLOOR_BYTES and expanded > self.max_expansion * max(compressed, 1)
 
 
 # TaskResources field -> (task.toml field, setting name, Settings attribute)

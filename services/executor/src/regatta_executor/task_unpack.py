@@ -1,12 +1,13 @@
-"""Unpacking one task archive, bounded while it streams: entries, bytes written and expansion ratio.
+"""Unpacking one task archive, bounded while it streams: entries, bytes and expansion ratio.
 
 The archive comes from the object store, where registry-sync put it after bounding the task's files;
-this is the second line (an archive written by anything else, or a sync with higher bounds). Nothing is
-trusted from a header: entries are counted as they come, and each file's bytes are counted as they are
-written, so a 1 GiB file of zeros (a few KB compressed) stops at the bound with that file named, having
-written at most the bound. Registry-sync stores links as the files they name, so an archive with a link,
-a device or anything but files and folders is refused, as is any name Python's `data` filter refuses
-(absolute, `..`, outside the folder).
+this is the second line (an archive written by anything else, or by a sync with higher bounds). Nothing
+is trusted from a header: entries are counted as they come and each file's bytes as they are read. The
+archive is walked twice: first to a null sink, so a bomb (a 1 GiB file of zeros, a few hundred KB
+compressed; 100,000 empty files) is refused, naming the file or the count, before anything is written;
+then into the staging folder, counted again. Registry-sync stores links as the files they name, so an
+archive with a link, a device or anything but files and folders is refused, as is any name Python's
+`data` filter refuses (absolute, `..`, outside the folder).
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ from regatta_shared.ceilings import TaskFileBounds
 
 _MIB = 1024 * 1024
 _CHUNK = 1024 * 1024
-# The ratio applies past this many expanded bytes: a small task of repetitive text may compress 100:1
-# and harms nobody.
-_RATIO_FLOOR = 16 * _MIB
 
 
 class TaskArchiveRefused(Exception):
@@ -35,9 +33,14 @@ class TaskArchiveRefused(Exception):
 def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: str) -> int:
     """Unpack the tar.gz `data` into the (empty) folder `staging`; returns the bytes written. On a
     refusal the caller removes `staging`."""
-    compressed = max(len(data), 1)
+    _walk(data, None, bounds, label)
+    return _walk(data, staging, bounds, label)
+
+
+def _walk(data: bytes, staging: Path | None, bounds: TaskFileBounds, label: str) -> int:
     written = 0
     entries = 0
+    root = str(staging or Path("/nonexistent-task-root"))
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as archive:
             for member in archive:
@@ -48,12 +51,13 @@ def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: st
                         "(REGATTA_MAX_TASK_FILES)"
                     )
                 try:
-                    member = tarfile.data_filter(member, str(staging))
+                    member = tarfile.data_filter(member, root)
                 except tarfile.FilterError as error:
                     raise TaskArchiveRefused(f"task {label!r}: archive entry refused ({error})") from None
-                target = staging / member.name
+                target = Path(root) / member.name
                 if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
+                    if staging is not None:
+                        target.mkdir(parents=True, exist_ok=True)
                     continue
                 if not member.isfile():
                     raise TaskArchiveRefused(
@@ -62,29 +66,39 @@ def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: st
                 source = archive.extractfile(member)
                 if source is None:
                     raise TaskArchiveRefused(f"task {label!r}: archive entry {member.name!r} has no data")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with open(target, "xb") as out:
+                out = None
+                if staging is not None:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    out = open(target, "xb")  # noqa: SIM115 - closed below
+                try:
                     while chunk := source.read(_CHUNK):
                         written += len(chunk)
-                        if written > bounds.max_bytes:
-                            raise TaskArchiveRefused(
-                                f"task {label!r}: unpacking passes {bounds.max_bytes // _MIB} MiB at "
-                                f"{member.name} (REGATTA_MAX_TASK_MB)"
-                            )
-                        if written > _RATIO_FLOOR and written / compressed > bounds.max_expansion:
-                            raise TaskArchiveRefused(
-                                f"task {label!r}: unpacking expands {compressed} bytes more than "
-                                f"{bounds.max_expansion:g} times at {member.name} "
-                                "(REGATTA_MAX_TASK_EXPANSION)"
-                            )
-                        out.write(chunk)
-                os.chmod(target, (member.mode or 0o644) & 0o755)
+                        _check(written, len(data), bounds, label, member.name)
+                        if out is not None:
+                            out.write(chunk)
+                finally:
+                    if out is not None:
+                        out.close()
+                if staging is not None:
+                    os.chmod(target, (member.mode or 0o644) & 0o755)
     except FileExistsError as error:
         raise TaskArchiveRefused(f"task {label!r}: archive names {error.filename} twice") from None
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as error:
         # Not an OSError in general: a full disk is this host's fault, retried, not the archive's.
         raise TaskArchiveRefused(f"task {label!r}: its archive cannot be unpacked ({error})") from None
     return written
+
+
+def _check(written: int, compressed: int, bounds: TaskFileBounds, label: str, name: str) -> None:
+    if written > bounds.max_bytes:
+        raise TaskArchiveRefused(
+            f"task {label!r}: unpacking passes {bounds.max_bytes // _MIB} MiB at {name} (REGATTA_MAX_TASK_MB)"
+        )
+    if bounds.over_expansion(written, compressed):
+        raise TaskArchiveRefused(
+            f"task {label!r}: its archive of {compressed} bytes expands more than "
+            f"{bounds.max_expansion:g} times at {name} (REGATTA_MAX_TASK_EXPANSION)"
+        )
 
 
 def discard(folder: Path) -> None:

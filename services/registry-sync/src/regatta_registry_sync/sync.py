@@ -256,7 +256,10 @@ class BenchmarkSync:
                 )
             # Archives are written before the page that names them, so a recorded digest always resolves.
             if upload and not await self.archives.exists(digest):
-                archive = await asyncio.to_thread(build_archive, task)
+                try:
+                    archive = await asyncio.to_thread(build_archive, task, self.bounds)
+                except TaskInvalid as error:
+                    return InvalidTask(name=location.name, reason=str(error))
                 try:
                     await self.archives.put(digest, archive)
                 finally:

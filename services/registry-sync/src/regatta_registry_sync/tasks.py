@@ -121,13 +121,18 @@ def _sources(root: Path, files: list[Path], label: str) -> list[tuple[Path, str]
     return sources
 
 
-def build_archive(task: InspectedTask) -> BinaryIO:
+def build_archive(task: InspectedTask, bounds: TaskFileBounds) -> BinaryIO:
     """A reproducible tar.gz of exactly the files Harbor hashes; links are stored as the files they name.
+
+    Refused (TaskInvalid) if it expands more than the executor's unpack allows (the same rule,
+    TaskFileBounds.over_expansion): such a task would sync `ready` and then fail on every executor.
 
     Small archives stay in memory, large ones spill to a temporary file: a dataset of big tasks built
     several at a time must not hold them all in RAM. The caller closes the returned file.
     """
     buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT_BYTES)  # noqa: SIM115 - returned open
+    expanded = 0
+    largest = ("", 0)
     try:
         with (
             gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=6) as compressed,
@@ -141,6 +146,14 @@ def build_archive(task: InspectedTask) -> BinaryIO:
                     member.size = stat.st_size
                     member.mode = stat.st_mode & 0o7777
                     archive.addfile(member, handle)
+                    expanded += stat.st_size
+                    largest = max(largest, (name, stat.st_size), key=lambda pair: pair[1])
+        compressed = buffer.tell()
+        if bounds.over_expansion(expanded, compressed):
+            raise TaskInvalid(
+                f"task {task.info.name!r}: its archive of {compressed} bytes expands more than "
+                f"{bounds.max_expansion:g} times (largest file: {largest[0]}) (REGATTA_MAX_TASK_EXPANSION)"
+            )
     except BaseException:
         buffer.close()
         raise
