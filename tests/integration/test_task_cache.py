@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import tarfile
 import time
 import uuid
@@ -22,56 +21,29 @@ from regatta_executor.task_environment import TaskEnvironmentError
 from regatta_shared.ceilings import Ceilings, TaskFileBounds
 from regatta_shared.settings import Settings
 
-from tests.conftest import unavailable
-
+from .archive_support import archive, file_member, small_disk, zeros_bomb
 from .registry_sync_support import write_task
 
 pytestmark = pytest.mark.timeout(300)
 MIB = 1024 * 1024
-GIB = 1024 * MIB
 BOUNDS = TaskFileBounds(max_bytes=512 * MIB, max_files=10_000, max_expansion=200)
 
 
-class Zeros(io.RawIOBase):
-    """`size` zero bytes, read as a file: the bomb is made without 1 GiB on disk or in memory."""
-
-    def __init__(self, size: int) -> None:
-        self.left = size
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        count = min(len(buffer), self.left)
-        buffer[:count] = bytes(count)
-        self.left -= count
-        return count
+def _file(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.BytesIO]:
+    return file_member(name, data)
 
 
-def _archive(members: list[tuple[tarfile.TarInfo, io.RawIOBase | None]], level: int = 6) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz", compresslevel=level) as archive:
-        for member, data in members:
-            archive.addfile(member, data)
-    return out.getvalue()
+def _archive(members: list, level: int = 6) -> bytes:
+    return archive(members, level)
 
 
-def _file(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.RawIOBase]:
-    member = tarfile.TarInfo(name)
-    member.size = len(data)
-    member.mode = 0o644
-    return member, io.BytesIO(data)  # type: ignore[return-value]
-
-
-def _task_files(text: str = "hello") -> list[tuple[tarfile.TarInfo, io.RawIOBase | None]]:
+def _task_files(text: str = "hello") -> list:
     return [_file("task.toml", b"[agent]\ntimeout_sec = 60\n"), _file("instruction.md", text.encode())]
 
 
 @pytest.fixture(scope="module")
-def zeros_bomb() -> bytes:
-    member = tarfile.TarInfo("environment/zeros.bin")
-    member.size = GIB
-    return _archive([*_task_files(), (member, Zeros(GIB))], level=9)
+def bomb() -> bytes:
+    return zeros_bomb(_task_files())
 
 
 @pytest.fixture(scope="module")
@@ -96,22 +68,9 @@ async def bucket(nats_url: str) -> AsyncIterator[object]:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """An 8 MiB tmpfs of 2,000 inodes: an unpack that wrote the bomb's bytes (or files) before refusing
-    would hit ENOSPC (an OSError, not a refusal) and fail the test."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=2000", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        unavailable(f"mounting a tmpfs (needs root): {result.stderr.strip()}")
-    try:
+def disk(tmp_path: Path) -> Iterator[Path]:
+    with small_disk(tmp_path / "small") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 async def _put(bucket: object, data: bytes) -> str:
@@ -125,11 +84,11 @@ def _files_under(root: Path) -> list[Path]:
 
 
 async def test_a_1_gib_file_of_zeros_is_refused_by_name_before_anything_is_written(
-    bucket: object, zeros_bomb: bytes, small_disk: Path
+    bucket: object, bomb: bytes, disk: Path
 ) -> None:
-    assert len(zeros_bomb) < 2 * MIB  # deflate's best is about 1:1000
-    cache = TaskCache(small_disk / "cache", bucket, BOUNDS, 1024 * MIB)  # type: ignore[arg-type]
-    digest = await _put(bucket, zeros_bomb)
+    assert len(bomb) < 2 * MIB  # deflate's best is about 1:1000
+    cache = TaskCache(disk / "cache", bucket, BOUNDS, 1024 * MIB)  # type: ignore[arg-type]
+    digest = await _put(bucket, bomb)
     started = time.monotonic()
 
     with pytest.raises(TaskArchiveRefused) as refused:
@@ -137,11 +96,11 @@ async def test_a_1_gib_file_of_zeros_is_refused_by_name_before_anything_is_writt
             pytest.fail("the bomb was unpacked")
 
     assert str(refused.value).startswith(
-        f"task 'bomb': its archive of {len(zeros_bomb)} bytes expands more than 200 times at "
+        f"task 'bomb': its archive of {len(bomb)} bytes expands more than 200 times at "
         "environment/zeros.bin (REGATTA_MAX_TASK_EXPANSION)"
     )
     assert time.monotonic() - started < 10
-    assert _files_under(small_disk / "cache") == []
+    assert _files_under(disk / "cache") == []
 
 
 async def test_the_size_bound_holds_where_the_ratio_does_not(bucket: object, tmp_path: Path) -> None:
@@ -156,11 +115,9 @@ async def test_the_size_bound_holds_where_the_ratio_does_not(bucket: object, tmp
     assert _files_under(tmp_path / "cache") == []
 
 
-async def test_100k_tiny_files_are_refused_by_count(
-    bucket: object, many_files: bytes, small_disk: Path
-) -> None:
+async def test_100k_tiny_files_are_refused_by_count(bucket: object, many_files: bytes, disk: Path) -> None:
     # The disk has 2,000 inodes: the refusal comes before any of 100,000 files is created.
-    cache = TaskCache(small_disk / "cache", bucket, BOUNDS, 1024 * MIB)  # type: ignore[arg-type]
+    cache = TaskCache(disk / "cache", bucket, BOUNDS, 1024 * MIB)  # type: ignore[arg-type]
 
     with pytest.raises(TaskArchiveRefused) as refused:
         async with cache.use(await _put(bucket, many_files), "many"):
@@ -169,7 +126,7 @@ async def test_100k_tiny_files_are_refused_by_count(
     assert str(refused.value) == (
         "task 'many': its archive has more than 10000 entries (REGATTA_MAX_TASK_FILES)"
     )
-    assert _files_under(small_disk / "cache") == []
+    assert _files_under(disk / "cache") == []
 
 
 @pytest.mark.parametrize(

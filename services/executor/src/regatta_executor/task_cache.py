@@ -3,7 +3,7 @@
 The cache is bounded in size: past `max_bytes` of unpacked files, the least recently used digests are
 deleted. A digest in use is never deleted, by this process or by another executor sharing the folder:
 each use holds a shared `flock` on the digest's lock file, and the pruner deletes only a digest whose
-lock it can take exclusively (without waiting). Each unpack is bounded too (task_unpack.py).
+lock it can take exclusively (without waiting). Each unpack is bounded too (regatta_shared.task_archives).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from pathlib import Path
 
 from nats.js.object_store import ObjectStore
 from regatta_shared.ceilings import TaskFileBounds
-
-from .task_unpack import TaskArchiveRefused, discard, unpack_bounded
+from regatta_shared.task_archives import TaskArchiveRefused, discard, unpack_bounded
 
 _LOCK = ".lock"
 _SIZE = ".size-"  # one per unpacked name: the bytes it holds

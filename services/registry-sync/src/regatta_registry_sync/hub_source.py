@@ -17,17 +17,23 @@ from harbor.models.package.reference import PackageReference
 from harbor.models.task.id import PackageTaskId
 from harbor.registry.client.base import UnavailableDatasetTasksError
 from harbor.registry.client.package import PackageDatasetClient
+from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.outbound import OutboundRefused, check_url
 from regatta_shared.source_policy import SourcePolicy
 
+from . import hub_archives
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .manifest import MANIFEST_NAME, ManifestFile
 
 HUB_TIMEOUT_SEC = 600.0
 
 
-async def open_hub(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
+async def open_hub(
+    source: BenchmarkSource, workdir: Path, policy: SourcePolicy, bounds: TaskFileBounds
+) -> Dataset:
+    # Harbor's task client extracts each archive it downloads: walked under the bounds first.
+    hub_archives.install(bounds)
     try:
         # The hub is the deployment's choice, but an internal one must be named in the allow-list too.
         await asyncio.to_thread(check_url, harbor.auth.client.SUPABASE_URL, "hub", policy.outbound)

@@ -1,7 +1,8 @@
-"""Unpacking one task archive, bounded while it streams: entries, bytes and expansion ratio.
+"""Reading one task archive, bounded while it streams: entries, bytes and expansion ratio.
 
-The archive comes from the object store, where registry-sync put it after bounding the task's files;
-this is the second line (an archive written by anything else, or by a sync with higher bounds). Nothing
+Used by the executor on the archives of the object store, where registry-sync put them after bounding
+the task's files (the second line: an archive written by anything else, or by a sync with higher
+bounds), and by registry-sync on the archives Harbor's task client downloads from the hub. Nothing
 is trusted from a header: entries are counted as they come and each file's bytes as they are read. The
 archive is walked twice: first to a null sink, so a bomb (a 1 GiB file of zeros, a few hundred KB
 compressed; 100,000 empty files) is refused, naming the file or the count, before anything is written;
@@ -19,8 +20,9 @@ import shutil
 import tarfile
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 
-from regatta_shared.ceilings import TaskFileBounds
+from .ceilings import TaskFileBounds
 
 _MIB = 1024 * 1024
 _CHUNK = 1024 * 1024
@@ -33,16 +35,29 @@ class TaskArchiveRefused(Exception):
 def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: str) -> int:
     """Unpack the tar.gz `data` into the (empty) folder `staging`; returns the bytes written. On a
     refusal the caller removes `staging`."""
-    _walk(data, None, bounds, label)
-    return _walk(data, staging, bounds, label)
+    _walk(io.BytesIO(data), len(data), None, bounds, label)
+    return _walk(io.BytesIO(data), len(data), staging, bounds, label)
 
 
-def _walk(data: bytes, staging: Path | None, bounds: TaskFileBounds, label: str) -> int:
+def check_archive_file(path: Path, bounds: TaskFileBounds, label: str) -> None:
+    """Walk the tar.gz at `path` under the bounds without writing anything; TaskArchiveRefused if not."""
+    size = path.stat().st_size
+    if size > bounds.max_bytes:
+        raise TaskArchiveRefused(
+            f"task {label!r}: its archive passes {bounds.max_bytes // _MIB} MiB (REGATTA_MAX_TASK_MB)"
+        )
+    with path.open("rb") as handle:
+        _walk(handle, size, None, bounds, label)
+
+
+def _walk(
+    source_file: BinaryIO, compressed: int, staging: Path | None, bounds: TaskFileBounds, label: str
+) -> int:
     written = 0
     entries = 0
     root = str(staging or Path("/nonexistent-task-root"))
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as archive:
+        with tarfile.open(fileobj=source_file, mode="r|gz") as archive:
             for member in archive:
                 entries += 1
                 if entries > bounds.max_files:
@@ -73,7 +88,7 @@ def _walk(data: bytes, staging: Path | None, bounds: TaskFileBounds, label: str)
                 try:
                     while chunk := source.read(_CHUNK):
                         written += len(chunk)
-                        _check(written, len(data), bounds, label, member.name)
+                        _check(written, compressed, bounds, label, member.name)
                         if out is not None:
                             out.write(chunk)
                 finally:
