@@ -34,10 +34,12 @@ from regatta_registry_sync.archive_store import NatsArchiveStore
 from regatta_registry_sync.sync import BenchmarkSync
 from regatta_registry_sync.tasks import build_archive, inspect_task
 from regatta_shared.bus import TASKS_BUCKET, ensure_streams
+from regatta_shared.ceilings import Ceilings, TaskFileBounds
 from regatta_shared.envelope import new_event
 from regatta_shared.events import BenchmarkAdded, BenchmarkSource, BenchmarkSyncRequested
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import benchmark_stream, new_id
+from regatta_shared.settings import load_settings
 
 from regatta import nats_server
 
@@ -83,8 +85,10 @@ def harbor_hash(tasks: list[Path]) -> None:
 
 
 def hash_and_archive(tasks: list[Path]) -> None:
+    settings = load_settings()
+    ceilings, bounds = Ceilings.from_settings(settings), TaskFileBounds.from_settings(settings)
     for task in tasks:
-        build_archive(inspect_task(task, task.name)).close()
+        build_archive(inspect_task(task, task.name, ceilings, bounds), bounds).close()
 
 
 async def sync_twice(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.text import Text
 
 from .cli_common import JsonOpt, console, folding_table, money, pct, print_json, secs
 from .client import Client
@@ -228,6 +229,13 @@ def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
     )
     if b.get("sync_error"):
         console.print(f"[red]{b['sync_error']}[/red]")
+    invalid = [task for task in b.get("tasks") or [] if task.get("invalid_reason")]
+    if invalid:
+        table = folding_table("Invalid task (never scheduled)", "Reason")
+        for task in invalid:
+            # Text, not markup: a reason quotes "[environment].memory_mb" and the task's own names.
+            table.add_row(Text(task["name"]), Text(task["invalid_reason"]))
+        console.print(table)
     _leaderboard_table(data["leaderboard"])
 
 

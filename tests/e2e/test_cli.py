@@ -141,7 +141,7 @@ def test_cli_acts_in_the_workspace_it_is_given(make_stack) -> None:
 def test_cli_adds_benchmarks_from_a_registry_a_folder_and_a_git_repository(
     make_stack, api_for, tmp_path
 ) -> None:
-    stack = make_stack(executors=1)
+    stack = make_stack(executors=1, REGATTA_MAX_MEMORY_MB="16384")
     api = api_for(stack)
     repo = tmp_path / "repo"
     init_repo(repo)
@@ -165,6 +165,23 @@ def test_cli_adds_benchmarks_from_a_registry_a_folder_and_a_git_repository(
     assert (shown["from-registry"]["source_type"], shown["from-registry"]["version"]) == ("registry", "2.0")
     assert shown["from-folder"]["source_type"] == "folder"
     assert [shown[n]["task_count"] for n in ("from-git", "from-registry", "from-folder")] == [2, 3, 2]
+
+    # Invalid tasks are listed with their reasons, as plain text (a reason's "[environment]" is no markup).
+    mixed = tmp_path / "mixed"
+    for index, name in enumerate(("bad", "big", "ok")):
+        write_task(mixed / name, index)
+    (mixed / "bad" / "instruction.md").unlink()
+    with (mixed / "big" / "task.toml").open("a") as toml:
+        toml.write("[environment]\nmemory_mb = 1048576\n")
+    assert regatta(stack, "benchmark", "add", str(mixed), "--folder", "--name", "mixed").returncode == 0
+    assert api.benchmark_ready("mixed")["task_count"] == 1
+    listed = regatta(stack, "benchmark", "show", "mixed")
+    assert listed.returncode == 0, listed.stderr
+    assert "task 'bad': instruction.md is missing" in listed.stdout, listed.stdout
+    assert (
+        "task 'big': [environment].memory_mb = 1048576 exceeds the operator's ceiling of 16384 "
+        "(REGATTA_MAX_MEMORY_MB)"
+    ) in listed.stdout, listed.stdout
 
     before = len(api.get("/benchmarks")["benchmarks"])
     for args, named in (

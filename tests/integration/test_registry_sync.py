@@ -185,12 +185,15 @@ async def test_failed_resync_keeps_the_last_good_version_for_display(
     tasks = copy_examples(tmp_path / "tasks")
     benchmark_id = harness.add(folder_source(tasks))
     good = await harness.first_sync(benchmark_id)
-    (tasks / "rot13" / "task.toml").unlink()
+    # A dataset-level problem (a broken task alone is listed invalid and the rest syncs).
+    (tasks / "regatta.toml").write_text('[benchmark]\npass_threshold = "high"\n')
 
     failed = await harness.retry(benchmark_id)
 
     assert failed["sync_status"] == "failed"
-    assert failed["sync_error"] == "task 'rot13': task.toml is missing"
+    assert failed["sync_error"] == (
+        f"manifest {tasks.resolve()}/regatta.toml: [benchmark].pass_threshold must be a number (got 'high')"
+    )
     assert (failed["version"], failed["digest"]) == (good["version"], good["digest"])
     assert [t["digest"] for t in failed["tasks"]] == [t["digest"] for t in good["tasks"]]
     for task in good["tasks"]:

@@ -1,5 +1,5 @@
-"""Bad input ends the sync `failed` with a reason naming the task/file and the problem; nothing of it becomes
-runnable; Retry sync after the input is fixed reaches `ready`."""
+"""Bad input ends the sync `failed` with a reason naming the file, repository or dataset, and the problem; a
+broken task is listed invalid with its reason while the others become ready; Retry sync after the fix."""
 
 from __future__ import annotations
 
@@ -126,40 +126,6 @@ CASES: dict[str, Case] = {
         reason=lambda tmp: "task 'rot13': listed twice in dataset ex",
         fix=lambda tmp: _registry(tmp, [_dataset()]),
     ),
-    "task without task.toml": Case(
-        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/task.toml").unlink())[0],
-        reason=lambda tmp: "task 'rot13': task.toml is missing",
-        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "task.toml", tmp / "tasks/rot13/task.toml"),
-    ),
-    "task without its test script": Case(
-        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/tests/test.sh").unlink())[0],
-        reason=lambda tmp: "task 'rot13': tests/test.sh is missing",
-        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "tests/test.sh", tmp / "tasks/rot13/tests/test.sh"),
-    ),
-    "task.toml that is not TOML": Case(
-        build=lambda tmp: (_folder(tmp), _write(tmp / "tasks/rot13/task.toml", "[agent\ntimeout_sec = 1\n"))[
-            0
-        ],
-        reason=lambda tmp: "task 'rot13': task.toml is not valid TOML (Expected ']' at the end of a table",
-        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "task.toml", tmp / "tasks/rot13/task.toml"),
-        exact=False,
-    ),
-    "task.toml with a wrong field type": Case(
-        build=lambda tmp: (
-            _folder(tmp),
-            _write(tmp / "tasks/rot13/task.toml", '[agent]\ntimeout_sec = "soon"\n'),
-        )[0],
-        reason=lambda tmp: (
-            "task 'rot13': task.toml is invalid at agent.timeout_sec: Input should be a valid number"
-        ),
-        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "task.toml", tmp / "tasks/rot13/task.toml"),
-        exact=False,
-    ),
-    "task file linking outside the task": Case(
-        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/tests/data.txt").symlink_to("/etc/hostname"))[0],
-        reason=lambda tmp: "task 'rot13': tests/data.txt links outside the task folder",
-        fix=lambda tmp: (tmp / "tasks/rot13/tests/data.txt").unlink(),
-    ),
     "empty folder": Case(
         build=lambda tmp: (folder_source(tmp / "empty"), (tmp / "empty").mkdir())[0],
         reason=lambda tmp: "dataset empty has no tasks",
@@ -207,6 +173,51 @@ CASES: dict[str, Case] = {
 }
 
 
+# A broken task is the task's problem, not the dataset's: it is listed invalid with its reason and the
+# dataset's nine other example tasks become ready; after the fix a retry lists it valid.
+TASK_CASES: dict[str, Case] = {
+    "task without task.toml": Case(
+        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/task.toml").unlink())[0],
+        reason=lambda tmp: "task 'rot13': task.toml is missing",
+        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "task.toml", tmp / "tasks/rot13/task.toml"),
+    ),
+    "task without its test script": Case(
+        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/tests/test.sh").unlink())[0],
+        reason=lambda tmp: "task 'rot13': tests/test.sh is missing",
+        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "tests/test.sh", tmp / "tasks/rot13/tests/test.sh"),
+    ),
+    "task.toml that is not TOML": Case(
+        build=lambda tmp: (_folder(tmp), _write(tmp / "tasks/rot13/task.toml", "[agent\ntimeout_sec = 1\n"))[
+            0
+        ],
+        reason=lambda tmp: "task 'rot13': task.toml is not valid TOML (Expected ']' at the end of a table",
+        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "task.toml", tmp / "tasks/rot13/task.toml"),
+        exact=False,
+    ),
+    "task.toml with a wrong field type": Case(
+        build=lambda tmp: (
+            _folder(tmp),
+            _write(tmp / "tasks/rot13/task.toml", '[agent]\ntimeout_sec = "soon"\n'),
+        )[0],
+        reason=lambda tmp: (
+            "task 'rot13': task.toml is invalid at agent.timeout_sec: Input should be a valid number"
+        ),
+        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "task.toml", tmp / "tasks/rot13/task.toml"),
+        exact=False,
+    ),
+    "task file linking outside the task": Case(
+        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/tests/data.txt").symlink_to("/etc/hostname"))[0],
+        reason=lambda tmp: "task 'rot13': tests/data.txt links outside the task folder",
+        fix=lambda tmp: (tmp / "tasks/rot13/tests/data.txt").unlink(),
+    ),
+    "task without instruction.md": Case(
+        build=lambda tmp: (_folder(tmp), (tmp / "tasks/rot13/instruction.md").unlink())[0],
+        reason=lambda tmp: "task 'rot13': instruction.md is missing",
+        fix=lambda tmp: shutil.copy(GOOD_ROT13 / "instruction.md", tmp / "tasks/rot13/instruction.md"),
+    ),
+}
+
+
 @pytest.fixture
 async def harness(tmp_path: Path, nats_url: str) -> AsyncIterator[SyncHarness]:
     async with sync_harness(f"sqlite:///{tmp_path / 'events.db'}", nats_url) as h:
@@ -238,6 +249,34 @@ async def test_bad_input_fails_with_a_precise_reason_and_retry_after_the_fix_is_
 
     assert ready["sync_status"] == "ready", ready.get("sync_error")
     assert ready["task_count"] == len(ready["tasks"]) > 0 and "sync_error" not in ready
+
+
+@pytest.mark.parametrize("case", list(TASK_CASES), ids=list(TASK_CASES))
+async def test_a_broken_task_is_listed_invalid_and_the_rest_is_ready(
+    harness: SyncHarness, tmp_path: Path, case: str
+) -> None:
+    spec = TASK_CASES[case]
+    work = (tmp_path / "input").resolve()
+    work.mkdir()
+    benchmark_id = harness.add(spec.build(work))
+
+    body = await harness.first_sync(benchmark_id)
+
+    assert body["sync_status"] == "ready", body.get("sync_error")
+    invalid = {task["name"]: task["invalid_reason"] for task in body["tasks"] if task["invalid_reason"]}
+    assert list(invalid) == ["rot13"]
+    if spec.exact:
+        assert invalid["rot13"] == spec.reason(work)
+    else:
+        assert invalid["rot13"].startswith(spec.reason(work)), invalid["rot13"]
+    assert body["task_count"] == 9 and len(body["tasks"]) == 10
+    [page] = harness.events(benchmark_id, "BenchmarkTasksSynced")
+    assert "rot13" not in [task["name"] for task in page.data["tasks"]]
+
+    spec.fix(work)
+    ready = await harness.retry(benchmark_id)
+
+    assert ready["task_count"] == 10 and not any(task["invalid_reason"] for task in ready["tasks"])
 
 
 async def test_unreachable_remote_git_url_fails_and_retry_reaches_it_once_it_answers(

@@ -12,6 +12,7 @@ import pytest
 from harbor.publisher.packager import Packager
 from regatta_shared.events import BenchmarkSource
 
+from .archive_support import file_member, small_disk, zeros_bomb
 from .harbor_hub import HarborHub
 from .registry_sync_support import EXAMPLE_TASKS, SyncHarness, sync_harness
 
@@ -124,3 +125,28 @@ async def test_hub_dataset_file_regatta_toml_gives_the_benchmark_metadata(
 def _archive_of(task_dir: Path) -> bytes:
     scratch = HarborHub()
     return scratch.objects[scratch.publish_task("evil", task_dir).archive_path]
+
+
+async def test_a_hub_archive_bomb_is_refused_before_harbor_extracts_it(
+    harness: SyncHarness, hub: HarborHub, tmp_path: Path
+) -> None:
+    # The hub serves 1 GiB of zeros (about 1 MiB compressed) as a task's archive. The sync works on an
+    # 8 MiB tmpfs: had Harbor's extraction run first, it would fail with ENOSPC instead of this refusal.
+    task = hub.publish_task("bomb", EXAMPLE_TASKS / "hello-file")
+    files = [file_member("task.toml", b"[agent]\ntimeout_sec = 60\n"), file_member("instruction.md", b"x")]
+    hub.objects[task.archive_path] = zeros_bomb(files)  # type: ignore[arg-type]
+    hub.publish_dataset("bomb", "set", [task], ["latest"])
+
+    with small_disk(tmp_path / "small") as disk:
+        harness.sync.workdir = disk
+        body = await harness.first_sync(harness.add(hub_source("bomb/set")))
+        leftovers = [p for p in disk.rglob("*") if p.is_file()]
+
+    assert body["sync_status"] == "failed"
+    assert body["sync_error"].startswith(
+        "hub dataset bomb/set@latest: task 'hub task archive': its archive of "
+    ), body["sync_error"]
+    assert body["sync_error"].endswith(
+        "expands more than 200 times at environment/zeros.bin (REGATTA_MAX_TASK_EXPANSION)"
+    )
+    assert leftovers == []

@@ -63,6 +63,23 @@ class Settings(BaseSettings):
     # minute it regains; past them it gets 429 with Retry-After (regatta_gateway.throttle).
     auth_failure_burst: int = Field(20, ge=1, alias="REGATTA_AUTH_FAILURE_BURST")
     auth_failures_per_minute: float = Field(20.0, gt=0, alias="REGATTA_AUTH_FAILURES_PER_MINUTE")
+    # Operator ceilings on what one task may ask for (regatta_shared.ceilings, docs/configuration.md). A
+    # task over one is listed invalid at sync, refused at run submission and refused by the executor.
+    # None: derived from this machine (memory and storage from its RAM, CPUs from its cores).
+    max_memory_mb: int | None = Field(None, ge=16, alias="REGATTA_MAX_MEMORY_MB")
+    max_cpus: float | None = Field(None, gt=0, alias="REGATTA_MAX_CPUS")
+    max_storage_mb: int | None = Field(None, ge=16, alias="REGATTA_MAX_STORAGE_MB")
+    max_agent_timeout_sec: float = Field(21_600.0, gt=0, alias="REGATTA_MAX_AGENT_TIMEOUT_SEC")
+    max_verifier_timeout_sec: float = Field(7_200.0, gt=0, alias="REGATTA_MAX_VERIFIER_TIMEOUT_SEC")
+    max_build_timeout_sec: float = Field(7_200.0, gt=0, alias="REGATTA_MAX_BUILD_TIMEOUT_SEC")
+    max_processes: int = Field(4096, ge=16, alias="REGATTA_MAX_PROCESSES")
+    # A task's files, bounded at sync (before they are hashed or archived) and again while an executor
+    # unpacks its archive: total bytes, number of entries, and expanded/compressed ratio.
+    max_task_mb: int = Field(512, ge=1, alias="REGATTA_MAX_TASK_MB")
+    max_task_files: int = Field(10_000, ge=1, alias="REGATTA_MAX_TASK_FILES")
+    max_task_expansion: float = Field(200.0, ge=1, alias="REGATTA_MAX_TASK_EXPANSION")
+    # The executor's unpacked task folders, pruned least recently used first past this size.
+    task_cache_mb: int = Field(10_240, ge=1, alias="REGATTA_TASK_CACHE_MB")
 
     @cached_property
     def resolved_database_url(self) -> str:

@@ -26,14 +26,17 @@ from nats.js import JetStreamContext
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 from regatta_shared.bus import REPORT_SUBJECT, REPORTS_STREAM
+from regatta_shared.ceilings import Ceilings
 from regatta_shared.jobs import AttemptJob, AttemptReport
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
+from regatta_shared.settings import load_settings
 
 from . import artifacts
 from .environments import EnvironmentChoice
 from .outcome import TrialOutcome, classify, redact
 from .reports import StartedReport, archive_missing, setup_error, signed
-from .task_cache import TaskCache
+from .task_cache import TaskArchiveRefused, TaskCache
+from .task_ceilings import check_ceilings
 from .task_environment import EnvironmentFidelity, TaskEnvironmentError, check_task_environment
 from .trials import run_trial, trial_config
 
@@ -76,6 +79,8 @@ class AttemptRunner:
         self.sealing_key = sealing_key
         # Opened by Executor.open(); an attempt cancelled before its first step needs neither.
         self.tasks: TaskCache | None = None
+        # Read once per process, like the environment: the executor's own check of every task.
+        self.ceilings = Ceilings.from_settings(load_settings())
         self.artifact_store: ObjectStore | None = None
 
     async def run(self, job: AttemptJob) -> None:
@@ -161,12 +166,24 @@ class AttemptRunner:
     ) -> tuple[TrialOutcome, list, float, EnvironmentFidelity]:
         assert self.tasks is not None and self.artifact_store is not None, "Executor.open() opens them"
         try:
-            task_dir = await self.tasks.task_dir(job.task_digest, job.task)
+            async with self.tasks.use(job.task_digest, job.task) as task_dir:
+                return await self._run_in(job, task_dir, try_number, secrets)
         except ObjectNotFoundError:
             # The archive is content-addressed and never deleted by the platform: gone from the object
             # store, it is gone for every executor and every try.
             return archive_missing(job), [], 0.0, EnvironmentFidelity(None, None)
+        except TaskArchiveRefused as error:
+            # The same archive is refused on every try and every executor: recorded once, not retried.
+            return setup_error(TaskEnvironmentError(str(error))), [], 0.0, EnvironmentFidelity(None, None)
+
+    async def _run_in(
+        self, job: AttemptJob, task_dir: Path, try_number: int, secrets: dict[str, str]
+    ) -> tuple[TrialOutcome, list, float, EnvironmentFidelity]:
+        assert self.artifact_store is not None, "Executor.open() opens it"
         try:
+            check_ceilings(
+                self.ceilings, task_dir, job.timeout_multiplier, self.environment.kwargs.get("max_processes")
+            )
             fidelity = check_task_environment(self.environment, task_dir)
         except TaskEnvironmentError as error:
             # The same on every try and every executor of this deployment: recorded once, not retried,

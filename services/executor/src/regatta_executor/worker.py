@@ -24,8 +24,10 @@ from nats.aio.msg import Msg
 from nats.js.errors import KeyNotFoundError
 from pydantic import ValidationError
 from regatta_shared.bus import ARTIFACTS_BUCKET, CANCELLED_RUNS_BUCKET, CLAIM_SUBJECT_PREFIX, TASKS_BUCKET
+from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.consumer import Redeliver
 from regatta_shared.jobs import AttemptJob
+from regatta_shared.settings import load_settings
 
 from .attempts import DELIVERY, AttemptRunner
 from .environments import EnvironmentChoice
@@ -90,8 +92,12 @@ class Executor:
 
     async def open(self) -> None:
         """The buckets a job needs; the streams exist already (the runtime waited for them)."""
+        settings = load_settings()
         self.attempts.tasks = TaskCache(
-            self.work_dir / "task-cache", await self.js.object_store(TASKS_BUCKET)
+            self.work_dir / "task-cache",
+            await self.js.object_store(TASKS_BUCKET),
+            TaskFileBounds.from_settings(settings),
+            settings.task_cache_mb * 1024 * 1024,
         )
         self.attempts.artifact_store = await self.js.object_store(ARTIFACTS_BUCKET)
         self.cancelled = await self.js.key_value(CANCELLED_RUNS_BUCKET)

@@ -17,17 +17,24 @@ from harbor.models.package.reference import PackageReference
 from harbor.models.task.id import PackageTaskId
 from harbor.registry.client.base import UnavailableDatasetTasksError
 from harbor.registry.client.package import PackageDatasetClient
+from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.outbound import OutboundRefused, check_url
 from regatta_shared.source_policy import SourcePolicy
+from regatta_shared.task_archives import TaskArchiveRefused
 
+from . import hub_archives
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .manifest import MANIFEST_NAME, ManifestFile
 
 HUB_TIMEOUT_SEC = 600.0
 
 
-async def open_hub(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
+async def open_hub(
+    source: BenchmarkSource, workdir: Path, policy: SourcePolicy, bounds: TaskFileBounds
+) -> Dataset:
+    # Harbor's task client extracts each archive it downloads: walked under the bounds first.
+    hub_archives.install(bounds)
     try:
         # The hub is the deployment's choice, but an internal one must be named in the allow-list too.
         await asyncio.to_thread(check_url, harbor.auth.client.SUPABASE_URL, "hub", policy.outbound)
@@ -53,6 +60,9 @@ async def open_hub(source: BenchmarkSource, workdir: Path, policy: SourcePolicy)
     except TimeoutError:
         raise SourceInvalid(f"{label}: the hub did not answer within {HUB_TIMEOUT_SEC:.0f} s") from None
     except Exception as error:
+        refused = _refusal(error)
+        if refused is not None:
+            raise SourceInvalid(f"{label}: {refused}") from None
         raise SourceInvalid(f"{label}: {type(error).__name__}: {_first_line(error)}") from None
     file_digests = await asyncio.to_thread(_file_digests, files)
     manifest_path = files.get(MANIFEST_NAME)
@@ -77,6 +87,18 @@ async def open_hub(source: BenchmarkSource, workdir: Path, policy: SourcePolicy)
 
 def _file_digests(files: dict[str, Path]) -> dict[str, str]:
     return {name: "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
+
+
+def _refusal(error: BaseException) -> TaskArchiveRefused | None:
+    """A bounds refusal, also from inside the exception groups of Harbor's concurrent downloads."""
+    if isinstance(error, TaskArchiveRefused):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _refusal(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def _first_line(error: BaseException) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.source_policy import SourcePolicy, SourceRefused
 
@@ -19,7 +20,7 @@ from .registry_json import open_registry
 TASK_MARKERS = ("task.toml", "instruction.md", "tests", "solution", "environment", "steps")
 
 
-async def open_dataset(source: BenchmarkSource, workdir: Path) -> Dataset:
+async def open_dataset(source: BenchmarkSource, workdir: Path, bounds: TaskFileBounds) -> Dataset:
     """Resolve the source to local task folders; git and hub content is fetched into `workdir`.
 
     The source policy is checked here again (the gateway did when it was added): settings may have
@@ -39,7 +40,7 @@ async def open_dataset(source: BenchmarkSource, workdir: Path) -> Dataset:
     if source.type == "git":
         return await open_git(source, workdir, policy)
     if source.type == "hub":
-        return await open_hub(source, workdir, policy)
+        return await open_hub(source, workdir, policy, bounds)
     raise SourceInvalid(f"source type {source.type!r} is not supported")
 
 

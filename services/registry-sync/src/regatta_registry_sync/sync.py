@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from regatta_shared.ceilings import Ceilings, TaskFileBounds
 from regatta_shared.consumer import Redeliver
 from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
@@ -28,10 +29,12 @@ from regatta_shared.events import (
     BenchmarkSyncStarted,
     BenchmarkTasksSynced,
     Event,
+    InvalidTask,
     TaskInfo,
 )
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.ids import benchmark_stream
+from regatta_shared.settings import load_settings
 
 from .archive_store import ArchiveStore
 from .dataset import Dataset, SourceInvalid, TaskLocation, dataset_digest
@@ -92,12 +95,17 @@ class BenchmarkSync:
         page_size: int = PAGE_SIZE,
         concurrency: int = CONCURRENCY,
         workdir: Path | None = None,
+        ceilings: Ceilings | None = None,
+        bounds: TaskFileBounds | None = None,
     ) -> None:
         self.store = store
         self.archives = archives
         self.page_size = page_size
         self.concurrency = concurrency
         self.workdir = workdir
+        settings = load_settings() if ceilings is None or bounds is None else None
+        self.ceilings = ceilings or Ceilings.from_settings(settings)  # type: ignore[arg-type]
+        self.bounds = bounds or TaskFileBounds.from_settings(settings)  # type: ignore[arg-type]
 
     async def run(self, benchmark_id: str, sync_id: str, on_page: OnPage | None = None) -> None:
         stream = benchmark_stream(benchmark_id)
@@ -135,7 +143,7 @@ class BenchmarkSync:
     ) -> None:
         benchmark_id = added.benchmark_id
         stream = benchmark_stream(benchmark_id)
-        dataset = await open_dataset(added.source, workdir)
+        dataset = await open_dataset(added.source, workdir, self.bounds)
         label = f"dataset {dataset.name}" + (f"@{dataset.version}" if dataset.version else "")
         if not dataset.tasks:
             raise SourceInvalid(f"{label} has no tasks")
@@ -155,8 +163,13 @@ class BenchmarkSync:
             sync_id,
             "started",
         )
-        pages = {d["page"]: d["tasks"] for d in _recorded(history, BenchmarkTasksSynced.type_name, sync_id)}
-        infos = await self._pages(benchmark_id, sync_id, dataset, pages, on_page)
+        pages = {
+            d["page"]: {"tasks": d["tasks"], "invalid": d.get("invalid") or []}
+            for d in _recorded(history, BenchmarkTasksSynced.type_name, sync_id)
+        }
+        infos, first_invalid = await self._pages(benchmark_id, sync_id, dataset, pages, on_page)
+        if not infos:
+            raise SourceInvalid(f"{label} has no valid task; the first: {first_invalid}")
         digest = dataset_digest([i.digest for i in infos], dataset.files)
         if dataset.expected_digest and digest != dataset.expected_digest:
             raise SourceInvalid(
@@ -179,11 +192,13 @@ class BenchmarkSync:
         benchmark_id: str,
         sync_id: str,
         dataset: Dataset,
-        recorded: dict[int, list[dict[str, Any]]],
+        recorded: dict[int, dict[str, Any]],
         on_page: OnPage | None,
-    ) -> list[TaskInfo]:
+    ) -> tuple[list[TaskInfo], str]:
         limit = asyncio.Semaphore(self.concurrency)
         everything: list[TaskInfo] = []
+        first_invalid = ""
+        listed = 0
         names: set[str] = set()
         total = len(dataset.tasks)
         for page, start in enumerate(range(0, total, self.page_size), start=1):
@@ -198,29 +213,41 @@ class BenchmarkSync:
             if failure is not None:
                 raise failure
             infos = [r for r in results if isinstance(r, TaskInfo)]
-            for info in infos:
+            invalid = [r for r in results if isinstance(r, InvalidTask)]
+            for info in [*infos, *invalid]:
                 if info.name in names:
                     raise TaskInvalid(f"task {info.name!r}: listed twice in dataset {dataset.name}")
                 names.add(info.name)
+            if invalid and not first_invalid:
+                first_invalid = invalid[0].reason
             everything.extend(infos)
+            listed += len(chunk)
             if page in recorded:
-                if recorded[page] != [i.model_dump(mode="json") for i in infos]:
+                if recorded[page] != _page_data(infos, invalid):
                     raise SourceInvalid(
                         f"dataset {dataset.name} changed while this sync was retried (page {page}); "
                         "request a new sync"
                     )
             else:
                 synced = BenchmarkTasksSynced(
-                    benchmark_id=benchmark_id, sync_id=sync_id, page=page, tasks=infos
+                    benchmark_id=benchmark_id, sync_id=sync_id, page=page, tasks=infos, invalid=invalid
                 )
                 await self._append(benchmark_stream(benchmark_id), synced, sync_id, f"page-{page}")
             if on_page is not None:
-                await on_page(len(everything), total)
-        return everything
+                await on_page(listed, total)
+        return everything, first_invalid
 
-    async def _task(self, location: TaskLocation, limit: asyncio.Semaphore, upload: bool) -> TaskInfo:
+    async def _task(
+        self, location: TaskLocation, limit: asyncio.Semaphore, upload: bool
+    ) -> TaskInfo | InvalidTask:
         async with limit:
-            task = await asyncio.to_thread(inspect_task, location.path, location.name)
+            try:
+                task = await asyncio.to_thread(
+                    inspect_task, location.path, location.name, self.ceilings, self.bounds
+                )
+            except TaskInvalid as error:
+                # One broken task is listed with its reason; the dataset's other tasks stay runnable.
+                return InvalidTask(name=location.name, reason=str(error))
             digest = task.info.digest
             if location.expected_digest and digest != location.expected_digest:
                 raise TaskInvalid(
@@ -229,7 +256,10 @@ class BenchmarkSync:
                 )
             # Archives are written before the page that names them, so a recorded digest always resolves.
             if upload and not await self.archives.exists(digest):
-                archive = await asyncio.to_thread(build_archive, task)
+                try:
+                    archive = await asyncio.to_thread(build_archive, task, self.bounds)
+                except TaskInvalid as error:
+                    return InvalidTask(name=location.name, reason=str(error))
                 try:
                     await self.archives.put(digest, archive)
                 finally:
@@ -239,6 +269,13 @@ class BenchmarkSync:
     async def _append(self, stream: str, payload: Event, sync_id: str, step: str) -> None:
         event = new_event(payload, event_id=deterministic_id(sync_id, step), actor="registry-sync")
         await asyncio.to_thread(self.store.append, stream, [event])
+
+
+def _page_data(infos: list[TaskInfo], invalid: list[InvalidTask]) -> dict[str, Any]:
+    return {
+        "tasks": [i.model_dump(mode="json") for i in infos],
+        "invalid": [i.model_dump(mode="json") for i in invalid],
+    }
 
 
 def current_sync_id(history: list[StoredEvent], benchmark_id: str) -> str:

@@ -17,7 +17,10 @@ from typing import Any, BinaryIO
 from harbor.models.task.config import TaskConfig
 from harbor.publisher.packager import Packager
 from pydantic import ValidationError
+from regatta_shared.ceilings import Ceilings, TaskFileBounds, task_resources
 from regatta_shared.events import TaskInfo
+
+from .task_bounds import TaskTooLarge, check_task_files
 
 DIFFICULTIES = {"easy", "medium", "hard"}
 SPOOL_LIMIT_BYTES = 8 * 1024 * 1024
@@ -33,18 +36,21 @@ class InspectedTask:
     files: list[tuple[Path, str]]
 
 
-def inspect_task(task_dir: Path, name_hint: str) -> InspectedTask:
-    """Validate a task as Harbor's Task.is_valid_dir does, and compute its content digest."""
+def inspect_task(task_dir: Path, name_hint: str, ceilings: Ceilings, bounds: TaskFileBounds) -> InspectedTask:
+    """Validate a task as Harbor's Task.is_valid_dir does, against the operator's ceilings and the
+    bounds of a task's files, and compute its content digest."""
     label = name_hint or task_dir.name
     try:
-        return _inspect(task_dir, label)
+        return _inspect(task_dir, label, ceilings, bounds)
+    except TaskTooLarge as error:
+        raise TaskInvalid(str(error)) from None
     except OSError as error:
         # An unreadable file is a problem of the source, not of this service: retrying would not help.
         where = Path(error.filename).name if error.filename else task_dir
         raise TaskInvalid(f"task {label!r}: cannot read {where} ({error.strerror or error})") from None
 
 
-def _inspect(task_dir: Path, label: str) -> InspectedTask:
+def _inspect(task_dir: Path, label: str, ceilings: Ceilings, bounds: TaskFileBounds) -> InspectedTask:
     if not task_dir.is_dir():
         raise TaskInvalid(f"task {label!r}: folder {task_dir} does not exist")
     toml_path = task_dir / "task.toml"
@@ -66,9 +72,21 @@ def _inspect(task_dir: Path, label: str) -> InspectedTask:
         script = "tests/test.bat" if config.environment.os == "windows" else "tests/test.sh"
         if not (task_dir / script).is_file():
             raise TaskInvalid(f"task {label!r}: {script} is missing")
+    resources = task_resources(config)
+    over = ceilings.violations(resources)
+    if over:
+        raise TaskInvalid(f"task {label!r}: " + "; ".join(over))
     name = config.task.name if config.task is not None else label
     metadata = config.metadata
     root = task_dir.resolve()
+    # Bounded before anything is read: the walk only stats, and stops at the first bound passed.
+    check_task_files(root, label, bounds)
+    sources = _sources(root, Packager.collect_files(root), label)
+    # Links are followed (inside the task): what is archived is what they name, bounded again here.
+    if sum(real.stat().st_size for real, _ in sources) > bounds.max_bytes:
+        raise TaskInvalid(
+            f"task {label!r}: its files pass {bounds.max_bytes >> 20} MiB (REGATTA_MAX_TASK_MB)"
+        )
     digest, files = Packager.compute_content_hash(task_dir)
     info = TaskInfo(
         name=name,
@@ -76,6 +94,7 @@ def _inspect(task_dir: Path, label: str) -> InspectedTask:
         difficulty=_difficulty(metadata.get("difficulty")),
         tags=_tags(metadata.get("tags")),
         digest=f"sha256:{digest}",
+        resources=resources,
     )
     return InspectedTask(info=info, files=_sources(root, files, label))
 
@@ -102,13 +121,18 @@ def _sources(root: Path, files: list[Path], label: str) -> list[tuple[Path, str]
     return sources
 
 
-def build_archive(task: InspectedTask) -> BinaryIO:
+def build_archive(task: InspectedTask, bounds: TaskFileBounds) -> BinaryIO:
     """A reproducible tar.gz of exactly the files Harbor hashes; links are stored as the files they name.
+
+    Refused (TaskInvalid) if it expands more than the executor's unpack allows (the same rule,
+    TaskFileBounds.over_expansion): such a task would sync `ready` and then fail on every executor.
 
     Small archives stay in memory, large ones spill to a temporary file: a dataset of big tasks built
     several at a time must not hold them all in RAM. The caller closes the returned file.
     """
     buffer = tempfile.SpooledTemporaryFile(max_size=SPOOL_LIMIT_BYTES)  # noqa: SIM115 - returned open
+    expanded = 0
+    largest = ("", 0)
     try:
         with (
             gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=6) as compressed,
@@ -122,6 +146,14 @@ def build_archive(task: InspectedTask) -> BinaryIO:
                     member.size = stat.st_size
                     member.mode = stat.st_mode & 0o7777
                     archive.addfile(member, handle)
+                    expanded += stat.st_size
+                    largest = max(largest, (name, stat.st_size), key=lambda pair: pair[1])
+        compressed = buffer.tell()
+        if bounds.over_expansion(expanded, compressed):
+            raise TaskInvalid(
+                f"task {task.info.name!r}: its archive of {compressed} bytes expands more than "
+                f"{bounds.max_expansion:g} times (largest file: {largest[0]}) (REGATTA_MAX_TASK_EXPANSION)"
+            )
     except BaseException:
         buffer.close()
         raise

@@ -16,7 +16,9 @@ from .benchmarks import (
     BenchmarkSyncRequested,
     BenchmarkSyncStarted,
     BenchmarkTasksSynced,
+    InvalidTask,
     TaskInfo,
+    TaskResources,
 )
 from .identity import (
     ApiTokenCreated,
@@ -95,6 +97,7 @@ __all__ = [
     "Event",
     "ExecutionSettings",
     "ExecutorNoted",
+    "InvalidTask",
     "LeaderboardComputed",
     "MemberAdded",
     "MemberRemoved",
@@ -116,6 +119,7 @@ __all__ = [
     "SecretDeleted",
     "SecretSet",
     "TaskInfo",
+    "TaskResources",
     "TaskSelection",
     "Timings",
     "Upcaster",

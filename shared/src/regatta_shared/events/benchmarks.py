@@ -61,6 +61,20 @@ class BenchmarkSyncStarted(Event):
     version: str | None = None
 
 
+class TaskResources(BaseModel):
+    """What a task's task.toml asks for (the largest value over its steps and verifier environment);
+    None where it asks nothing. Checked against the operator's ceilings (regatta_shared.ceilings) at
+    sync, again at run submission (ceilings may have been lowered since) and by the executor."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    memory_mb: int | None = None
+    cpus: float | None = None
+    storage_mb: int | None = None
+    agent_timeout_sec: float | None = None
+    verifier_timeout_sec: float | None = None
+    build_timeout_sec: float | None = None
+
+
 class TaskInfo(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str
@@ -68,6 +82,16 @@ class TaskInfo(BaseModel):
     difficulty: Literal["easy", "medium", "hard"] | None = None
     tags: list[str] = Field(default_factory=list)
     digest: str
+    resources: TaskResources | None = None
+
+
+class InvalidTask(BaseModel):
+    """A task of the dataset that cannot run (no instruction.md, a bad task.toml, over a ceiling, too
+    large): listed with its reason, never scheduled; the benchmark's other tasks stay runnable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    reason: str
 
 
 class BenchmarkTasksSynced(Event):
@@ -77,6 +101,7 @@ class BenchmarkTasksSynced(Event):
     sync_id: str
     page: int
     tasks: list[TaskInfo]
+    invalid: list[InvalidTask] = Field(default_factory=list)
 
 
 class BenchmarkMetadata(BaseModel):

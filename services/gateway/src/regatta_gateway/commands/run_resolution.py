@@ -4,12 +4,15 @@ its execution settings (the LLM judge's requirements) and which field names a mi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from regatta_shared.events import AgentSpec, ExecutionSettings, ModelSpec, RunTask
+from regatta_shared.ceilings import Ceilings
+from regatta_shared.events import AgentSpec, ExecutionSettings, ModelSpec, RunTask, TaskResources
 from regatta_shared.eventstore import EventStore
 from regatta_shared.harnesses import HARNESSES
 from regatta_shared.hosted_models import HostedModel
+from regatta_shared.settings import load_settings
 from sqlalchemy import select
 
 from regatta_gateway.admission.hosted_models import admit_hosted
@@ -20,7 +23,29 @@ from regatta_gateway.readmodels import tables as t
 
 
 def select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequest) -> list[RunTask]:
-    tasks = list(_synced_tasks(store, benchmark["id"], benchmark["ready_sync_id"]))
+    """The valid tasks the request selects, each within the operator's current ceilings."""
+    synced = _synced_tasks(store, benchmark["id"], benchmark["ready_sync_id"])
+    tasks = _selected(list(synced.tasks), synced.invalid, benchmark, request)
+    execution = request.execution_config
+    multiplier = execution.timeout_multiplier if execution else 1.0
+    # Read per submission: a ceiling lowered since the sync applies to the next run, not the next sync.
+    ceilings = Ceilings.from_settings(load_settings())
+    issues = [
+        {"key": "tasks", "message": f"task {task.name!r}: {over}"}
+        for task in tasks
+        for over in ceilings.violations(synced.resources.get(task.name), multiplier)
+    ]
+    if issues:
+        more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+        raise ApiError(
+            400, issues[0]["message"] + more, field="tasks", issues=issues[:100], code="VALIDATION"
+        )
+    return tasks
+
+
+def _selected(
+    tasks: list[RunTask], invalid: dict[str, str], benchmark: dict[str, Any], request: RunRequest
+) -> list[RunTask]:
     selection = request.tasks_config
     if selection is None:
         return tasks
@@ -42,7 +67,12 @@ def select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunReque
         tasks = [task for task in tasks if task.category in set(selection.categories)]
     if selection.task_names:
         known_names = {task.name for task in tasks}
-        unknown = [n for n in selection.task_names if n not in known_names]
+        named_invalid = [n for n in selection.task_names if n in invalid]
+        for name in named_invalid[:20]:
+            issues.append(
+                {"key": "tasks.task_names", "message": f"task {name!r} is invalid: {invalid[name]}"}
+            )
+        unknown = [n for n in selection.task_names if n not in known_names and n not in invalid]
         if unknown:
             issues.append({"key": "tasks.task_names", "message": f"unknown tasks: {', '.join(unknown[:20])}"})
         tasks = [task for task in tasks if task.name in set(selection.task_names)]
@@ -55,25 +85,45 @@ def select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunReque
     return tasks
 
 
-_SYNCED_TASKS: LRU[tuple[str, str, str], tuple[RunTask, ...]] = LRU(64)
+@dataclass(frozen=True)
+class SyncedTasks:
+    tasks: tuple[RunTask, ...]  # the valid ones, in the dataset's order
+    resources: dict[str, TaskResources | None]
+    invalid: dict[str, str]  # name -> reason
 
 
-def _synced_tasks(store: EventStore, benchmark_id: str, sync_id: str) -> tuple[RunTask, ...]:
+_SYNCED_TASKS: LRU[tuple[str, str, str], SyncedTasks] = LRU(64)
+
+
+def _synced_tasks(store: EventStore, benchmark_id: str, sync_id: str) -> SyncedTasks:
     """A ready sync's task list. A sync's tasks never change once it is ready (a re-sync has a new id),
     so each process reads it once: 2,000 rows were a third of a submission's CPU."""
     key = (store.url, benchmark_id, sync_id)
     found = _SYNCED_TASKS.get(key)
     if found is not None:
         return found
+    columns = t.benchmark_tasks.c
     with store.read_engine.connect() as conn:
         rows = conn.execute(
-            select(t.benchmark_tasks.c.name, t.benchmark_tasks.c.digest, t.benchmark_tasks.c.category)
-            .where(t.benchmark_tasks.c.benchmark_id == benchmark_id, t.benchmark_tasks.c.sync_id == sync_id)
-            .order_by(t.benchmark_tasks.c.ordinal)
-        )
-        tasks = tuple(RunTask(name=name, digest=digest, category=category) for name, digest, category in rows)
-    _SYNCED_TASKS.put(key, tasks)
-    return tasks
+            select(columns.name, columns.digest, columns.category, columns.resources, columns.invalid_reason)
+            .where(columns.benchmark_id == benchmark_id, columns.sync_id == sync_id)
+            .order_by(columns.ordinal)
+        ).all()
+    synced = SyncedTasks(
+        tasks=tuple(
+            RunTask(name=name, digest=digest, category=category)
+            for name, digest, category, _resources, reason in rows
+            if reason is None
+        ),
+        resources={
+            row.name: TaskResources.model_validate(row.resources) if row.resources else None
+            for row in rows
+            if row.invalid_reason is None
+        },
+        invalid={row.name: row.invalid_reason for row in rows if row.invalid_reason is not None},
+    )
+    _SYNCED_TASKS.put(key, synced)
+    return synced
 
 
 def agent_specs(

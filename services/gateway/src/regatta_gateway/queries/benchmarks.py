@@ -233,9 +233,12 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
             "difficulty": r["difficulty"],
             "tags": r["tags"] or [],
             "digest": r["digest"],
+            # A task that cannot run (its reason names the file, field or ceiling); never scheduled.
+            "invalid_reason": r["invalid_reason"],
         }
         for r in tasks
     ]
+    body["invalid_task_count"] = sum(1 for r in tasks if r["invalid_reason"])
     body.update(
         runner_family="harbor",
         supports_harness=bool(metadata.get("supports_harness", True)),

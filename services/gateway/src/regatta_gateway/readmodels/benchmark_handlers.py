@@ -86,8 +86,26 @@ def _tasks_synced(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
             "difficulty": task.get("difficulty"),
             "tags": task.get("tags") or [],
             "digest": task["digest"],
+            "resources": task.get("resources"),
+            "invalid_reason": None,
         }
         for i, task in enumerate(d["tasks"])
+    ]
+    rows += [
+        {
+            "benchmark_id": d["benchmark_id"],
+            "sync_id": d["sync_id"],
+            "name": str(task["name"])[:500],
+            "ordinal": synced + len(rows) + i,
+            "category": None,
+            "difficulty": None,
+            "tags": [],
+            "digest": None,
+            "resources": None,
+            # Clamped like a name: the reason may quote a task's own text.
+            "invalid_reason": str(task["reason"])[:2000],
+        }
+        for i, task in enumerate(d.get("invalid") or [])
     ]
     if rows:
         conn.execute(insert(t.benchmark_tasks), rows)

@@ -81,6 +81,10 @@ benchmark_tasks = Table(
     Column("difficulty", String(20)),
     Column("tags", Json),
     Column("digest", String(100)),
+    # What the task asks for (TaskResources), checked against the ceilings again at run submission.
+    Column("resources", Json),
+    # Set for a task that cannot run: listed with its reason, never selected for a run.
+    Column("invalid_reason", Text),
 )
 runs = Table(
     "rm_runs",
