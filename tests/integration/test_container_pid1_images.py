@@ -14,9 +14,9 @@ import docker
 import pytest
 from regatta_executor.container import pid1
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED, LABEL_OWNER
-from regatta_executor.container.images import IMAGE_REPOSITORY, ImageCache, environment_digest
+from regatta_executor.container.images import IMAGE_REPOSITORY, ImageCache
 
-from tests.integration.container_support import BASE_IMAGE
+from tests.integration.container_support import BASE_IMAGE, LOCAL_IMAGES
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
 
@@ -47,7 +47,7 @@ def test_a_built_image_holds_the_copies_and_is_baked_once(
     # The Dockerfile claims to be baked already: its label names the base image as its parent.
     base_id = engine.images.get(BASE_IMAGE).id
     folder = dockerfile(tmp_path / "env", f'LABEL {pid1.LABEL_BAKED}="{base_id}"', "USER nobody")
-    cache = ImageCache(engine, tmp_path / "state", max_bytes=None)
+    cache = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=LOCAL_IMAGES)
 
     first = cache.built(folder, timeout_sec=120, network_mode="none", log=io.StringIO())
     image = engine.images.get(first.reference)
@@ -68,7 +68,7 @@ def test_an_image_cached_before_baking_is_baked_on_its_next_use(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     folder = dockerfile(tmp_path / "env")
-    digest = environment_digest(folder)
+    digest = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=LOCAL_IMAGES).digest(folder)
     legacy, _ = engine.images.build(
         path=str(folder),
         tag=f"{IMAGE_REPOSITORY}:{digest}",
@@ -80,7 +80,7 @@ def test_an_image_cached_before_baking_is_baked_on_its_next_use(
     (tmp_path / "state" / "images" / f"{digest}.lock").touch()  # so the clean-up finds it
     assert copies_in(engine, str(legacy.id)) == {}
 
-    resolved = ImageCache(engine, tmp_path / "state", max_bytes=None).built(
+    resolved = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=LOCAL_IMAGES).built(
         folder, timeout_sec=120, network_mode="none", log=io.StringIO()
     )
     assert not resolved.built  # not built again, only baked
@@ -94,7 +94,7 @@ def test_a_named_image_gets_a_baked_child_once(engine: docker.DockerClient, tmp_
         path=str(dockerfile(tmp_path / "env", "USER nobody")), tag=named, rm=True, forcerm=True
     )
     try:
-        cache = ImageCache(engine, tmp_path / "state", max_bytes=None)
+        cache = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=[named])
         first = cache.named(named)
         assert first.reference.startswith(f"{IMAGE_REPOSITORY}:pid1-")
         child = engine.images.get(first.image_id)

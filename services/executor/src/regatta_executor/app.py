@@ -58,6 +58,11 @@ def choose_environment(settings: Settings) -> ResolvedEnvironment:
     except EnvironmentNameError as error:
         print(f"regatta executor: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    if resolved.choice.kind == "container":
+        # The deployment's image and outbound policy, unless the environment's kwargs name their own.
+        kwargs = resolved.choice.kwargs
+        kwargs.setdefault("local_images", [i.strip() for i in settings.local_images.split(",") if i.strip()])
+        kwargs.setdefault("outbound_allow", settings.outbound_allow)
     log.info("environment: %s (%s)", resolved.choice.kind, resolved.reason)
     return resolved
 

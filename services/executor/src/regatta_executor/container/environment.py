@@ -34,6 +34,7 @@ from docker.errors import APIError, NotFound
 from harbor.environments.base import ExecResult, SandboxBuildFailedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.models.trial.config import ResourceMode
+from regatta_shared.outbound import OutboundPolicy
 
 from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.container import execs, files, janitor
@@ -159,14 +160,21 @@ class ContainerEnvironment(ContainerTransfers):
             self._client,
             self._state_dir,
             self.options.image_cache_max_mb * _MIB if self.options.image_cache_max_mb else None,
+            local_images=self.options.local_images,
+            outbound=OutboundPolicy.parse(self.options.outbound_allow),
+            max_image_bytes=self.options.max_image_mb * _MIB if self.options.max_image_mb else None,
         )
         reference = self.task_env_config.docker_image
         try:
-            if reference:
-                return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            network = await self._network()
+            # Where the image came from (pulled digests, base image ids) stays with the attempt: the
+            # build log is among its downloads.
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
+                if reference:
+                    resolved = await execs.in_thread(cache.named, reference)
+                    log.writelines(f"{fact}\n" for fact in resolved.facts)
+                    return resolved
+                network = await self._network()
                 return await execs.in_thread(
                     cache.built,
                     self.environment_dir,
@@ -174,6 +182,7 @@ class ContainerEnvironment(ContainerTransfers):
                     network_mode=network,
                     log=log,
                     force=force_build,
+                    run_id=self.options.run_id,
                 )
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc

@@ -16,39 +16,71 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 import docker
 from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
-from harbor.environments.definition import environment_content_hash
+from regatta_shared.outbound import OutboundPolicy
 from requests.exceptions import ReadTimeout, RequestException
 
-from regatta_executor.container import janitor, pid1
+from regatta_executor.container import dockerfile_policy, janitor, pid1
+from regatta_executor.container.build_context import BuildContext, BuildContextError, build_context
+from regatta_executor.container.build_failures import BuildFailures
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
+from regatta_executor.container.references import (
+    IMAGE_REPOSITORY,
+    ImageRefusedError,
+    ImageUnavailableError,
+    LocatedImage,
+    ReferenceResolver,
+    parse_reference,
+)
 
-IMAGE_REPOSITORY = "regatta-env"
-_IMAGE_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+__all__ = [
+    "IMAGE_REPOSITORY",
+    "ImageBuildError",
+    "ImageCache",
+    "ImageRefusedError",
+    "ImageUnavailableError",
+    "ResolvedImage",
+]
 logger = logging.getLogger(__name__)
-
-
-class ImageUnavailableError(RuntimeError):
-    """A task's named image cannot be pulled (an infrastructure error, naming the image)."""
+# What a build error keeps of the failing step's output: its last lines, each cut short.
+_ERROR_LINES = 12
+_ERROR_LINE_CHARS = 300
+_FAILURES_KEPT_SEC = 7 * 24 * 3600
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\x1b\[[0-9;]*[A-Za-z]")
 
 
 class ImageBuildError(RuntimeError):
-    """A task's Dockerfile does not build, or not within its build timeout."""
+    """A task's Dockerfile does not build, or not within its build timeout, or is refused."""
 
 
 class _BuildTimeout(Exception):
     pass
+
+
+class _DeterministicFailure(Exception):
+    """A build that fails the same way if repeated (a failing step, the time or size cap)."""
+
+
+def _build_error(step: str, output: deque[str], error: str) -> str:
+    """`Step 3/5 : RUN …` and the last lines it printed, then the engine's error (one line each)."""
+    message = "the Dockerfile does not build: "
+    message += f"{step} failed: " if step else ""
+    message += _printable(error, _ERROR_LINE_CHARS)
+    lines = [_printable(line, _ERROR_LINE_CHARS) for line in output]
+    if lines:
+        message += "\nlast output of the step:\n" + "\n".join(f"  {line}" for line in lines)
+    return message
 
 
 @dataclass(frozen=True)
@@ -59,47 +91,68 @@ class ResolvedImage:
     image_id: str
     user: str
     """The image's USER ("" when it names none)."""
+    facts: tuple[str, ...] = ()
+    """What the attempt's build log records of where the image came from (pulled digests, base ids)."""
 
     @classmethod
-    def of(cls, reference: str, image: docker.models.images.Image, *, built: bool) -> ResolvedImage:
+    def of(
+        cls,
+        reference: str,
+        image: docker.models.images.Image,
+        *,
+        built: bool,
+        facts: tuple[str, ...] = (),
+    ) -> ResolvedImage:
         # One inspect per attempt: what the container's creation needs comes from the lookup itself.
         user = str((image.attrs.get("Config") or {}).get("User") or "")
-        return cls(reference, built, str(image.id), user)
+        return cls(reference, built, str(image.id), user, facts)
 
 
-def environment_digest(environment_dir: Path) -> str:
-    """Content digest of the build context (every file's path and bytes, symlink targets included)."""
-    digest = hashlib.sha256(environment_content_hash(environment_dir, truncate=64).encode())
-    for path in sorted(environment_dir.rglob("*")):
-        if path.is_symlink():
-            digest.update(f"{path.relative_to(environment_dir)}->{os.readlink(path)}".encode())
-    return digest.hexdigest()[:40]
+def _fact(what: str, located: LocatedImage) -> str:
+    source = f"pulled {located.registry_digest or 'without a registry digest'}" if located.pulled else "local"
+    return f"{what} {located.reference.familiar}: {source}, image {located.image_id}"
 
 
-def validate_reference(reference: str) -> str:
-    if not _IMAGE_REFERENCE.match(reference) or ".." in reference:
-        raise ImageUnavailableError(f"[environment].docker_image {reference!r} is not an image reference")
-    return reference
+def _printable(text: str, limit: int) -> str:
+    cleaned = _CONTROL.sub("", text).strip()
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 3] + "..."
 
 
 class ImageCache:
-    def __init__(self, client: docker.DockerClient, state_dir: Path, max_bytes: int | None) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        state_dir: Path,
+        max_bytes: int | None,
+        *,
+        local_images: list[str] | tuple[str, ...] = (),
+        outbound: OutboundPolicy | None = None,
+        max_image_bytes: int | None = None,
+    ) -> None:
         self.client = client
         self.locks = state_dir / "images"
         self.owners = state_dir / "owners"
         self.max_bytes = max_bytes
+        self.max_image_bytes = max_image_bytes
+        self.outbound = outbound or OutboundPolicy()
+        self.resolver = ReferenceResolver(client, list(local_images), self.outbound)
+        self.failures = BuildFailures(self.locks)
 
     def named(self, reference: str) -> ResolvedImage:
-        """The task's prebuilt image, pulled when this engine does not have it."""
-        validate_reference(reference)
-        try:
-            image = self.client.images.get(reference)
-        except ImageNotFound:
-            try:
-                image = self.client.images.pull(reference)
-            except (DockerException, OSError) as exc:
-                raise ImageUnavailableError(f"cannot pull image {reference!r}: {exc}") from exc
-        return self._baked_child(image)
+        """The task's prebuilt image: an allow-listed local one, or pulled from its registry."""
+        what = "[environment].docker_image"
+        located = self.resolver.locate(parse_reference(reference, what), what)
+        size = int(located.attrs.get("Size") or 0)
+        if self.max_image_bytes is not None and size > self.max_image_bytes:
+            raise ImageUnavailableError(
+                f"image {located.reference.familiar!r} is {size // 2**20} MiB, over the "
+                f"{self.max_image_bytes // 2**20} MiB an image may be"
+            )
+        image = self.client.images.get(located.image_id)
+        baked = self._baked_child(image)
+        return ResolvedImage(
+            baked.reference, baked.built, baked.image_id, baked.user, (_fact("image", located),)
+        )
 
     def _baked_child(self, image: docker.models.images.Image) -> ResolvedImage:
         """The child of a named image holding pid 1's copies, baked once per image id."""
@@ -122,6 +175,37 @@ class ImageCache:
         baked = pid1.bake(self.client, source_id, labels, ownership)
         self.client.images.get(baked).tag(IMAGE_REPOSITORY, digest)
 
+    def digest(self, environment_dir: Path) -> str:
+        """The digest `built` keys `environment_dir`'s image by (its base images resolved)."""
+        context, _ = self._context(environment_dir)
+        context.file.close()
+        return context.digest
+
+    def _context(self, environment_dir: Path) -> tuple[BuildContext, tuple[str, ...]]:
+        """The build context to send, its Dockerfile's images resolved and written as ids."""
+        dockerfile = environment_dir / "Dockerfile"
+        if dockerfile.is_symlink() or not dockerfile.is_file():
+            raise ImageRefusedError("environment/Dockerfile is not a regular file")
+        plan = dockerfile_policy.plan(dockerfile.read_bytes(), self.outbound)
+        ids: dict[str, str] = {}
+        facts = []
+        for line, image in plan.images:
+            if str(image) in ids:
+                continue
+            what = f"environment/Dockerfile line {line}: image"
+            located = self.resolver.locate(image, what)
+            if (located.attrs.get("Config") or {}).get("OnBuild"):
+                # Triggers run in this build without appearing in the Dockerfile checked here.
+                raise ImageRefusedError(f"{what} {image.familiar!r} has ONBUILD instructions")
+            ids[str(image)] = located.image_id
+            facts.append(_fact("base image", located))
+        try:
+            return build_context(environment_dir, dockerfile_bytes=plan.rewritten(ids)), tuple(facts)
+        except (BuildContextError, OSError) as exc:
+            raise ImageRefusedError(
+                str(exc) if isinstance(exc, BuildContextError) else "environment/ cannot be read"
+            ) from None
+
     def built(
         self,
         environment_dir: Path,
@@ -130,29 +214,58 @@ class ImageCache:
         network_mode: str,
         log: TextIO,
         force: bool = False,
+        run_id: str | None = None,
     ) -> ResolvedImage:
-        """The image of `environment_dir`'s Dockerfile, built unless one of the same digest exists."""
-        digest = environment_digest(environment_dir)
+        """The image of `environment_dir`'s Dockerfile, built unless one of the same digest exists, or
+        this run's build of that digest failed already (then its error again, at once)."""
+        context, facts = self._context(environment_dir)
+        digest = context.digest
         reference = f"{IMAGE_REPOSITORY}:{digest}"
-        with self._locked(digest):
-            cached = None if force else self._existing(reference)
-            if cached is not None and not pid1.baked(cached):
-                self._bake(str(cached.id), digest)
-                cached = self.client.images.get(reference)
-            if cached is not None:
-                log.write(f"image {reference} is cached; not built again\n")
-                return ResolvedImage.of(reference, cached, built=False)
-            built_id = self._build(environment_dir, reference, digest, timeout_sec, network_mode, log)
-            try:
-                self._bake(built_id, digest)
-            except Exception:
-                with contextlib.suppress(DockerException):
-                    self.client.images.remove(built_id)
-                raise
-            log.write(f"built {reference}\n")
-            made = self.client.images.get(reference)
+        for fact in facts:
+            log.write(f"{fact}\n")
+        try:
+            with self._locked(digest):
+                failed = self.failures.get(digest, run_id)
+                if failed is not None:
+                    log.write(f"image {reference}: this run's build of it failed; not built again\n")
+                    raise ImageBuildError(failed)
+                cached = None if force else self._existing(reference)
+                if cached is not None and not pid1.baked(cached):
+                    self._bake(str(cached.id), digest)
+                    cached = self.client.images.get(reference)
+                if cached is not None:
+                    log.write(f"image {reference} is cached; not built again\n")
+                    return ResolvedImage.of(reference, cached, built=False, facts=facts)
+                try:
+                    built_id = self._build(context.file, reference, digest, timeout_sec, network_mode, log)
+                    self._check_size(built_id)
+                except _DeterministicFailure as failure:
+                    self.failures.record(digest, run_id, str(failure))
+                    raise ImageBuildError(str(failure)) from None
+                try:
+                    self._bake(built_id, digest)
+                except Exception:
+                    with contextlib.suppress(DockerException):
+                        self.client.images.remove(built_id)
+                    raise
+                log.write(f"built {reference}\n")
+                made = self.client.images.get(reference)
+        finally:
+            context.file.close()
         self.prune()
-        return ResolvedImage.of(reference, made, built=True)
+        return ResolvedImage.of(reference, made, built=True, facts=facts)
+
+    def _check_size(self, image_id: str) -> None:
+        if self.max_image_bytes is None:
+            return
+        size = int(self.client.api.inspect_image(image_id).get("Size") or 0)
+        if size > self.max_image_bytes:
+            with contextlib.suppress(DockerException):
+                self.client.images.remove(image_id, force=True)
+            raise _DeterministicFailure(
+                f"the built image is {size // 2**20} MiB, over the {self.max_image_bytes // 2**20} MiB "
+                "an image may be; it was removed"
+            )
 
     def _existing(self, reference: str) -> docker.models.images.Image | None:
         try:
@@ -162,7 +275,7 @@ class ImageCache:
 
     def _build(
         self,
-        environment_dir: Path,
+        context: IO[bytes],
         reference: str,
         digest: str,
         timeout_sec: float,
@@ -170,16 +283,19 @@ class ImageCache:
         log: TextIO,
     ) -> str:
         """The id of the image built (untagged: `built` tags it once baked)."""
-        log.write(f"building {reference} from {environment_dir.name}/Dockerfile\n")
+        log.write(f"building {reference} from environment/Dockerfile\n")
         deadline = time.monotonic() + timeout_sec
         # The read timeout bounds a silent step (a RUN that sleeps). The engine does not cancel a build
         # whose client went away, so on a timeout the step's container is removed (which fails the
         # build), and the image is tagged only by us, after a build that ended in time.
         builder = docker.DockerClient.from_env(timeout=max(1, int(timeout_sec)))
         image_id, step_container = None, None
+        step, output = "", deque[str](maxlen=_ERROR_LINES)
         try:
             stream = builder.api.build(
-                path=str(environment_dir),
+                fileobj=context,
+                custom_context=True,
+                dockerfile="Dockerfile",
                 labels={LABEL_MANAGED: "1", LABEL_DIGEST: digest},
                 rm=True,
                 forcerm=True,
@@ -191,21 +307,28 @@ class ImageCache:
             for chunk in stream:
                 text = str(chunk.get("stream", ""))
                 log.write(text)
-                if text.startswith(" ---> Running in "):
+                if text.startswith("Step "):
+                    step, output = _printable(text, _ERROR_LINE_CHARS), deque(maxlen=_ERROR_LINES)
+                elif text.startswith(" ---> Running in "):
                     step_container = text.split()[-1]
+                elif text and not text.startswith(" ---> "):
+                    output.extend(line for line in text.splitlines() if line.strip())
                 if "aux" in chunk:
                     image_id = chunk["aux"].get("ID")
                 if "error" in chunk:
-                    raise ImageBuildError(f"the Dockerfile does not build: {str(chunk['error']).strip()}")
+                    raise _DeterministicFailure(_build_error(step, output, str(chunk["error"])))
                 if time.monotonic() > deadline:
                     raise _BuildTimeout
         except (_BuildTimeout, RequestException) as exc:
             self._abort(step_container)
             if time.monotonic() > deadline or isinstance(exc, _BuildTimeout | ReadTimeout):
-                raise ImageBuildError(f"the image build took longer than {timeout_sec:g} s") from None
+                where = f" (at {step})" if step else ""
+                raise _DeterministicFailure(
+                    f"the image build took longer than {timeout_sec:g} s{where}"
+                ) from None
             raise ImageBuildError(f"the image build was interrupted: {exc}") from exc
         except (BuildError, APIError) as exc:
-            raise ImageBuildError(f"the Dockerfile does not build: {exc}") from exc
+            raise _DeterministicFailure(_build_error(step, output, str(exc))) from exc
         except Exception:
             # e.g. the attempt's log closed under us because Harbor gave up waiting: stop the build too.
             self._abort(step_container)
