@@ -311,7 +311,7 @@ class ImageCache:
                     step, output = _printable(text, _ERROR_LINE_CHARS), deque(maxlen=_ERROR_LINES)
                 elif text.startswith(" ---> Running in "):
                     step_container = text.split()[-1]
-                elif text and not text.startswith(" ---> "):
+                elif text and not text.startswith((" ---> ", "Removing intermediate container")):
                     output.extend(line for line in text.splitlines() if line.strip())
                 if "aux" in chunk:
                     image_id = chunk["aux"].get("ID")

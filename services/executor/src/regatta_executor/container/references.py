@@ -105,10 +105,10 @@ def parse_reference(text: object, what: str) -> ImageReference:
     if not isinstance(text, str) or not text or len(text) > MAX_REFERENCE:
         raise ImageRefusedError(f"{what} is not an image reference")
     shown = text if text.isprintable() else repr(text)
-    if _IMAGE_ID.match(text):
+    if _IMAGE_ID.fullmatch(text):
         # The engine would take it as an image id (or the prefix of one): anybody's image.
         raise ImageRefusedError(f"{what} {shown!r} is an image id, not an image reference")
-    match = _REFERENCE.match(text)
+    match = _REFERENCE.fullmatch(text)
     if match is None:
         raise ImageRefusedError(f"{what} {shown!r} is not an image reference")
     domain, path = match["domain"], match["path"]
