@@ -10,7 +10,7 @@ from regatta_shared.harnesses import HARNESS_KEY_NAMES, NO_MODEL
 from regatta_shared.hosted_models import is_key_name, key_name
 from regatta_shared.jobs import AttemptJob
 
-from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
+from .environments import CONTAINER_ENVIRONMENT, LOCAL_ENVIRONMENT, EnvironmentChoice
 
 __all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"]
 
@@ -107,7 +107,7 @@ def trial_config(
 
 def _environment_config(job: AttemptJob, environment: EnvironmentChoice) -> dict[str, Any]:
     config = environment.harbor_config()
-    if environment.kind == "container":
+    if environment.kind in ("container", CONTAINER_ENVIRONMENT):
         # A build that failed is not repeated within its run (container/build_failures.py).
         config["kwargs"]["run_id"] = job.run_id
     return config

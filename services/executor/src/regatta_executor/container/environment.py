@@ -5,8 +5,9 @@ Reach it from Harbor with::
     environment={"import_path": "regatta_executor.container.environment:ContainerEnvironment",
                  "delete": True, "kwargs": {...ContainerEnvironmentOptions fields...}}
 
-The image is the task's `[environment].docker_image` (pulled when missing) or built from its
-`environment/` folder, once per content digest (images.py). Nothing of the host is mounted: files go
+The image is the task's `[environment].docker_image` (an allow-listed local image, or pulled from a
+registry the outbound policy allows) or built from its `environment/` folder, once per content digest
+(images.py; what the Dockerfile may fetch: dockerfile_policy.py). Nothing of the host is mounted: files go
 in and out through the engine's archive API, so Harbor downloads the log folders itself (the
 environment is not `mounted`). Commands run through exec with the user, working directory,
 environment and timeout Harbor asks for (execs.py).

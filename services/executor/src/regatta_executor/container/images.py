@@ -1,8 +1,17 @@
-"""Task images: pulled by name, or built from the task's `environment/` once per content digest.
+"""Task images: a named one (allow-listed local, or pulled), or built from the task's `environment/`
+once per content digest.
+
+What a task names is resolved by references.py (full references only, never an id, never the
+platform's own images, local ones only when allow-listed, pulls only from registries the outbound
+policy allows) and what its Dockerfile fetches is checked by dockerfile_policy.py, whose FROM and
+`COPY --from` images are sent as the ids they resolved to. The build context is made here
+(build_context.py) and the SHA-256 of exactly those bytes is the digest that keys the cached image.
 
 The same digest is never built twice: a build holds an exclusive flock on `<state_dir>/images/<digest>.lock`
 (so concurrent attempts of one task, in this process or in another executor on this host, wait for the
 one build and then find its image), and a built image carries the digest as a label and in its tag.
+A build that fails is remembered for its run (build_failures.py): the run's other attempts of that
+digest end with the same error at once. Past `max_image_bytes` a built image is removed.
 The lock file's mtime is the image's last use; past `max_bytes`, images are removed least recently used
 first (never one a container still uses, never one being built right now). Only images built with
 this state folder are counted and pruned: executors sharing an engine should share it.
@@ -364,6 +373,7 @@ class ImageCache:
 
     def prune(self) -> list[str]:
         """Remove built images, least recently used first, until they fit in `max_bytes`."""
+        self.failures.prune(_FAILURES_KEPT_SEC, time.time())
         if self.max_bytes is None:
             return []
         images = self.client.images.list(filters={"label": f"{LABEL_MANAGED}=1"})
