@@ -35,9 +35,10 @@ def test_the_attempts_run_reaches_the_container_environment_only(kind: str, run_
     assert config["environment"]["kwargs"]["a"] == 1
 
 
-def test_the_deployments_local_images_and_outbound_policy_reach_the_container_kwargs() -> None:
+@pytest.mark.parametrize("name", ["container", CONTAINER_ENVIRONMENT])
+def test_the_deployments_local_images_and_outbound_policy_reach_the_container_kwargs(name: str) -> None:
     settings = Settings(
-        REGATTA_EXECUTOR_ENVIRONMENT="container",
+        REGATTA_EXECUTOR_ENVIRONMENT=name,
         REGATTA_EXECUTOR_ENVIRONMENT_KWARGS='{"allow_host_root": true}',
         REGATTA_LOCAL_IMAGES=" debian:12 , ghcr.io/org/base:1",
         REGATTA_OUTBOUND_ALLOW="10.1.2.3",
