@@ -77,7 +77,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         tasks = write_trivial_tasks(root / "tasks", args.tasks)
-        with StackClient(root / "stack", args.executors, slots) as client:
+        # The same environment class on both sides: Harbor's trial runs LOCAL, so the stack's executors do
+        # too, whatever `auto` would pick on this machine (containers where a Docker engine answers).
+        pinned = {"REGATTA_EXECUTOR_ENVIRONMENT": "local"}
+        with StackClient(root / "stack", args.executors, slots, **pinned) as client:
             client.add_folder(tasks, "bench")
             # Warm-up of both contenders: imports, caches, consumers.
             asyncio.run(harbor_job(tasks, 1, args.concurrency, root / "jobs-warm"))

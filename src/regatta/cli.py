@@ -14,7 +14,7 @@ from .cli_benchmark import benchmark
 from .cli_common import console
 from .cli_run import run
 from .cli_workspace import workspace
-from .client import ApiFailure, select_workspace
+from .client import DEFAULT_URL, ApiFailure, forget_stack, register_stack, select_workspace
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 projections = typer.Typer(no_args_is_help=True)
@@ -56,18 +56,31 @@ def up(
         nats_url=os.environ.get("NATS_URL"),
         database_url=os.environ.get("DATABASE_URL"),
     )
+    stack.say = lambda message: console.print(f"[dim]{message}[/dim]")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         stack.start()
+        register_stack(stack.url, stack.data_dir / "token")
         console.print(f"Regatta is up at [bold]{stack.url}[/bold] (token in {stack.data_dir / 'token'})")
         chosen = f"[bold]{stack.environment}[/bold] environment ({stack.environment_reason})"
         console.print(f"Executors run tasks in the {chosen}")
-        console.print("Try: regatta run submit examples/runs/demo.toml --wait")
+        console.print(f"Try: {try_command(stack.url)}")
         stack.supervise()
     except KeyboardInterrupt:
-        pass
+        grace = stack.executor_grace()
+        console.print(
+            f"Stopping: running attempts get up to {grace:g} s to finish; the others run again at the "
+            "next start (Ctrl-C again to stop them now)"
+        )
     finally:
         stack.stop()
+        forget_stack(stack.url)
+
+
+def try_command(url: str) -> str:
+    """The first command to try, working as printed: the URL is named unless it is the CLI's default."""
+    prefix = "" if url == DEFAULT_URL else f"REGATTA_URL={url} "
+    return f"{prefix}regatta run submit examples/runs/demo.toml --wait"
 
 
 @app.command()

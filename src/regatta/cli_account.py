@@ -6,9 +6,8 @@ import os
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from .cli_common import JsonOpt, console, print_json
+from .cli_common import JsonOpt, console, folding_table, print_json
 from .client import Client
 
 secret = typer.Typer(no_args_is_help=True)
@@ -50,7 +49,7 @@ def secret_list(
     data = Client().get("/secrets", scope=wire, limit=50)
     if as_json:
         return print_json(data)
-    table = Table("Name", "Scope", "Updated", "Updated by")
+    table = folding_table("Name", "Scope", "Updated", "Updated by")
     for item in data["environment_secrets"]:
         kind = "personal" if item.get("scope") == "user" else item.get("scope", "")
         table.add_row(item["name"], kind, item.get("updated_at", ""), item.get("updater_name", ""))
@@ -84,7 +83,7 @@ def token_list(as_json: JsonOpt = False) -> None:
     data = Client().get("/tokens")
     if as_json:
         return print_json(data)
-    table = Table("Id", "Name", "Created", "Expires", "Revoked")
+    table = folding_table("Id", "Name", "Created", "Expires", "Revoked")
     for item in data["tokens"]:
         table.add_row(
             item.get("id", ""),

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.table import Table
 
-from .cli_common import JsonOpt, console, money, pct, print_json, secs
+from .cli_common import JsonOpt, console, folding_table, money, pct, print_json, secs
 from .client import Client
 
 benchmark = typer.Typer(no_args_is_help=True)
@@ -32,6 +31,9 @@ def _source(
     if folder:
         if not dataset or git or registry:
             raise typer.BadParameter("--folder takes a folder of tasks and no --git or --registry")
+        if not Path(dataset).is_dir():
+            # The server reads the folder later, at sync: refused now rather than added and failed then.
+            raise typer.BadParameter(f"{dataset} is not a folder", param_hint="DATASET")
         return {"source_type": "folder", "path": str(Path(dataset).resolve())}
     if git:
         local = Path(git)
@@ -188,7 +190,7 @@ def benchmark_search(
     if data["registry"] is None:
         typer.echo("No default registry is configured on the server (REGATTA_DEFAULT_REGISTRY).")
         return None
-    table = Table("Dataset", "Tasks", "Description", title=f"{data['total']} in {data['registry']}")
+    table = folding_table("Dataset", "Tasks", "Description", title=f"{data['total']} in {data['registry']}")
     for d in data["datasets"]:
         table.add_row(d["dataset"], str(d["task_count"]), d["description"])
     console.print(table)
@@ -200,7 +202,7 @@ def benchmark_list(as_json: JsonOpt = False) -> None:
     data = Client().get("/benchmarks", limit=200)
     if as_json:
         return print_json(data)
-    table = Table("Name", "Key", "Status", "Tasks", "Added by")
+    table = folding_table("Name", "Key", "Status", "Tasks", "Added by")
     for b in data["benchmarks"]:
         tasks = (
             str(b["task_count"])
@@ -230,8 +232,10 @@ def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
 
 
 def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
-    # Rows come section by section (full list, then the recommended set); ranks restart in each.
-    table = Table("Tasks", "#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Cost/task", "Time/task")
+    # One ranking of every row; each names its task set and version (only rows of one are ever tied).
+    table = folding_table(
+        "#", "Agent", "Tasks", "Version", "Pass@1 (95% CI)", "Pass@k", "Cost/task", "Time/task"
+    )
     for r in rows:
         p1 = r.get("pass_at_1") or {}
         pk = (r.get("pass_at_k") or [{}])[-1]
@@ -239,9 +243,10 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
         section = r.get("section") or {}
         task_set = section.get("task_set") or r.get("task_set") or "full"
         table.add_row(
-            "full list" if task_set == "full" else f"set {task_set}",
             rank,
             f"{r['harness']} · {r['model']}",
+            "full list" if task_set == "full" else f"set {task_set}",
+            str(section.get("version") or r.get("version") or "–"),
             pct(p1),
             f"{pk.get('value', 0):.0%}",
             money(r.get("cost_per_task")),

@@ -3,13 +3,33 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
-console = Console()
+
+def _console() -> Console:
+    # Piped output is read by scripts and people alike: one line per row, as wide as its values, unless
+    # the caller set COLUMNS. A terminal keeps its width, and table() folds what does not fit.
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=4096)
+
+
+console = _console()
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON")]
+
+
+def folding_table(*headers: str, **options: Any) -> Table:
+    """A table that never cuts a value: what does not fit its column folds onto the next line."""
+    made = Table(**options)
+    for header in headers:
+        made.add_column(header, overflow="fold")
+    return made
 
 
 def print_json(data: Any) -> None:

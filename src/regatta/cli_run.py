@@ -10,9 +10,8 @@ import httpx
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from .cli_common import JsonOpt, console, pct, print_json
+from .cli_common import JsonOpt, console, folding_table, pct, print_json
 from .client import Client
 
 run = typer.Typer(no_args_is_help=True)
@@ -25,8 +24,12 @@ def run_submit(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit a run from an Osmosis-style TOML config."""
+    try:
+        content = file.read_bytes()
+    except OSError as error:
+        raise typer.BadParameter(f"cannot read {file}: {error.strerror}", param_hint="FILE") from None
     client = Client()
-    created = client.post("/runs", content=file.read_bytes(), headers={"Content-Type": "application/toml"})
+    created = client.post("/runs", content=content, headers={"Content-Type": "application/toml"})
     if not wait:
         return print_json(created) if as_json else console.print(f"Run submitted: {created['name']}")
     console.print(f"Run submitted: [bold]{created['name']}[/bold]")
@@ -65,7 +68,9 @@ def _results_table(detail: dict[str, Any]) -> None:
     if run_info.get("status_reason"):
         console.print(f"Reason: {escape(run_info['status_reason'])}")
     agents = {a["id"]: a for a in detail["agents"]}
-    table = Table("#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Passed", "Failed", "Errored", "Cancelled")
+    table = folding_table(
+        "#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Passed", "Failed", "Errored", "Cancelled"
+    )
     for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):
         agent = agents[m["benchmark_run_agent_id"]]
         pk = (m.get("pass_at_k") or [{}])[-1]
@@ -87,7 +92,7 @@ def run_list(as_json: JsonOpt = False) -> None:
     data = Client().get("/runs", limit=50)
     if as_json:
         return print_json(data)
-    table = Table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
+    table = folding_table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
     for r in data["benchmark_runs"]:
         best = r.get("best_pass_at_1")
         table.add_row(

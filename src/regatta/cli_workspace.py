@@ -6,9 +6,8 @@ from typing import Annotated
 from urllib.parse import quote
 
 import typer
-from rich.table import Table
 
-from .cli_common import JsonOpt, console, print_json
+from .cli_common import JsonOpt, console, folding_table, print_json
 from .client import Client
 
 workspace = typer.Typer(no_args_is_help=True)
@@ -20,7 +19,7 @@ def workspace_list(as_json: JsonOpt = False) -> None:
     data = Client().get("/workspaces")
     if as_json:
         return print_json(data)
-    table = Table("", "Name", "Id", "Role")
+    table = folding_table("", "Name", "Id", "Role")
     for item in data["workspaces"]:
         table.add_row("*" if item["current"] else "", item["name"], item["id"], item["role"])
     console.print(table)
@@ -44,7 +43,7 @@ def workspace_members(
     data = Client().get(f"/workspaces/{quote(name, safe='')}/members")
     if as_json:
         return print_json(data)
-    table = Table("Email", "Name", "Role")
+    table = folding_table("Email", "Name", "Role")
     for item in data["members"]:
         table.add_row(item["email"], item["name"], item["role"])
     console.print(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,53 @@ class ApiFailure(Exception):
     pass
 
 
-def default_token() -> str | None:
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _stacks_dir() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "regatta" / "stacks"
+
+
+def _stack_entry(url: str) -> Path:
+    return _stacks_dir() / hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:32]
+
+
+def register_stack(url: str, token_file: Path) -> None:
+    """Note, for this user's CLI, where the token of the embedded stack at `url` is: `regatta up
+    --data-dir X --port P` then needs no REGATTA_DATA_DIR in every other terminal. The entry holds the
+    file's path, not the token."""
+    entry = _stack_entry(url)
+    entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = entry.with_suffix(".part")
+    partial.write_text(str(token_file.resolve()))
+    partial.chmod(0o600)
+    partial.replace(entry)
+
+
+def forget_stack(url: str) -> None:
+    _stack_entry(url).unlink(missing_ok=True)
+
+
+def token_places(url: str) -> list[Path]:
+    """Where the CLI looks for the token of the gateway at `url`, in order."""
+    places = []
+    if os.environ.get("REGATTA_DATA_DIR"):
+        places.append(Path(os.environ["REGATTA_DATA_DIR"]) / "token")
+    entry = _stack_entry(url)
+    if entry.is_file():
+        places.append(Path(entry.read_text().strip()))
+    places.append(Path(".regatta") / "token")
+    return places
+
+
+def default_token(url: str = DEFAULT_URL) -> str | None:
     if os.environ.get("REGATTA_TOKEN"):
         return os.environ["REGATTA_TOKEN"]
-    path = Path(os.environ.get("REGATTA_DATA_DIR", ".regatta")) / "token"
-    return path.read_text().strip() if path.exists() else os.environ.get("REGATTA_BOOTSTRAP_TOKEN")
+    for path in token_places(url):
+        if path.is_file():
+            return path.read_text().strip()
+    return os.environ.get("REGATTA_BOOTSTRAP_TOKEN")
 
 
 # The workspace every request of this process acts in: `regatta --workspace NAME …` (or REGATTA_WORKSPACE).
@@ -32,8 +75,9 @@ def select_workspace(name: str | None) -> None:
 
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None) -> None:
-        self.url = (url or os.environ.get("REGATTA_URL") or "http://127.0.0.1:8000").rstrip("/")
-        token = token or default_token()
+        self.url = (url or os.environ.get("REGATTA_URL") or DEFAULT_URL).rstrip("/")
+        token = token or default_token(self.url)
+        self.has_token = bool(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if _workspace:
             headers["X-Regatta-Workspace"] = _workspace
@@ -44,6 +88,12 @@ class Client:
             response = self.http.request(method, f"/api/v1{path}", **kwargs)
         except httpx.TransportError as error:
             raise ApiFailure(f"Could not connect to Regatta at {self.url}: {error}") from None
+        if response.status_code == 401 and not self.has_token:
+            looked = ", ".join(str(p) for p in token_places(self.url))
+            raise ApiFailure(
+                f"No API token for {self.url}: set REGATTA_TOKEN, or REGATTA_DATA_DIR to the stack's data "
+                f"folder (`regatta up --data-dir`), whose token is DATA_DIR/token (looked in: {looked})"
+            )
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -51,9 +101,9 @@ class Client:
                 raise ApiFailure(f"HTTP {response.status_code}: {response.text[:200]}") from None
             message = body.get("message") or body.get("error") or str(body)
             for issue in body.get("issues") or []:
-                message += (
-                    f"\n  - {issue.get('key')}: {issue.get('message')}" if isinstance(issue, dict) else ""
-                )
+                if isinstance(issue, dict):
+                    line = f" (line {issue['line']})" if issue.get("line") else ""
+                    message += f"\n  - {issue.get('key')}{line}: {issue.get('message')}"
             raise ApiFailure(message)
         return response.json() if response.content else {}
 

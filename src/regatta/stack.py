@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ORDER = ["relay", "registry-sync", "run-scheduler", "scoring", "executor", "gateway"]
 # Local images the embedded stack's executors may use without a pull (scripts/test-image.sh makes them).
 DEVELOPMENT_LOCAL_IMAGES = "debian:bookworm-slim,debian:bookworm,debian:12-slim,debian:12"
+# How long a stop waits for a service after SIGTERM before it kills it; executors get their grace
+# (REGATTA_EXECUTOR_GRACE_SEC) plus this, to cancel what is left and remove its sandboxes.
+SERVICE_STOP_SEC = 10.0
+EXECUTOR_CLEANUP_SEC = 20.0
 
 
 def ensure_token(data_dir: Path) -> str:
@@ -59,6 +64,8 @@ class Stack:
     nats: nats_server.NatsServer | None = None
     environment: str = ""  # the environment every executor runs attempts in, chosen at start
     environment_reason: str = ""
+    # Told what start-up is doing and waiting for (`regatta up` prints it: a start under load takes a while).
+    say: Callable[[str], None] = field(default=lambda _message: None, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -150,9 +157,13 @@ class Stack:
 
     def start(self) -> None:
         if not self.environment:
+            self.say("Choosing the executors' environment (is a Docker engine answering?)…")
             self.choose_environment()
         try:
+            if not self.nats_url or self.nats is not None:
+                self.say("Starting nats-server…")
             self.start_nats()
+            self.say(f"Starting {', '.join(ORDER).replace('executor', f'{self.executors} executor(s)')}…")
             for name in ORDER:
                 if name == "executor":
                     for index in range(self.executors):
@@ -196,6 +207,7 @@ class Stack:
         import httpx
 
         deadline = time.monotonic() + timeout
+        self.say(f"Waiting for the gateway to answer at {self.url}/health (up to {timeout:.0f} s)…")
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
@@ -217,15 +229,43 @@ class Stack:
                     self.restart(key)
             time.sleep(0.5)
 
+    def executor_grace(self) -> float:
+        """The executors' REGATTA_EXECUTOR_GRACE_SEC (settings.py's default when unset)."""
+        from regatta_shared.settings import Settings
+
+        value = self.env().get("REGATTA_EXECUTOR_GRACE_SEC")
+        default = Settings.model_fields["executor_grace_sec"].default
+        try:
+            return max(0.0, float(value)) if value else default
+        except ValueError:
+            return default
+
     def stop(self) -> None:
+        """SIGTERM every service at once; NATS stops last, after all of them. Executors get their
+        grace plus time to clean their sandboxes (running attempts finish or go back to JOBS
+        unreported), the others 10 s; whatever is still alive then is killed."""
         for process in self.processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes.values():
+        try:
+            self._wait_stopped(self.executor_grace())
+        except KeyboardInterrupt:
+            # A second Ctrl-C: a second SIGTERM makes executors abandon their attempts now (they run
+            # again at the next start), leaving only the time to remove their sandboxes.
+            for process in self.processes.values():
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
+            self._wait_stopped(0.0)
+
+    def _wait_stopped(self, grace: float) -> None:
+        started = time.monotonic()
+        for key, process in self.processes.items():
+            allowed = grace + EXECUTOR_CLEANUP_SEC if key.startswith("executor") else SERVICE_STOP_SEC
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=max(0.0, allowed - (time.monotonic() - started)))
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
         if self.nats is not None:
             self.nats.terminate()
             self.nats.wait(timeout=10)

@@ -84,6 +84,9 @@ def make_stack(tmp_path: Path, postgres_url: str) -> Iterator[Callable[..., Stac
         # test the same thing everywhere; the container environment and `auto` have tests of their own
         # (test_container_stack.py, test_environment_choice.py) that name them.
         env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", "local")
+        # A test's stack is stopped at its end, often with attempts still running: they need no grace
+        # (the tests of the drain set their own, test_restarts.py).
+        env.setdefault("REGATTA_EXECUTOR_GRACE_SEC", "1")
         stack = Stack(
             data_dir=tmp_path / f"stack{len(stacks)}",
             port=nats_server.free_port(),

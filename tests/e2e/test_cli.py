@@ -179,3 +179,29 @@ def test_cli_adds_benchmarks_from_a_registry_a_folder_and_a_git_repository(
     plain = regatta(stack, "benchmark", "add", "plain-name")
     assert plain.returncode == 1 and "default registry" in plain.stdout, plain.stdout
     assert len(api.get("/benchmarks")["benchmarks"]) == before
+
+    # The same source and version again: refused, naming the benchmark that has it.
+    again = regatta(stack, "benchmark", "add", "generated@2.0", "--registry", str(registry))
+    assert again.returncode == 1, (again.stdout, again.stderr)
+    assert "'from-registry'" in again.stdout and "sync it instead" in again.stdout, again.stdout
+    # A folder that is not there: refused before anything reaches the server.
+    missing = regatta(stack, "benchmark", "add", str(tmp_path / "no-such-folder"), "--folder")
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr, missing.stderr
+    assert len(api.get("/benchmarks")["benchmarks"]) == before
+
+    # Bad run files: a missing one in one line, a wrong value in the file's own terms and line.
+    runs_before = api.get("/runs")["total_count"]
+    absent = regatta(stack, "run", "submit", str(tmp_path / "missing.toml"))
+    assert absent.returncode == 2 and "Traceback" not in absent.stderr + absent.stdout, absent.stderr
+    assert "cannot read" in absent.stderr and "missing.toml" in absent.stderr, absent.stderr
+
+    bad = tmp_path / "bad.toml"
+    lines = run_toml("from-folder", attempts=1).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("attempts_per_task"))
+    lines[at] = "attempts_per_task = 0"
+    bad.write_text("\n".join(lines) + "\n")
+    refused = regatta(stack, "run", "submit", str(bad))
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert f"[execution] attempts_per_task (line {at + 1})" in refused.stdout, refused.stdout
+    assert "execution_config" not in refused.stdout
+    assert api.get("/runs")["total_count"] == runs_before

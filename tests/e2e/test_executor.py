@@ -35,13 +35,15 @@ def run_events(stack, run_id: str) -> list[tuple[str, dict]]:
 
 
 def test_infrastructure_faults_are_retried_then_pass_or_end_errored(make_stack, api_for, tmp_path) -> None:
+    """The platform's one infrastructure retry comes first, then the run's own `max_retries`."""
     counters = tmp_path / "counters"
     counters.mkdir()
     stack = make_stack(
         executors=1,
         REGATTA_EXECUTOR_ENVIRONMENT="tests.support.flaky_environment:FlakyLocalEnvironment",
-        REGATTA_EXECUTOR_ENVIRONMENT_KWARGS=json.dumps({"failures": 2, "counter_dir": str(counters)}),
+        REGATTA_EXECUTOR_ENVIRONMENT_KWARGS=json.dumps({"failures": 3, "counter_dir": str(counters)}),
         REGATTA_RETRY_BASE_DELAY="0.2",
+        REGATTA_INFRA_RETRIES="1",
     )
     api = api_for(stack)
     add_folder(api, write_tasks(tmp_path / "tasks", 2, prefix="flaky"), "flaky")
@@ -53,16 +55,16 @@ def test_infrastructure_faults_are_retried_then_pass_or_end_errored(make_stack, 
     assert detail["totals"]["passed"] == 1 and detail["totals"]["errored"] == 0
     events = run_events(stack, recovered["id"])
     retries = [d for kind, d in events if kind == "AttemptRetried"]
-    assert [r["try_number"] for r in retries] == [2, 3]
+    assert [(r["try_number"], r["infrastructure"]) for r in retries] == [(2, True), (3, False), (4, False)]
     assert all(r["exception_type"] == "SandboxBuildFailedError" for r in retries)
     finished = [d for kind, d in events if kind == "AttemptFinished"]
-    assert len(finished) == 1 and finished[0]["outcome"] == "passed" and finished[0]["try_number"] == 3
+    assert len(finished) == 1 and finished[0]["outcome"] == "passed" and finished[0]["try_number"] == 4
 
     detail = api.wait_run(exhausted["id"])
     # Its only attempt errored: nothing was measured, so the run fails saying why (issue 19).
     assert detail["benchmark_run"]["status"] == "failed"
     assert detail["benchmark_run"]["status_reason"] == (
-        "every attempt errored (1 of 1); error: SandboxBuildFailedError: injected infrastructure fault #2"
+        "every attempt errored (1 of 1); error: SandboxBuildFailedError: injected infrastructure fault #3"
     )
     finished = [d for kind, d in run_events(stack, exhausted["id"]) if kind == "AttemptFinished"]
     assert len(finished) == 1

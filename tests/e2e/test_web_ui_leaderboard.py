@@ -1,6 +1,6 @@
 """Issue 7, the web UI's leaderboard: ranks with ties, the comparison on hover, sorting by each metric.
 Issue 21: a run under non-standard scoring conditions is never ranked, and both pages say why.
-Issue 19: one section per comparison group with its own ranks, the recommended set, the runs list."""
+Issue 19: the recommended set, the runs list; issue 28: one ranking of every comparison group."""
 
 from __future__ import annotations
 
@@ -156,8 +156,15 @@ def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(
         "standard": False,
         "differences": [{"field": "pass_threshold", "label": "pass threshold", "run": 0.0, "standard": 1.0}],
         "reasons": ["pass threshold 0 differs from the benchmark's 1"],
+        "summary": "Not ranked on the leaderboard: its conditions or task selection differ from the "
+        "standard.",
+        "agents": [
+            {"agent_index": 0, "ranks": False, "reason": "pass threshold 0 differs from the benchmark's 1"}
+        ],
     }
-    assert api.get(f"/runs/{honest['id']}")["leaderboard_qualification"]["qualifies"] is True
+    ranked = api.get(f"/runs/{honest['id']}")["leaderboard_qualification"]
+    assert ranked["qualifies"] is True
+    assert ranked["agents"] == [{"agent_index": 0, "ranks": True, "reason": None}]
     # The leaderboard is recomputed when each run finishes: after the lenient run it still shows the
     # honest one, with the conditions it was scored under.
     api.wait_for(
@@ -237,57 +244,58 @@ def test_leaderboard_sections_rank_apart_in_the_chosen_sort_with_the_tooltip_abo
     expect(page.get_by_role("heading", level=1)).to_contain_text("sets")
     expect(page.get_by_role("heading", level=1)).not_to_contain_text(str(tmp_path))
 
-    # Two sections, each with its own ranks from 1: nop is last of the full list, first of the quick set.
-    sections = page.get_by_test_id("leaderboard-section")
-    expect(sections).to_have_count(2)
-    expect(sections.get_by_test_id("leaderboard-section-title")).to_contain_text(
-        ["Full task list", "Recommended set: quick"]
-    )
-    expect(sections.nth(0).get_by_test_id("rank")).to_have_text(["1", "2"])
-    expect(sections.nth(0).locator("tbody tr").nth(0)).to_contain_text("oracle · alpha:v1")
-    expect(sections.nth(1).get_by_test_id("rank")).to_have_text(["1"])
-    expect(sections.nth(1).locator("tbody tr")).to_contain_text("nop · none")
+    # One ranking of every row, each naming its task set (issue 28): oracle's full-list row first; nop's
+    # full-list row is beaten in its own group (6 discordant tasks: Holm rejects) and its quick-set row by
+    # the higher estimate of another group, so both are 2nd, equal, and not tied (two groups never tie).
+    table = page.get_by_test_id("leaderboard-table")
+    expect(table).to_have_count(1)
+    expect(table.get_by_test_id("rank")).to_have_text(["1", "2", "2"])
+    expect(table.locator("tbody tr").nth(0)).to_contain_text("oracle · alpha:v1")
+    task_sets = table.get_by_test_id("row-task-set")
+    expect(task_sets).to_have_text(["Full list", "Full list", "Recommended: quick"])
+    expect(table.locator("tbody tr").nth(2)).to_contain_text("nop · none")
     expect(page.get_by_test_id("leaderboard")).not_to_contain_text(parity["name"])
 
-    # Each sort orders the rows inside each section; the sections stay where they are.
+    # Each sort orders every row; the page shows the API's order.
     for key, label in (("time_per_task", "Time / task"), ("pass_at_1", "Pass@1")):
-        sections.nth(1).get_by_role("link", name=label).click()
+        table.get_by_role("link", name=label).click()
         expect(page).to_have_url(re.compile(rf"\?sort={key}$"))
-        expect(sections.nth(0).locator("th[aria-sort]")).to_contain_text(label)
-        body = api.get(f"/benchmarks/{benchmark['id']}/leaderboard", sort=key)
-        for index, section in enumerate(body["sections"]):
-            rows = [r for r in body["leaderboard"] if r["section"]["key"] == section["key"]]
-            if key == "time_per_task":
-                times = [r["mean_duration_seconds"] for r in rows]
-                assert times == sorted(times), times
-            expect(sections.nth(index).locator("tbody tr")).to_have_count(len(rows))
-            for position, row in enumerate(rows):
-                expect(sections.nth(index).locator("tbody tr").nth(position)).to_have_attribute(
-                    "data-participant", row["participant"]
-                )
-            expect(sections.nth(index).get_by_test_id("rank").first).to_have_text(re.compile(r"^1=?$"))
-    expect(sections.get_by_test_id("leaderboard-section-title")).to_contain_text(
-        ["Full task list", "Recommended set: quick"]
-    )
+        expect(table.locator("th[aria-sort]")).to_contain_text(label)
+        rows = api.get(f"/benchmarks/{benchmark['id']}/leaderboard", sort=key)["leaderboard"]
+        if key == "time_per_task":
+            times = [r["mean_duration_seconds"] for r in rows]
+            assert times == sorted(times), times
+        expect(table.locator("tbody tr")).to_have_count(len(rows))
+        for position, row in enumerate(rows):
+            shown_row = table.locator("tbody tr").nth(position)
+            expect(shown_row).to_have_attribute("data-participant", row["participant"])
+            expect(shown_row).to_have_attribute("data-section", row["section"]["key"])
+        expect(table.get_by_test_id("rank").first).to_have_text(re.compile(r"^1=?$"))
 
-    # The rank tooltip opens above its row and leaves the next row readable, at both widths.
+    # The rank tooltip opens above its row and leaves the next row readable, at both widths; a row of
+    # another task set than the top one says it is not comparable with it.
+    quick_row = table.locator("tbody tr").nth(2)
+    quick_row.evaluate("row => row.scrollIntoView({block: 'center'})")
+    quick_row.get_by_test_id("rank").hover()
+    not_comparable = quick_row.get_by_test_id("rank-tooltip")
+    expect(not_comparable).to_contain_text("Not comparable with the top participant")
+    page.mouse.move(0, 0)
+    expect(not_comparable).to_be_hidden()
     for width in (1280, PHONE["width"]):
         page.set_viewport_size({"width": width, "height": 900 if width == 1280 else PHONE["height"]})
-        first_row = sections.nth(0).locator("tbody tr").nth(0)
+        first_row = table.locator("tbody tr").nth(0)
         first_row.evaluate("row => row.scrollIntoView({block: 'center'})")
         first_row.get_by_test_id("rank").hover()
         tip = first_row.get_by_test_id("rank-tooltip")
         expect(tip).to_be_visible()
         expect(tip).to_contain_text("Top participant")
-        next_row = sections.nth(0).locator("tbody tr").nth(1)
+        next_row = table.locator("tbody tr").nth(1)
         assert_apart(tip, next_row, f"tooltip over the next row at {width}px")
         shot(page, f"leaderboard-tooltip-{width}")
         page.mouse.move(0, 0)
         expect(tip).to_be_hidden()
     page.set_viewport_size({"width": 1280, "height": 900})
-    assert_readable(
-        page, "leaderboard-sections", ["Full task list", "Recommended set: quick", "oracle · alpha:v1"]
-    )
+    assert_readable(page, "leaderboard-sections", ["Full list", "Recommended: quick", "oracle · alpha:v1"])
 
     # The runs list says which tasks each run chose, and labels agents as the leaderboard does.
     runs = page.get_by_test_id("runs-table")

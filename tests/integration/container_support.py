@@ -196,8 +196,7 @@ async def started_environment(
         session_id=f"direct-{secrets.token_hex(4)}__env",
         trial_paths=paths,
         task_env_config=loaded.config.environment,
-        state_dir=str(tmp_path / "state"),
-        **{"local_images": LOCAL_IMAGES, **kwargs},
+        **{"state_dir": str(tmp_path / "state"), "local_images": LOCAL_IMAGES, **kwargs},
     )
     await env.start(force_build=False)
     try:

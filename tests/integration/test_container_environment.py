@@ -34,6 +34,8 @@ from tests.integration.local_environment_support import require_sandbox_host
 from tests.integration.local_environment_support import started_environment as started_local_environment
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
+# Docker's default capability set (what Harbor's docker environment gives a root process).
+DOCKER_DEFAULT_CAPABILITIES = "00000000a80425fb"
 
 
 def test_engine_answers(engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -304,28 +306,34 @@ async def test_container_gets_no_privileges_kernel_tunables_or_engine(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     """What an attacker in a root task would try: rewrite a kernel tunable run by the host kernel as host
-    root (core_pattern), gain privileges through setuid, send raw packets, or talk to the engine."""
+    root (core_pattern), read, change or replace the platform's programs, or talk to the engine. Root
+    has Docker's default capabilities (as under Harbor), no more."""
     async with started_environment(tmp_path) as env:
         attrs = engine.api.inspect_container(env.container_name)
         host = attrs["HostConfig"]
         assert host["Privileged"] is False
-        assert "no-new-privileges" in host["SecurityOpt"]
-        assert set(host["CapDrop"]) >= {"NET_RAW", "MKNOD"}
-        # Nothing of the host: only the log folders' own tmpfs volumes.
+        assert not host["CapAdd"] and not host["CapDrop"]
+        # Of the host, only the platform's tools, read-only; the log folders are tmpfs volumes.
         assert host["Binds"] in (None, [])
         mounts = {m["Destination"]: m for m in attrs["Mounts"]}
-        assert sorted(mounts) == ["/logs", "/logs/verifier"]
+        assert sorted(mounts) == ["/.regatta", "/logs", "/logs/verifier"]
+        tools_mount = mounts.pop("/.regatta")
+        assert (tools_mount["Type"], tools_mount["RW"]) == ("bind", False)
+        assert tools_mount["Source"] == str(tmp_path / "state" / "tools")
         assert all(m["Type"] == "volume" and m["Driver"] == "local" for m in mounts.values())
-        for mount in host["Mounts"]:
-            assert mount["VolumeOptions"]["DriverConfig"]["Options"]["type"] == "tmpfs"
 
         core = await env.exec("echo '|/tmp/x' > /proc/sys/kernel/core_pattern", user="root")
         assert core.return_code != 0 and "Read-only file system" in (core.stderr or "")
-        status = (await env.exec("grep -E '^(NoNewPrivs|CapEff)' /proc/self/status")).stdout or ""
-        fields = dict(line.split(":\t") for line in status.splitlines())
-        assert fields["NoNewPrivs"].strip() == "1"
-        cap_net_raw = 13
-        assert not int(fields["CapEff"], 16) & (1 << cap_net_raw)
+        status = (await env.exec("grep -E '^(NoNewPrivs|CapEff)' /proc/self/status", user="root")).stdout
+        fields = dict(line.split(":\t") for line in (status or "").splitlines())
+        assert fields["CapEff"].strip() == DOCKER_DEFAULT_CAPABILITIES
+        tamper = await env.exec(
+            "cat /.regatta/sh > /dev/null && echo read; ls /.regatta && echo listed;"
+            "touch /.regatta/x && echo wrote; chmod 777 /.regatta/sh && echo changed;"
+            "rm -f /.regatta/sleep && echo removed; true",
+            user="root",
+        )
+        assert tamper.stdout == "", tamper
         sockets = await env.exec("ls /var/run/docker.sock /run/docker.sock 2>&1; echo $DOCKER_HOST")
         assert "No such file" in (sockets.stdout or "") and "docker.sock\n" not in (sockets.stdout or "")
 

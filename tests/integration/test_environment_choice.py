@@ -132,12 +132,20 @@ def test_regatta_up_decides_auto_once_for_all_its_executors(tmp_path) -> None:
 
 
 def test_the_up_command_says_which_environment_it_chose(tmp_path) -> None:
+    """…and what it is waiting for, a Try line that works as printed on a non-default port, a CLI in
+    another folder that finds this stack's token, and a sign-in page naming the real token file."""
+    import httpx
+
+    state = tmp_path / "state"
     env = {
         **os.environ,
         "DOCKER_HOST": NO_ENGINE,
         "REGATTA_DATA_DIR": str(tmp_path / "data"),
         "REGATTA_HOSTED_BENCHMARKS": "[]",
+        "XDG_STATE_HOME": str(state),
     }
+    for name in ("REGATTA_TOKEN", "REGATTA_URL", "REGATTA_BOOTSTRAP_TOKEN"):
+        env.pop(name, None)
     from regatta import nats_server
 
     port = nats_server.free_port()
@@ -154,10 +162,44 @@ def test_the_up_command_says_which_environment_it_chose(tmp_path) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line)
-            if "Executors run tasks in the" in line:
+            if line.startswith("Try:"):
                 break
         said = "".join(lines)
         assert "Executors run tasks in the local environment (auto: no Docker engine answered at" in said
+        assert f"Waiting for the gateway to answer at http://127.0.0.1:{port}/health" in said
+        try_line = lines[-1].removeprefix("Try:").split()
+        assert try_line[0] == f"REGATTA_URL=http://127.0.0.1:{port}", lines[-1]
+
+        # The printed command's environment, from another folder, with no token named anywhere.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        cli = {k: v for k, v in env.items() if k != "REGATTA_DATA_DIR"}
+        cli["REGATTA_URL"] = try_line[0].split("=", 1)[1]
+        listed = subprocess.run(
+            [str(ROOT / ".venv/bin/regatta"), "benchmark", "list", "--json"],
+            env=cli,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        # Without the note `regatta up` left for this user, the CLI says where it looked.
+        cli["XDG_STATE_HOME"] = str(tmp_path / "other-user")
+        lost = subprocess.run(
+            [str(ROOT / ".venv/bin/regatta"), "benchmark", "list"],
+            env=cli,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert lost.returncode == 1 and f"No API token for {cli['REGATTA_URL']}" in lost.stdout, lost.stdout
+        assert "REGATTA_DATA_DIR" in lost.stdout and "Missing bearer token" not in lost.stdout
+
+        page = httpx.get(f"http://127.0.0.1:{port}/signin", timeout=10).text
+        assert str((tmp_path / "data" / "token").resolve()) in page
+        assert ".regatta/token</code>" not in page
     finally:
         os.killpg(process.pid, 15)
         process.wait(timeout=60)
@@ -184,6 +226,14 @@ def test_local_labels_a_dockerfile_it_does_not_build(tmp_path) -> None:
     flaky = EnvironmentChoice("tests.support.flaky_environment:FlakyLocalEnvironment")
     assert check_task_environment(flaky, task).built is False
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
     assert check_task_environment(EnvironmentChoice("daytona"), task).built is None
 
 
@@ -212,16 +262,33 @@ def test_local_labels_a_task_user_it_does_not_honour(tmp_path) -> None:
     said = "its [agent].user 'agent', [verifier].user '1000' (task.toml; every command ran as the sandbox's"
     assert said in (fidelity.note or "")
     assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
 
 
-def test_a_compose_task_is_refused_naming_the_file_unless_harbor_docker_runs_it(tmp_path) -> None:
+def test_a_compose_task_is_refused_naming_the_file_unless_docker_or_container_runs_it(tmp_path) -> None:
     task = write_task(tmp_path, "sidecars")
     (task / "environment" / "docker-compose.yaml").write_text("services: {main: {build: .}}\n")
-    for kind in ("local", "container", "tests.support.flaky_environment:FlakyLocalEnvironment"):
+    for kind in ("local", "tests.support.flaky_environment:FlakyLocalEnvironment"):
         with pytest.raises(TaskEnvironmentError, match=r"environment/docker-compose\.yaml") as raised:
             check_task_environment(EnvironmentChoice(kind), task)
         assert "REGATTA_EXECUTOR_ENVIRONMENT=docker" in str(raised.value)
     assert check_task_environment(EnvironmentChoice("docker"), task).built is None
+    assert check_task_environment(EnvironmentChoice("container"), task).built is True
+    # A key the container environment does not run errors the attempt once (not retried), naming it.
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main: {build: .}\n  db: {image: redis, privileged: true}\n"
+    )
+    with pytest.raises(
+        TaskEnvironmentError, match=r"^environment/docker-compose\.yaml: services\.db\.privileged is"
+    ):
+        check_task_environment(EnvironmentChoice("container"), task)
 
 
 def test_a_hostile_dockerfile_cannot_flood_the_note_or_the_report(tmp_path) -> None:

@@ -124,11 +124,12 @@ def test_three_agents_rank_with_honest_ties_and_reruns_replace_rows(store: Event
     assert ranks(board)["B"] == (1, True)
 
 
-def test_full_list_and_recommended_set_rank_in_separate_sections_and_filtered_runs_never_rank(
+def test_full_list_and_recommended_set_rank_in_one_ranking_never_tied_and_filtered_runs_never_rank(
     store: EventStore,
 ) -> None:
     """Issue 19 item 6: the set that ranks like a full run is the benchmark's recommended set, whatever its
-    name; each comparison group is a section with its own ranks and its own latest run per agent."""
+    name. Issue 28: every row is in one ranking (statistics.md §6); each comparison group keeps its own
+    latest run per agent, and rows of two groups are never tested against each other or tied."""
     scorer = Scorer(store)
     finish_run(store, scorer, "full", {"X": set(range(11)), "Y": set(range(3))}, benchmark="bm2")
     quick_tasks = TASKS[:6]
@@ -163,15 +164,25 @@ def test_full_list_and_recommended_set_rank_in_separate_sections_and_filtered_ru
         tasks=TASKS[:4],
     )
     rows = store.read_stream(leaderboard_stream("bm2"))[-1].data["rows"]
-    assert [(r["model"], r["task_set"]) for r in rows] == [("X", "full"), ("Y", "full"), ("Y", "quick")], (
-        "the full list first, then the recommended set; the quick run of Y keeps Y's full-list row"
-    )
+    # One ranking by pass@1: Y's quick run (6/6) above X's full run (11/12) above Y's full run (3/12); the
+    # quick run of Y keeps Y's full-list row.
+    assert [(r["model"], r["task_set"]) for r in rows] == [("Y", "quick"), ("X", "full"), ("Y", "full")]
     sections = [r["section"] for r in rows]
-    assert sections[0] == sections[1] != sections[2]
-    assert (sections[0]["recommended"], sections[2]["recommended"]) == (False, True)
-    # Each section ranks on its own: Y is 1st of the quick set although X is ahead on the full list.
-    assert [(r["model"], r["ranks"]["pass_at_1"]["rank"]) for r in rows] == [("X", 1), ("Y", 2), ("Y", 1)]
-    assert rows[2]["ranks"]["pass_at_1"]["comparison"]["top"] == "oracle|Y"
+    assert sections[1] == sections[2] != sections[0]
+    assert (sections[0]["recommended"], sections[1]["recommended"]) == (True, False)
+    # X is below the top row only because the estimates differ: another group, never tested, never tied.
+    # Y's full-list row is beaten by both: by X in its own group (exact paired test, p = 2/2^8, Holm
+    # rejects) and by the quick row of another group.
+    assert [(r["ranks"]["pass_at_1"]["rank"], r["ranks"]["pass_at_1"]["tied"]) for r in rows] == [
+        (1, False),
+        (2, False),
+        (3, False),
+    ]
+    top, across, within = (r["ranks"]["pass_at_1"]["comparison"] for r in rows)
+    assert (top["top"], top["top_row"]) == ("oracle|Y", rows[0]["row_id"])
+    assert across["comparable"] is False and across["p_value"] is None
+    assert within["comparable"] is False, "compared with the top row, which is of another group"
+    assert len({r["row_id"] for r in rows}) == 3
     reasons = {
         run: qualification(store.read_stream(run_stream(run))[0].data)["reasons"]
         for run in ("quick", "parity", "filtered")
@@ -257,8 +268,33 @@ def test_runs_under_different_standard_conditions_are_ranked_apart(store: EventS
     after = ExecutionSettings(attempts_per_task=1, pass_threshold=0.5)
     finish_run(store, scorer, "after", {"Y": set(range(10))}, benchmark="bm4", execution=after, standard=half)
     board = leaderboard(store, "bm4")
-    # Two groups, two sections, each ranked alone: never tested or tied against each other.
-    assert ranks(board) == {"X": (1, False), "Y": (1, False)}
+    # Two groups in one ranking: Y is below X by its estimate alone, never tested or tied against X.
+    assert ranks(board) == {"X": (1, False), "Y": (2, False)}
     assert board["X"]["section"]["key"] != board["Y"]["section"]["key"]
-    assert board["Y"]["ranks"]["pass_at_1"]["comparison"]["top"] == "oracle|Y"
+    comparison = board["Y"]["ranks"]["pass_at_1"]["comparison"]
+    assert (comparison["top"], comparison["comparable"], comparison["p_value"]) == ("oracle|X", False, None)
     assert board["Y"]["conditions"]["pass_threshold"] == 0.5
+
+
+def test_a_recommended_set_row_and_a_full_row_with_equal_estimates_are_not_tied(store: EventStore) -> None:
+    """Issue 28: one ranking, but a tie is a test's verdict inside one group. Equal estimates of two
+    groups share a rank number (neither beats the other) and neither row is marked tied."""
+    scorer = Scorer(store)
+    finish_run(store, scorer, "full", {"A": set(range(6))}, benchmark="bm5", recommended="quick")
+    finish_run(
+        store,
+        scorer,
+        "quick",
+        {"B": set(range(3))},
+        benchmark="bm5",
+        selection=TaskSelection(task_set="quick"),
+        tasks=TASKS[:6],
+        recommended="quick",
+    )
+    rows = store.read_stream(leaderboard_stream("bm5"))[-1].data["rows"]
+    assert [(r["model"], r["pass_at_1"]["value"]) for r in rows] == [("A", 0.5), ("B", 0.5)]
+    assert [(r["ranks"]["pass_at_1"]["rank"], r["ranks"]["pass_at_1"]["tied"]) for r in rows] == [
+        (1, False),
+        (1, False),
+    ]
+    assert rows[1]["ranks"]["pass_at_1"]["comparison"]["comparable"] is False

@@ -272,3 +272,70 @@ def test_a_users_stop_before_an_incurable_error_still_ends_stopped() -> None:
     run.report("finished", first, outcome="errored", exception_type="SealError", run_failure="secrets")
     decided = run.report("finished", second, outcome="cancelled", exception_type="CancelledError")
     assert types(decided) == ["AttemptFinished", "RunStopped"]
+
+
+def _report(
+    kind: str, attempt_id: str, *, executor_id: str, delivery: int, **fields: object
+) -> AttemptReport:
+    fields.setdefault("try_number", 1)
+    return AttemptReport(
+        kind=kind, run_id="r", attempt_id=attempt_id, executor_id=executor_id, delivery=delivery, **fields
+    )  # type: ignore[arg-type]
+
+
+def test_an_attempt_delivered_twice_records_one_outcome_and_ignores_the_superseded_delivery() -> None:
+    """Its first executor stopped (or was presumed dead) mid-attempt and the job went to another: the
+    second delivery's start is recorded, the first delivery's late progress changes nothing, and of
+    the two outcomes only the first recorded counts."""
+    run = Run(tasks=1, agents=1, attempts=1)
+    run.decide(aggregate.decide_on_submitted)
+    aid = run.state().in_flight[0].attempt_id
+
+    def decide(*reports: AttemptReport) -> list[NewEvent]:
+        return run.decide(lambda s: aggregate.decide_on_reports(s, list(reports)))
+
+    assert types(decide(_report("started", aid, executor_id="a", delivery=1))) == [
+        "RunStarted",
+        "AttemptStarted",
+    ]
+    again = decide(_report("started", aid, executor_id="b", delivery=2))
+    assert types(again) == ["AttemptStarted"] and again[0].data["delivery"] == 2
+    assert decide(_report("started", aid, executor_id="b", delivery=2)) == [], "a redelivered report"
+    late = [
+        _report("started", aid, executor_id="a", delivery=1, try_number=2),
+        _report("retrying", aid, executor_id="a", delivery=1, delay_seconds=1.0, infrastructure=True),
+        _report("note", aid, executor_id="a", delivery=1, note="sandbox cleaned"),
+    ]
+    assert decide(*late) == [], "the superseded delivery's progress is ignored"
+    state = run.state()
+    assert state.attempts[aid].delivery == 2 and state.attempts[aid].outcome is None
+    outcome = decide(
+        _report("finished", aid, executor_id="b", delivery=2, outcome="passed", rewards={"reward": 1.0})
+    )
+    assert types(outcome) == ["AttemptFinished", "RunExecutionCompleted"]
+    assert outcome[0].data["executor_id"] == "b"
+    assert decide(_report("finished", aid, executor_id="a", delivery=1, outcome="failed")) == []
+    finished = [e for e in run.events if e.type == "AttemptFinished"]
+    assert len(finished) == 1 and finished[0].data["outcome"] == "passed"
+
+
+def test_a_later_delivery_s_retries_are_recorded_apart_from_the_first_s() -> None:
+    """Tries restart at 1 on a new delivery: its retry events must not share ids with the first's."""
+    run = Run(tasks=1, agents=1, attempts=1)
+    run.decide(aggregate.decide_on_submitted)
+    aid = run.state().in_flight[0].attempt_id
+    retry = {"delay_seconds": 1.0, "exception_type": "DockerError", "infrastructure": True}
+    first = run.decide(
+        lambda s: aggregate.decide_on_reports(
+            s, [_report("retrying", aid, executor_id="a", delivery=1, **retry)]
+        )
+    )
+    second = run.decide(
+        lambda s: aggregate.decide_on_reports(
+            s, [_report("retrying", aid, executor_id="b", delivery=2, **retry)]
+        )
+    )
+    assert types(first) == types(second) == ["AttemptRetried"]
+    assert first[0].event_id != second[0].event_id
+    assert second[0].data["infrastructure"] is True and second[0].data["delivery"] == 2
+    assert second[0].data["try_number"] == 2

@@ -10,6 +10,10 @@ Long work (a registry sync, an attempt) outlives ack_wait: with `heartbeat` the 
 messages in progress while their handler runs, so they are redelivered only if this process dies. With
 `slots`, that many loops each fetch only once their previous batch is settled: an executor with two
 free sandboxes takes two jobs, never more, and leaves the rest to other executors.
+
+Stopping drains: no loop fetches again, a batch being handled gets the stop's grace to settle, and one
+still unsettled then is cancelled and NAKed to come back as soon as no pull request of this process can
+catch it, so another consumer (or this one restarted) takes it within seconds instead of after ack_wait.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from .bus import until_nats_answers
 log = logging.getLogger("regatta.consumer")
 
 BatchHandler = Callable[[list[Msg]], Awaitable[None]]
+# How long one pull request waits for a message. The server keeps a request that long even after the
+# client stopped reading it, and a message sent to it then is lost until ack_wait.
+FETCH_TIMEOUT = 5.0
 
 
 class Redeliver(Exception):
@@ -79,7 +86,10 @@ class BatchConsumer:
             filter_subject=self.subjects[0] if len(self.subjects) == 1 else None,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        # The loops handling a batch right now: a stop lets them finish within its grace.
+        self._busy: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._stopped_at = 0.0
 
     @property
     def alive(self) -> bool:
@@ -100,10 +110,34 @@ class BatchConsumer:
     async def _create(self) -> None:
         await self.js.add_consumer(self.stream, self.config)
 
-    async def stop(self) -> None:
-        """Stops fetching; a batch being handled is abandoned unsettled and comes back after ack_wait."""
+    async def stop(self, grace: float = 0.0, hurry: asyncio.Event | None = None) -> None:
+        """Stops fetching at once; a batch being handled gets `grace` seconds (cut short when `hurry`
+        is set) to settle, then its handler is cancelled and the batch NAKed for immediate redelivery."""
         self._stopping.set()
+        self._stopped_at = asyncio.get_running_loop().time()
         for task in self._tasks:
+            if task not in self._busy:
+                task.cancel()
+        busy = [task for task in self._tasks if task in self._busy and not task.done()]
+        if busy and grace > 0:
+            log.info("%s: waiting up to %.0f s for %d handlers to finish", self.durable, grace, len(busy))
+            waits: list[asyncio.Future[object]] = [*busy]
+            hurried = asyncio.ensure_future(hurry.wait()) if hurry is not None else None
+            if hurried is not None:
+                waits.append(hurried)
+            deadline = asyncio.get_running_loop().time() + grace
+            while not all(task.done() for task in busy) and not (hurried and hurried.done()):
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                waits = [w for w in waits if not w.done()]
+            if hurried is not None:
+                hurried.cancel()
+        late = [task for task in self._tasks if not task.done()]
+        if late and busy:
+            log.warning("%s: %d handlers still running at stop are cancelled", self.durable, len(late))
+        for task in late:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -115,7 +149,7 @@ class BatchConsumer:
             # bursts settle together. Not fetch(batch_size) here: nats-py then keeps waiting for the
             # rest of the batch for as long as the pull request lives, which held single messages for
             # seconds.
-            first = await sub.fetch(1, timeout=5.0)
+            first = await sub.fetch(1, timeout=FETCH_TIMEOUT)
         except (nats.errors.TimeoutError, TimeoutError):
             return []
         # Only when the stream says more are waiting: a top-up fetch finding nothing lingers for its
@@ -136,13 +170,31 @@ class BatchConsumer:
                 log.exception("%s: fetch failed", self.durable)
                 await asyncio.sleep(1.0)
                 continue
-            if batch:
+            if not batch:
+                continue
+            if self._stopping.is_set():
+                # Fetched as the stop began: handed back at once rather than held until ack_wait.
+                await self._nak(batch, self._hand_back_delay())
+                return
+            current = asyncio.current_task()
+            assert current is not None
+            self._busy.add(current)
+            try:
                 await self._settle(batch)
+            finally:
+                self._busy.discard(current)
 
     async def _settle(self, batch: list[Msg]) -> None:
         beat = asyncio.create_task(self._keep_in_progress(batch)) if self.heartbeat else None
         try:
             await self.handler(batch)
+        except asyncio.CancelledError:
+            # Only a stop cancels a handler: the batch is unfinished work, to be delivered again soon.
+            # The heartbeat ends first, so no "in progress" follows the NAK and holds the batch here.
+            if beat is not None:
+                beat.cancel()
+            await asyncio.shield(self._nak(batch, self._hand_back_delay()))
+            raise
         except Redeliver as again:
             await self._nak(batch, again.delay)
             return
@@ -154,6 +206,13 @@ class BatchConsumer:
             if beat is not None:
                 beat.cancel()
         await asyncio.gather(*(msg.ack() for msg in batch), return_exceptions=True)
+
+    def _hand_back_delay(self) -> float:
+        """When a batch handed back at a stop may come back: once the pull requests this process left
+        waiting (its idle slots' fetches, cancelled at the stop) have expired at the server, so that
+        it goes to a live consumer, not to one of them."""
+        left = self._stopped_at + FETCH_TIMEOUT + 0.5 - asyncio.get_running_loop().time()
+        return max(0.0, left)
 
     async def _keep_in_progress(self, batch: list[Msg]) -> None:
         while True:

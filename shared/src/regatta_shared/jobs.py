@@ -49,6 +49,12 @@ class AttemptReport(BaseModel):
     sandbox_seconds: float | None = None
     artifacts: list[ArtifactRef] = Field(default_factory=list)
     delay_seconds: float | None = None
+    # On a "retrying" report: True when the retry is one of the platform's own (REGATTA_INFRA_RETRIES),
+    # False when it is one of the run's `max_retries`.
+    infrastructure: bool | None = None
+    # The JetStream delivery of the job this report comes from (1 = first; more after an executor
+    # stopped or died mid-attempt): reports of a superseded delivery change nothing (run aggregate).
+    delivery: int = Field(1, ge=1, le=1_000_000)
     note: str | None = None
     level: Literal["info", "warning", "error"] = "info"
     # Which environment ran the attempt, and whether the task's own environment was built (events.py).

@@ -4,8 +4,10 @@ In one place: logging, the NATS connection (reconnecting forever), the streams (
 by an executor, which may not declare them), the event store (waiting for the database at start-up),
 core subscriptions, the durable consumers (consumer.BatchConsumer: at-least-once, NAK with a delay on
 failure), long-running loops, the /health endpoint, and the lifecycle: start in that order, settle the
-heap, stop on SIGTERM in the reverse order. A service's app.py declares a Service, registers thin
-handlers in a setup function (decode, call the service layer, let the consumer settle), and runs it.
+heap, stop on SIGTERM in the reverse order (consumers first: no new work is taken, work under way
+gets the service's `drain_grace` to finish, a second signal cuts it short). A service's app.py
+declares a Service, registers thin handlers in a setup function (decode, call the service layer, let
+the consumer settle), and runs it.
 """
 
 from __future__ import annotations
@@ -47,11 +49,14 @@ class Service:
         declare_streams: bool = True,
         inbox_prefix: str = "_INBOX",
         serve_health: bool = True,
+        drain_grace: float = 0.0,
     ) -> None:
         """`store`: open the event store (and nudge the relay on every commit of events).
         `declare_streams`: create or reconcile the streams; otherwise wait until they exist (an
         executor's NATS user may not declare them). `serve_health`: answer /health on
-        REGATTA_HEALTH_PORT (the gateway answers it on its own HTTP port instead)."""
+        REGATTA_HEALTH_PORT (the gateway answers it on its own HTTP port instead). `drain_grace`: seconds
+        a stop lets handlers under way finish (an executor's attempts) before they are cancelled and
+        their messages handed back for redelivery."""
         configure_logging(name)
         self.name = name
         self.settings = settings
@@ -59,6 +64,8 @@ class Service:
         self._declare_streams = declare_streams
         self._inbox_prefix = inbox_prefix
         self._serve_health = serve_health
+        self._drain_grace = drain_grace
+        self._hurry = asyncio.Event()
         self._nc: NATS | None = None
         self._store: EventStore | None = None
         self._consumers: list[BatchConsumer] = []
@@ -171,8 +178,15 @@ class Service:
     async def serve(self, setup: Setup | None = None) -> None:
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            # The first signal stops (draining); a second one while draining cuts the grace short.
+            if stopping.is_set():
+                self._hurry.set()
+            stopping.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopping.set)
+            loop.add_signal_handler(sig, on_signal)
         await self.start(setup)
         try:
             await stopping.wait()
@@ -203,8 +217,10 @@ class Service:
     async def stop(self) -> None:
         if self._health is not None:
             self._health.close()
-        for consumer in self._consumers:
-            await consumer.stop()
+        if self._consumers:
+            await asyncio.gather(
+                *(consumer.stop(self._drain_grace, self._hurry) for consumer in self._consumers)
+            )
         self._loops_stop.set()
         if self._running:
             _, late = await asyncio.wait(self._running, timeout=STOP_GRACE_SEC)

@@ -29,6 +29,15 @@ class Settings(BaseSettings):
     executor_environment: str = Field("auto", alias="REGATTA_EXECUTOR_ENVIRONMENT")
     executor_environment_kwargs: str = Field("{}", alias="REGATTA_EXECUTOR_ENVIRONMENT_KWARGS")
     job_ack_wait: float = Field(30.0, alias="REGATTA_JOB_ACK_WAIT")
+    # Seconds a stopping executor (SIGTERM) lets its running attempts finish; those still running then
+    # are abandoned without a report and delivered again, so a restart never turns work into `cancelled`.
+    executor_grace_sec: float = Field(30.0, ge=0, le=86_400, alias="REGATTA_EXECUTOR_GRACE_SEC")
+    # Tries the platform adds for an attempt that errored outside its sandbox (engine, network, provider),
+    # with backoff REGATTA_RETRY_BASE_DELAY x 2^n, at most REGATTA_RETRY_MAX_DELAY. Not a scoring
+    # condition: they come before the run's own `max_retries` and leave its leaderboard eligibility alone.
+    infra_retries: int = Field(2, ge=0, le=10, alias="REGATTA_INFRA_RETRIES")
+    retry_base_delay: float = Field(1.0, ge=0, le=3600, alias="REGATTA_RETRY_BASE_DELAY")
+    retry_max_delay: float = Field(60.0, ge=0, le=3600, alias="REGATTA_RETRY_MAX_DELAY")
     # Seconds an attempt runs before its executor reports it started; a shorter one reports only its
     # outcome. Until then a stop waits for it by its claim (run_scheduler.scheduler.RunScheduler.claim).
     started_report_delay: float = Field(1.0, ge=0, alias="REGATTA_STARTED_REPORT_DELAY")

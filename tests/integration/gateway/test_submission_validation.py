@@ -66,22 +66,32 @@ def test_bad_json_submissions_name_the_field_and_store_nothing(
     assert gw.ok(gw.cli("GET", "/benchmark-runs"))["total_count"] == 0
 
 
+# A TOML submission's errors are in the file's own terms (its tables and keys) with the line to fix.
 TOML_CASES = [
-    ("malformed", '[experiment\nbenchmark = "demo"\n', "(toml)"),
-    ("unknown table", '[experiment]\nbenchmark = "demo"\n[bogus]\nx = 1\n', "bogus"),
-    ("unknown key", '[experiment]\nbenchmark = "demo"\nflavour = "x"\n', "experiment_config.flavour"),
+    ("malformed", '[experiment\nbenchmark = "demo"\n', "(toml)", 1),
+    ("unknown table", '[experiment]\nbenchmark = "demo"\n[bogus]\nx = 1\n', "bogus", 3),
+    ("unknown key", '[experiment]\nbenchmark = "demo"\nflavour = "x"\n', "[experiment] flavour", 3),
     (
         "attempts 0",
         '[experiment]\nbenchmark = "demo"\n[[agents]]\nharness = "oracle"\n[agents.model]\ntype = "hosted"\n'
         'base_model = "b"\n[execution]\nattempts_per_task = 0\n',
-        "execution_config.attempts_per_task",
+        "[execution] attempts_per_task",
+        9,
+    ),
+    (
+        "second agent's model",
+        '[experiment]\nbenchmark = "demo"\n[[agents]]\nharness = "oracle"\n[agents.model]\ntype = "hosted"\n'
+        'base_model = "b"\n[[agents]]\nharness = "nop"\n[agents.model]\ntype = "hosted"\nbase_model = "b"\n'
+        "colour = 1\n",
+        "[agents.model] of [[agents]] #2 colour",
+        13,
     ),
 ]
 
 
-@pytest.mark.parametrize(("case", "toml", "field"), TOML_CASES, ids=[c[0] for c in TOML_CASES])
+@pytest.mark.parametrize(("case", "toml", "field", "line"), TOML_CASES, ids=[c[0] for c in TOML_CASES])
 def test_bad_toml_submissions_name_the_field_and_store_nothing(
-    pg_gateway: Gateway, case: str, toml: str, field: str
+    pg_gateway: Gateway, case: str, toml: str, field: str, line: int
 ) -> None:
     gw = pg_gateway
     gw.benchmark("demo", ["t1"])
@@ -91,7 +101,9 @@ def test_bad_toml_submissions_name_the_field_and_store_nothing(
         content=toml.encode(),
         headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/toml"},
     )
-    assert flat_error(response, 400)["field"] == field
+    body = flat_error(response, 400)
+    assert body["field"] == field
+    assert body["issues"][0]["line"] == line, body["issues"]
     assert gw.event_count() == before
 
 

@@ -1,5 +1,5 @@
 """Entrypoint of the executor: jobs from the shared JOBS durable, one per free slot, each kept in
-progress while its attempt runs; stop notices on a core subscription."""
+progress while its attempt runs; stop notices on a core subscription; SIGTERM drains (worker.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ async def setup(service: Service, environment: ResolvedEnvironment) -> None:
         settings.executor_slots,
         environment.choice,
         ack_wait=settings.job_ack_wait,
-        retry_base_delay=float(os.environ.get("REGATTA_RETRY_BASE_DELAY", "1.0")),
+        retry_base_delay=settings.retry_base_delay,
+        retry_max_delay=settings.retry_max_delay,
+        infra_retries=settings.infra_retries,
         started_report_delay=settings.started_report_delay,
         sealing_key=sealing_key(settings),
     )
@@ -79,8 +81,14 @@ def main() -> None:
     settings = load_settings()
     # Executors may not declare streams (their NATS user cannot) and only their own inboxes are
     # theirs to subscribe to: the runtime waits for the streams and uses that prefix.
+    # A stop drains: running attempts get the grace to finish, the rest go back to JOBS unreported.
     service = Service(
-        "executor", settings, store=False, declare_streams=False, inbox_prefix=EXECUTOR_INBOX_PREFIX
+        "executor",
+        settings,
+        store=False,
+        declare_streams=False,
+        inbox_prefix=EXECUTOR_INBOX_PREFIX,
+        drain_grace=settings.executor_grace_sec,
     )
     environment = choose_environment(settings)
     service.run(partial(setup, environment=environment))

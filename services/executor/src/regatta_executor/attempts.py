@@ -1,6 +1,12 @@
 """One attempt of a job, from its secrets to its final report: the trial, run and retried here on
 infrastructure faults (each retry reported), its artifacts uploaded, and every report signed.
 
+Retries: an `errored` outcome (a fault outside the sandbox) gets the platform's REGATTA_INFRA_RETRIES
+tries first, reported as infrastructure retries and no scoring condition, then the run's own
+`max_retries`. Cancellation: only a stop of the run (`stopped_runs`) makes an attempt `cancelled`; an
+attempt cancelled for any other reason (its executor is shutting down) reports nothing and is
+delivered again, so a restart never records an outcome the attempt did not have.
+
 Secrets are opened only here and only for the attempt's lifetime (invariant 6); a report is published
 to REPORTS (a stored JetStream publish) before the job is acked (worker.py), so a crash loses none.
 """
@@ -8,12 +14,14 @@ to REPORTS (a stored JetStream publish) before the job is acked (worker.py), so 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import shutil
 import time
 import uuid
 from pathlib import Path
 
+from harbor.models.trial.error_policy import policy_for
 from nats.js import JetStreamContext
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
@@ -29,6 +37,18 @@ from .task_cache import TaskCache
 from .task_environment import EnvironmentFidelity, TaskEnvironmentError, check_task_environment
 from .trials import run_trial, trial_config
 
+# Which JetStream delivery of its job the attempt in this context is (1 = the first): every report
+# says so, so the scheduler tells a delivery superseded by a later one from the current one. A context
+# variable, since one process may run two deliveries of one job at once (a missed heartbeat).
+DELIVERY: contextvars.ContextVar[int] = contextvars.ContextVar("delivery", default=1)
+
+
+def retryable(outcome: TrialOutcome) -> bool:
+    """An errored outcome that another try may cure: Harbor's own table (the one its `retries` use)
+    refuses errors that repeat on every try (a rejected key, an unknown model), which would only cost
+    two more sandboxes and provider calls."""
+    return outcome.retryable and policy_for(outcome.exception_type or "").should_retry
+
 
 class AttemptRunner:
     def __init__(
@@ -40,12 +60,18 @@ class AttemptRunner:
         retry_base_delay: float = 1.0,
         sealing_key: bytes | None = None,
         started_report_delay: float = 0.0,
+        infra_retries: int = 0,
+        retry_max_delay: float = 60.0,
     ) -> None:
         self.js = js
         self.id = executor_id
         self.work_dir = work_dir
         self.environment = environment
         self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.infra_retries = infra_retries
+        # Runs whose stop this executor heard of (Executor.on_cancel): the only cancellations reported.
+        self.stopped_runs: set[str] = set()
         self.started_report_delay = started_report_delay
         self.sealing_key = sealing_key
         # Opened by Executor.open(); an attempt cancelled before its first step needs neither.
@@ -75,11 +101,13 @@ class AttemptRunner:
                 outcome, refs, sandbox_seconds, fidelity = await self._run_once(job, try_number, secrets)
             except asyncio.CancelledError:
                 await started.settle()
+                if job.run_id not in self.stopped_runs:
+                    raise  # abandoned, not cancelled: the job is delivered again
                 await self.report_cancelled(job, try_number, "run stopped during the attempt")
                 return
             await started.settle()
-            if outcome.retryable and try_number <= job.max_retries:
-                delay = min(self.retry_base_delay * 2 ** (try_number - 1), 60.0)
+            if retryable(outcome) and try_number <= self.infra_retries + job.max_retries:
+                delay = min(self.retry_base_delay * 2 ** (try_number - 1), self.retry_max_delay)
                 await self.report(
                     job,
                     "retrying",
@@ -87,10 +115,13 @@ class AttemptRunner:
                     exception_type=outcome.exception_type,
                     exception_message=redact(outcome.exception_message, secrets),
                     delay_seconds=delay,
+                    infrastructure=try_number <= self.infra_retries,
                 )
                 try:
                     await asyncio.sleep(delay)
                 except asyncio.CancelledError:
+                    if job.run_id not in self.stopped_runs:
+                        raise
                     await self.report_cancelled(job, try_number, "run stopped while waiting to retry")
                     return
                 try_number += 1
@@ -175,6 +206,7 @@ class AttemptRunner:
             attempt_id=job.attempt_id,
             try_number=try_number,
             executor_id=self.id,
+            delivery=DELIVERY.get(),
             **fields,  # type: ignore[arg-type]
         )
         payload = report.model_dump_json().encode()

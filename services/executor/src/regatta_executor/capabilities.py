@@ -6,8 +6,9 @@ from harbor.environments.capabilities import EnvironmentCapabilities
 
 
 def sandbox_capabilities(*, mounted: bool) -> EnvironmentCapabilities:
-    """Both accept a network allowlist in every form Harbor offers and enforce it the strictest way
-    (no network at all), so a task never gets more network than it asked for."""
+    """Both accept a network allowlist in every form Harbor offers, and a task never gets more network
+    than it asked for: `container` opens exactly the allowed hosts (container/allowlist.py), `local`
+    enforces an allowlist the strictest way (no network at all)."""
     return EnvironmentCapabilities(
         mounted=mounted,
         disable_internet=True,

@@ -56,8 +56,9 @@ class EnvironmentChoice:
 
     @property
     def runs_compose(self) -> bool:
-        """Whether the environment can run a task's docker-compose.yaml (sidecar services)."""
-        return not self.runs_on_host and self.kind != "container"
+        """Whether the environment can run a task's docker-compose.yaml (sidecar services): `container`
+        runs the compose keys container/compose.py supports and refuses the others, naming them."""
+        return not self.runs_on_host
 
 
 @dataclass(frozen=True)

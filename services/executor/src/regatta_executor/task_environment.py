@@ -6,11 +6,12 @@ ENV, USER, …), that names a prebuilt image, or that runs its agent or verifier
 root (`local` runs every command as its sandbox's root) gets an environment other than the one it
 declares, and its score may say more about this host than about the agent: each such attempt says so
 (never silent).
-A task with a docker-compose.yaml needs sidecar services that neither of our environments runs.
+A task with a docker-compose.yaml needs sidecar services, which `local` does not run (`container` does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tomllib
 from dataclasses import dataclass
@@ -129,6 +130,31 @@ def declared_users(task_dir: Path) -> list[str]:
     return found
 
 
+def _check_compose(task_dir: Path) -> None:
+    """The task's compose file as the container environment will read it (the same refusals, raised
+    here so that the attempt errors once and is not retried); the environment checks it again with the
+    trial's own variables."""
+    # Imported here: only a compose task under `container` needs the container package (docker SDK).
+    from harbor.utils.env import resolve_env_vars
+
+    from .container.compose import load_project
+    from .container.compose_files import ComposeError
+
+    env = (_task_toml(task_dir).get("environment") or {}).get("env") or {}
+    env = {str(key): str(value) for key, value in env.items()} if isinstance(env, dict) else {}
+    with contextlib.suppress(ValueError):  # a variable of the executor's that is missing: the attempt says so
+        env = resolve_env_vars(env)
+    environment_dir = task_dir / "environment"
+    image = declared_image(task_dir)
+    variables = {**env, "CONTEXT_DIR": str(environment_dir.resolve()), "MAIN_IMAGE_NAME": "hb__check"}
+    if image:
+        variables["PREBUILT_IMAGE_NAME"] = image
+    try:
+        load_project(environment_dir, variables=variables, main_environment=env, prebuilt=bool(image))
+    except ComposeError as error:
+        raise TaskEnvironmentError(str(error)) from None
+
+
 def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> EnvironmentFidelity:
     """Whether the environment the task declares is the one it gets; TaskEnvironmentError when the task
     cannot run in the chosen environment at all."""
@@ -136,9 +162,12 @@ def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> Environ
     if compose.exists() and not choice.runs_compose:
         raise TaskEnvironmentError(
             f"environment/{COMPOSE_FILE_NAME}: this task runs sidecar services with Docker Compose, which "
-            f"the {choice.kind!r} environment does not run; configure Harbor's compose-based environment "
+            f"the {choice.kind!r} environment does not run; configure the container environment "
+            "(REGATTA_EXECUTOR_ENVIRONMENT=container, a Docker engine), Harbor's compose-based one "
             f"(REGATTA_EXECUTOR_ENVIRONMENT={COMPOSE_ENVIRONMENT}) or a cloud sandbox that runs compose files"
         )
+    if compose.exists() and choice.kind == "container":
+        _check_compose(task_dir)
     if not choice.runs_on_host:
         return EnvironmentFidelity(True if choice.kind == "container" else None, None)
     ignored = unhonoured_instructions(task_dir / "environment" / "Dockerfile")

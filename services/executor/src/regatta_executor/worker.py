@@ -3,9 +3,11 @@ slot, app.py), and how a stopped run's attempts are cancelled.
 
 Delivery: a job is acked only after its final report is on REPORTS, so an executor that dies
 mid-attempt has the job redelivered after ack_wait; the consumer keeps a live attempt's job in
-progress every ack_wait/3 so it is never redelivered while it runs (invariant 4). Infrastructure
-faults are retried inside the attempt (attempts.py), each retry reported; the scheduler records one
-outcome per attempt id.
+progress every ack_wait/3 so it is never redelivered while it runs (invariant 4). An executor told to
+stop (SIGTERM) takes no new job and gives running attempts REGATTA_EXECUTOR_GRACE_SEC to finish; the
+rest are abandoned without a report and their jobs NAKed, so they run again elsewhere or after the
+restart: only a stop of the run cancels an attempt. Infrastructure faults are retried inside the
+attempt (attempts.py), each retry reported; the scheduler records one outcome per attempt id.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from regatta_shared.bus import ARTIFACTS_BUCKET, CANCELLED_RUNS_BUCKET, CLAIM_SU
 from regatta_shared.consumer import Redeliver
 from regatta_shared.jobs import AttemptJob
 
-from .attempts import AttemptRunner
+from .attempts import DELIVERY, AttemptRunner
 from .environments import EnvironmentChoice
 from .reports import signed
 from .task_cache import TaskCache
@@ -33,6 +35,19 @@ from .task_cache import TaskCache
 log = logging.getLogger("regatta.executor")
 # A job whose handling failed in the executor itself (not the trial: that is reported) comes back after this.
 JOB_RETRY_SEC = 2.0
+
+
+# Stopped runs remembered at most; past it the memory restarts, and an attempt of a forgotten run that a
+# stop cancels is delivered again, then reported cancelled from the stopped-runs bucket.
+_STOPPED_KEPT = 10_000
+
+
+def _delivery(msg: Msg) -> int:
+    """Which delivery of its job a JetStream message is (1 for anything else)."""
+    try:
+        return max(1, int(msg.metadata.num_delivered or 1))
+    except Exception:  # not a JetStream message (no reply subject of that form)
+        return 1
 
 
 def executor_id() -> str:
@@ -50,6 +65,8 @@ class Executor:
         retry_base_delay: float = 1.0,
         sealing_key: bytes | None = None,
         started_report_delay: float = 0.0,
+        infra_retries: int = 0,
+        retry_max_delay: float = 60.0,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -66,6 +83,8 @@ class Executor:
             retry_base_delay=retry_base_delay,
             sealing_key=sealing_key,
             started_report_delay=started_report_delay,
+            infra_retries=infra_retries,
+            retry_max_delay=retry_max_delay,
         )
         self.running: dict[str, set[asyncio.Task[None]]] = {}
 
@@ -87,17 +106,29 @@ class Executor:
             log.error("a job that is not an AttemptJob was dropped: %s", str(error)[:500])
             await msg.term()
             return
+        delivery = _delivery(msg)
+        if delivery > 1:
+            log.info("attempt %s: delivery %d of its job", job.attempt_id, delivery)
         try:
             if await self._is_cancelled(job.run_id):
+                self.attempts.stopped_runs.add(job.run_id)
+                DELIVERY.set(delivery)
                 await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")
             else:
-                await self._run_attempt(job)
+                await self._run_attempt(job, delivery)
+        except asyncio.CancelledError:
+            log.warning("attempt %s abandoned as this executor stops: its job goes back", job.attempt_id)
+            raise
         except Exception as error:
             log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
             raise Redeliver(JOB_RETRY_SEC) from error
 
     async def on_cancel(self, msg: Msg) -> None:
         run_id = msg.subject.rsplit(".", 1)[-1]
+        # Before cancelling: the attempts check it to tell a stop of their run from a shutdown.
+        if len(self.attempts.stopped_runs) >= _STOPPED_KEPT:
+            self.attempts.stopped_runs.clear()
+        self.attempts.stopped_runs.add(run_id)
         for task in list(self.running.get(run_id, ())):
             task.cancel()
 
@@ -108,7 +139,8 @@ class Executor:
         except KeyNotFoundError:
             return False
 
-    async def _run_attempt(self, job: AttemptJob) -> None:
+    async def _run_attempt(self, job: AttemptJob, delivery: int = 1) -> None:
+        DELIVERY.set(delivery)  # copied into the attempt's task with the rest of this context
         attempt = asyncio.create_task(self.attempts.run(job))
         self.running.setdefault(job.run_id, set()).add(attempt)
         try:
@@ -125,6 +157,8 @@ class Executor:
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not attempt.cancelled() or (current is not None and current.cancelling()):
+                raise
+            if job.run_id not in self.attempts.stopped_runs:
                 raise
             # Cancelled before its first step, where AttemptRunner.run cannot report it.
             await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")

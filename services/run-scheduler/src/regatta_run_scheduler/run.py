@@ -147,17 +147,27 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
     if attempt is None or attempt.outcome is not None:
         # Unknown or already finished: a redelivered or duplicate report changes nothing.
         return []
+    if report.kind != "finished" and report.delivery < attempt.delivery:
+        # Progress of a delivery a later one superseded (its executor stopped, or was presumed dead):
+        # the attempt runs elsewhere now. Its outcome, if it still sends one first, is kept below.
+        return []
     aid = report.attempt_id
+    # A later delivery restarts its tries from 1: its events need ids of their own.
+    again = () if report.delivery == 1 else (f"delivery-{report.delivery}",)
     decided: list[NewEvent] = []
     if report.kind == "started":
-        if (report.try_number, report.executor_id) in attempt.starts:
+        if (report.try_number, report.executor_id) in attempt.starts and report.delivery == attempt.delivery:
             return []
         if state.status == "queued":
             decided.append(_ev(RunStarted(run_id=state.run_id), state.run_id, "started"))
         started = AttemptStarted(
-            run_id=state.run_id, attempt_id=aid, try_number=report.try_number, executor_id=report.executor_id
+            run_id=state.run_id,
+            attempt_id=aid,
+            try_number=report.try_number,
+            executor_id=report.executor_id,
+            delivery=report.delivery,
         )
-        decided.append(_ev(started, aid, "started", str(report.try_number), report.executor_id))
+        decided.append(_ev(started, aid, "started", str(report.try_number), report.executor_id, *again))
     elif report.kind == "retrying":
         retried = AttemptRetried(
             run_id=state.run_id,
@@ -166,8 +176,10 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
             exception_type=report.exception_type,
             exception_message=report.exception_message,
             delay_seconds=report.delay_seconds or 0.0,
+            infrastructure=bool(report.infrastructure),
+            delivery=report.delivery,
         )
-        decided.append(_ev(retried, aid, "retried", str(report.try_number + 1)))
+        decided.append(_ev(retried, aid, "retried", str(report.try_number + 1), *again))
     elif report.kind == "note":
         note = ExecutorNoted(run_id=state.run_id, attempt_id=aid, note=report.note or "", level=report.level)
         decided.append(_ev(note, aid, "note", str(report.try_number), report.executor_id, report.note or ""))

@@ -36,6 +36,9 @@ class AttemptState:
     error: str | None = None  # "ExceptionType: message" of an errored outcome, for a failed run's reason
     # (try number, executor id) of each recorded start: a redelivered "started" report decides nothing.
     starts: frozenset[tuple[int, str]] = frozenset()
+    # The latest delivery of the attempt's job that reported: the progress reports of an earlier one
+    # (an executor presumed dead, or one that stopped) are superseded.
+    delivery: int = 1
 
 
 @dataclass
@@ -98,14 +101,21 @@ def apply(state: RunState, event: Event) -> None:
                 state.attempts[event.attempt_id] = replace(
                     attempt,
                     started=True,
-                    try_number=max(attempt.try_number, event.try_number),
+                    try_number=event.try_number
+                    if event.delivery > attempt.delivery
+                    else max(attempt.try_number, event.try_number),
                     starts=attempt.starts | {(event.try_number, event.executor_id)},
+                    delivery=max(attempt.delivery, event.delivery),
                 )
         case AttemptRetried():
             attempt = state.attempts.get(event.attempt_id)
             if attempt:
                 state.attempts[event.attempt_id] = replace(
-                    attempt, try_number=max(attempt.try_number, event.try_number)
+                    attempt,
+                    try_number=event.try_number
+                    if event.delivery > attempt.delivery
+                    else max(attempt.try_number, event.try_number),
+                    delivery=max(attempt.delivery, event.delivery),
                 )
         case AttemptFinished():
             attempt = state.attempts.get(event.attempt_id)

@@ -1,9 +1,12 @@
-"""Leaderboards (statistics.md §5–6): ranks and ties per metric inside each comparison group.
+"""Leaderboards (statistics.md §5–6): one ranking of every qualifying participant, ties only inside a
+comparison group.
 
-A benchmark's leaderboard is one section per comparison group (benchmark version/digest, the full task
-list or the recommended set, scoring conditions). A section holds each participant's latest qualifying run
-in that group and ranks its rows on their own: a quick run of the recommended set never replaces an agent's
-full-list row, and rows of different measurements are never ranked against each other.
+A comparison group is (benchmark version/digest, the full task list or the recommended set, scoring
+conditions; and k for pass@k). Each participant has a row per group it qualified in, with its latest
+qualifying run there: a quick run of the recommended set never replaces an agent's full-list row. All rows
+are ranked together by each metric, as the product asks ("all qualifying participants are in the same
+ranking"); the paired tests and Holm families stay inside a group, so two rows of different groups are
+never tied and never tested against each other (a parity run and a full run are different measurements).
 
 Pure: takes run histories, returns rows.
 """
@@ -11,6 +14,7 @@ Pure: takes run histories, returns rows.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -109,6 +113,11 @@ def _task_scores(scores: AgentScores, k: int) -> dict[str, Fraction]:
     return {task: st.pass_at_k_task(n, c, k) for task, (n, c) in scores.task_counts.items()}
 
 
+def _row_id(entry: LeaderboardEntry) -> str:
+    """A row: one participant in one comparison group."""
+    return f"{entry.participant}#{_section(entry)['key']}"
+
+
 def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.Participant]:
     participants = []
     for entry in entries:
@@ -119,7 +128,7 @@ def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.
         group = entry.group if metric == "pass_at_1" else (*entry.group, k)
         participants.append(
             st.Participant(
-                id=entry.participant,
+                id=_row_id(entry),
                 name=entry.participant,
                 order=entry.order,
                 group=group,
@@ -131,22 +140,9 @@ def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.
 
 
 def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
-    """Rows of every section, sections in display order (`_section_order`), rows by pass@1 rank."""
-    by_group: dict[tuple[Any, ...], list[LeaderboardEntry]] = {}
-    for entry in latest_per_participant(all_entries):
-        by_group.setdefault(entry.group, []).append(entry)
-    rows: list[dict[str, Any]] = []
-    for entries in sorted(by_group.values(), key=lambda members: _section_order(members, all_entries)):
-        rows += _rank_section(entries)
-    return rows
-
-
-def _section_order(members: list[LeaderboardEntry], all_entries: list[LeaderboardEntry]) -> tuple[Any, ...]:
-    """Newest benchmark version first (by its latest qualifying run), then the full list before the
-    recommended set, then the most recently updated section."""
-    digest = members[0].group[0]
-    newest_of_version = max(e.order for e in all_entries if e.group[0] == digest)
-    return (-newest_of_version, members[0].recommended, -max(e.order for e in members))
+    """Every row (a participant's latest qualifying run per comparison group), ranked together, in pass@1
+    rank order."""
+    return _rank_all(latest_per_participant(all_entries))
 
 
 def _section(entry: LeaderboardEntry) -> dict[str, Any]:
@@ -160,17 +156,24 @@ def _section(entry: LeaderboardEntry) -> dict[str, Any]:
     }
 
 
-def _rank_section(entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {e.participant: _row(e) for e in entries}
+def _rank_all(entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {_row_id(e): _row(e) for e in entries}
     for metric in PASS_METRICS:
-        for ranked in st.rank_participants(_pass_participants(entries, metric)):
+        participants = _pass_participants(entries, metric)
+        groups = {p.id: p.group for p in participants}
+        ranked_all = st.rank_participants(participants)
+        # Tied: sharing the rank with a row of the same group. Rows of different groups may land on one
+        # rank number without a test ever comparing them: that is not a tie.
+        shared = Counter((groups[r.id], r.rank) for r in ranked_all)
+        for ranked in ranked_all:
+            top_group = groups[ranked.comparison.top_id]
             rows[ranked.id]["ranks"][metric] = {
                 "rank": ranked.rank,
-                "tied": ranked.tied,
-                "comparison": _comparison(ranked.comparison),
+                "tied": shared[(groups[ranked.id], ranked.rank)] > 1,
+                "comparison": _comparison(ranked.comparison, comparable=top_group == groups[ranked.id]),
             }
     for metric, field in COST_METRICS.items():
-        values = {e.participant: e.figures[field] for e in entries}
+        values = {_row_id(e): e.figures[field] for e in entries}
         ranks = st.rank_lower_is_better(values)
         tied = st.tied_flags(ranks)
         for pid in rows:
@@ -181,13 +184,27 @@ def _rank_section(entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
             }
     return sorted(
         rows.values(),
-        key=lambda r: (r["ranks"]["pass_at_1"]["rank"], -r["pass_at_1"]["value"], r["participant"]),
+        key=lambda r: (
+            r["ranks"]["pass_at_1"]["rank"],
+            -r["pass_at_1"]["value"],
+            r["participant"],
+            r["section"]["recommended"],
+            r["version"],
+        ),
     )
 
 
-def _comparison(comparison: st.TopComparison) -> dict[str, Any]:
+def _participant_of(row_id: str) -> str:
+    return row_id.rsplit("#", 1)[0]
+
+
+def _comparison(comparison: st.TopComparison, *, comparable: bool) -> dict[str, Any]:
     return {
-        "top": comparison.top_id,
+        "top": _participant_of(comparison.top_id),
+        "top_row": comparison.top_id,
+        # False: the top row is of another comparison group (task set, version, conditions or k), so
+        # no test compares the two and p is None.
+        "comparable": comparable,
         "top_estimate": float(comparison.top_estimate),
         "estimate": float(comparison.estimate),
         "difference": float(comparison.difference),
@@ -200,6 +217,7 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
     scores = entry.scores
     pass_k = [p for p in scores.pass_at_k if p["k"] <= entry.k]
     return {
+        "row_id": _row_id(entry),
         "participant": entry.participant,
         "harness": entry.harness,
         "model": entry.model,

@@ -147,6 +147,8 @@ class AttemptStarted(Event):
     attempt_id: str
     try_number: int
     executor_id: str
+    # Which delivery of the attempt's job (1 = first; a later one after its executor stopped or died).
+    delivery: int = 1
 
 
 class Timings(BaseModel):
@@ -215,6 +217,10 @@ class AttemptRetried(Event):
     exception_type: str | None = None
     exception_message: str | None = None
     delay_seconds: float
+    # True for a retry of the platform's own budget (REGATTA_INFRA_RETRIES): a fault outside the
+    # sandbox, retried without changing the run's conditions; False for one of the run's `max_retries`.
+    infrastructure: bool = False
+    delivery: int = 1
 
 
 class RunStopRequested(Event):

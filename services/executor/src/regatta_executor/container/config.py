@@ -1,18 +1,19 @@
 """The engine's configuration of an attempt's container: name and labels (the janitor's ownership
-marks), pid 1, hardening (no new privileges, capabilities dropped, no network unless public), the
-process, memory and CPU limits and the capped log folders."""
+marks), pid 1 and the platform's tools mount, Docker's default capabilities (less `cap_drop`), no
+network unless public, the process, memory and CPU limits and the capped log folders."""
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.errors import APIError
 
-from regatta_executor.container import janitor, pid1
+from regatta_executor.container import janitor, pid1, tools
 from regatta_executor.container.engine import (
     LABEL_MANAGED,
     LABEL_SESSION,
@@ -31,6 +32,9 @@ def container_config(
     session_id: str,
     network: str,
     workdir: str | None,
+    image_entrypoint: Sequence[str],
+    image_workdir: str,
+    tools_dir: Path,
     options: ContainerEnvironmentOptions,
     owners_dir: Path,
     engine_root: EngineRoot,
@@ -52,17 +56,19 @@ def container_config(
         "name": name,
         "hostname": "sandbox",
         "detach": True,
-        **pid1.container_config(),
+        # No user: the container runs as the image's USER, as under Harbor.
+        **pid1.container_config(image_entrypoint, (image_workdir or "/") if workdir else None),
         "privileged": False,
         # The engine makes the task's WORKDIR (root-owned) when it creates the container.
         **({"working_dir": workdir} if workdir else {}),
-        "security_opt": ["no-new-privileges"],
+        # No no-new-privileges, as under Harbor: an image's setuid programs (sudo, su, ping) work.
+        # The boundary is the engine's user namespace (hardening.py), not the container's root.
         "cap_drop": list(options.cap_drop),
         "network_mode": network,
         "pids_limit": options.max_processes,
         "log_config": {"type": "none", "config": {}},
         "labels": labels,
-        "mounts": log_mounts(logs_mb, labels, engine_root),
+        "mounts": [tools.mount(tools_dir), *log_mounts(logs_mb, labels, engine_root)],
     }
     if memory_mb:
         config["mem_limit"] = memory_mb * _MIB

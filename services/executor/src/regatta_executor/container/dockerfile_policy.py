@@ -55,21 +55,28 @@ class DockerfilePlan:
         return "".join(lines).encode()
 
 
-def plan(dockerfile: bytes, outbound: OutboundPolicy) -> DockerfilePlan:
+def plan(
+    dockerfile: bytes,
+    outbound: OutboundPolicy,
+    build_args: dict[str, str] | None = None,
+    *,
+    shown: str = "environment/Dockerfile",
+) -> DockerfilePlan:
+    """`shown` names the Dockerfile in refusals; `build_args` are the ones the build is given."""
     if len(dockerfile) > MAX_DOCKERFILE_BYTES:
-        raise DockerfileRefusedError("environment/Dockerfile is larger than 1 MiB")
+        raise DockerfileRefusedError(f"{shown} is larger than 1 MiB")
     try:
         text = dockerfile.decode()
     except UnicodeDecodeError:
-        raise DockerfileRefusedError("environment/Dockerfile is not UTF-8 text") from None
+        raise DockerfileRefusedError(f"{shown} is not UTF-8 text") from None
     for line in text.splitlines():
         if not line.strip().startswith("#"):
             break
         escape = _ESCAPE_DIRECTIVE.match(line)
         if escape and escape[1] != "\\":
             # The parser reads continuations with `\` only; another escape would hide instructions.
-            raise DockerfileRefusedError("environment/Dockerfile: an escape directive other than \\")
-    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile))
+            raise DockerfileRefusedError(f"{shown}: an escape directive other than \\")
+    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile), build_args=dict(build_args or {}))
     structure, contexts, parents = parser.structure, parser.context_structure, parser.parent_images
     result = DockerfilePlan(lines=text.splitlines(keepends=True))
     if result.lines and not result.lines[-1].endswith("\n"):
@@ -80,7 +87,7 @@ def plan(dockerfile: bytes, outbound: OutboundPolicy) -> DockerfilePlan:
     for instruction, context in zip(structure, contexts, strict=True):
         kind = instruction["instruction"]
         line = int(instruction["startline"]) + 1
-        where = f"environment/Dockerfile line {line}"
+        where = f"{shown} line {line}"
         if kind == "FROM":
             words = instruction["value"].split()
             alias = words[-1].lower() if len(words) >= 3 and words[-2].lower() == "as" else None

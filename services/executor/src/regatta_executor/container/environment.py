@@ -21,26 +21,35 @@ until anything runs in the container; the log folders go in with the first uploa
 processes and emptying the verifier's folders is done by Harbor's own removal of stale reward files.
 
 The kwargs are options.py, the container's engine configuration config.py, the file transfers
-transfers.py and what the environment knows of Harbor's own commands harbor_commands.py.
+transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with
+environment/docker-compose.yaml is read and checked by compose.py (before anything is made on the
+engine) and its sidecars, network and volumes run by compose_run.py; the agent's container is then
+compose's `main`.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
 from docker.errors import APIError, NotFound
-from harbor.environments.base import ExecResult, SandboxBuildFailedError
+from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
+from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.trial.config import ResourceMode
+from harbor.utils.env import resolve_env_vars
 from regatta_shared.outbound import OutboundPolicy
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import execs, files, janitor
+from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tools
+from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
+from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
-from regatta_executor.container.engine import client
+from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
 from regatta_executor.container.harbor_commands import (
     LOG_DIRS,
     ROOT_USERS,
@@ -52,7 +61,11 @@ from regatta_executor.container.harbor_commands import (
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
-from regatta_executor.container.network import ensure_sandbox_network
+from regatta_executor.container.network import (
+    ensure_allowlist_network,
+    ensure_sandbox_network,
+    gateway_address,
+)
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.transfers import ContainerTransfers
 
@@ -61,13 +74,20 @@ BUILD_LOG = "environment-build.log"
 
 
 class ContainerEnvironment(ContainerTransfers):
-    """One container per attempt, with a pid 1 the agent cannot ptrace (pid1.py), no new privileges,
-    limits from task.toml, no host mounts and no engine socket; removed when the attempt ends
-    (janitor.py removes the ones a killed executor left). `no-network` (and `allowlist`, enforced as
-    no network) tasks get no network at all; `public` ones the isolated bridge of network.py."""
+    """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
+    USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
+    (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
+    mount and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
+    executor left). `no-network` tasks get no network at all; `public` ones the isolated bridge of
+    network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py). A compose task's
+    sidecars run beside it on a network of the attempt's own (compose_run.py)."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
+    # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
+    # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
+    _compose: ComposeProject | None = None
+    _compose_run: ComposeRun | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,12 +101,16 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
-        # pid 1 runs as its own uid (pid1.py): commands given no user run as the image's USER.
+        # The host's boot time before the container's first exec: what started earlier in it is the
+        # image's, never the agent's (execs.KILL_OTHERS spares it).
+        self._first_exec_at: float | None = None
+        # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
         self._downloaded = {}
         self.image: ResolvedImage | None = None
         self._engine_root = EngineRoot(remapped=False)
+        self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
 
     @staticmethod
@@ -110,14 +134,41 @@ class ContainerEnvironment(ContainerTransfers):
         if self._host_mounts:
             targets = [m["target"] for m in self._host_mounts]
             raise ValueError(f"the container environment mounts no host folders (asked: {targets})")
-        if (self.environment_dir / "docker-compose.yaml").exists():
-            raise ValueError(
-                "environment/docker-compose.yaml: compose-file tasks need Harbor's `docker` environment"
-            )
+        if (self.environment_dir / TASK_FILE).exists():
+            # Refused here (a ComposeError is a ValueError), before anything is made on the engine.
+            self._compose = self._load_compose(force_build=False)
+            return
         if not self.task_env_config.docker_image and not (self.environment_dir / "Dockerfile").is_file():
             raise FileNotFoundError(
                 "environment/Dockerfile is missing and [environment].docker_image is not set"
             )
+
+    def _load_compose(self, *, force_build: bool) -> ComposeProject:
+        """The task's compose project merged as Harbor's docker environment merges it: its base file,
+        the task's file, run-level extra files and main's env, `${VAR}` from Harbor's infrastructure
+        variables over the task's env (never this process's environment)."""
+        prebuilt = should_use_prebuilt_docker_image(
+            self.environment_dir, docker_image=self.task_env_config.docker_image, force_build=force_build
+        )
+        variables = {
+            **(resolve_env_vars(self.task_env_config.env) if self.task_env_config.env else {}),
+            **self._persistent_env,
+            "MAIN_IMAGE_NAME": f"hb__{self.environment_id}",
+            "CONTEXT_DIR": str(self.environment_dir.resolve()),
+        }
+        if prebuilt and self.task_env_config.docker_image:
+            variables["PREBUILT_IMAGE_NAME"] = self.task_env_config.docker_image
+        if self._effective_cpus:
+            variables["CPUS"] = str(self._effective_cpus)
+        if self._effective_memory_mb:
+            variables["MEMORY"] = f"{self._effective_memory_mb}M"
+        return load_project(
+            self.environment_dir,
+            variables=variables,
+            main_environment=self._startup_env(),
+            extra_files=list(self.extra_docker_compose_paths),
+            prebuilt=prebuilt,
+        )
 
     @property
     def container_name(self) -> str:
@@ -128,13 +179,21 @@ class ContainerEnvironment(ContainerTransfers):
         check = engine_root if self.options.allow_host_root else require_remapped_root
         self._engine_root = await execs.in_thread(check, self._client)
         await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
-        self.image = await self._image(force_build)
-        if self._network_is_allowlist:
-            self.logger.warning(
-                "network_mode 'allowlist' runs without any network in the container environment"
-            )
-        network = await self._network()
+        await execs.in_thread(compose_run.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(tools.prepared, self._tools_dir)
+        if self._compose is not None:
+            if self._network_is_allowlist:
+                self.logger.warning(
+                    "network_mode 'allowlist' of a compose task runs on an internal network (nothing "
+                    "leaves) in the container environment"
+                )
+            network = await self._start_compose(force_build)
+        else:
+            self.image = await self._image(force_build)
+            network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
+        if self._network_is_allowlist and self._compose is None:
+            self._allowlist = await execs.in_thread(self._open_allowlist, network)
         # Writable by any user the task names; they go in with the first upload or before the first
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
@@ -144,20 +203,41 @@ class ContainerEnvironment(ContainerTransfers):
     def _owners_dir(self) -> Path:
         return self._state_dir / "owners"
 
+    @property
+    def _tools_dir(self) -> Path:
+        # Absolute: the engine mounts it by its path.
+        return (
+            Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
+        ).absolute()
+
     async def _network(self) -> str:
-        """The network of the task's build steps and container: none, or the isolated sandbox bridge."""
-        if not self._network_is_public:
+        """The network of the task's container: none, the isolated sandbox bridge or the allowlist's."""
+        if self._network_is_allowlist:
+            await execs.in_thread(
+                ensure_allowlist_network,
+                self._client,
+                self.options.allowlist_network,
+                self.options.allowlist_bridge,
+                os.environ.get("REGATTA_OUTBOUND_ALLOW"),
+            )
+            return self.options.allowlist_network
+        return await self._build_network()
+
+    async def _build_network(self) -> str:
+        """The network of the task's build steps: the sandbox bridge unless the task has no network
+        (an allowlist restricts the agent and verifier, not the task's own image, as in Harbor)."""
+        if self._network_disabled:
             return "none"
         return await execs.in_thread(
             ensure_sandbox_network,
             self._client,
             self.options.sandbox_network,
             self.options.sandbox_bridge,
-            self._state_dir,
+            self.options.sandbox_dns_upstreams,
         )
 
-    async def _image(self, force_build: bool) -> ResolvedImage:
-        cache = ImageCache(
+    def _image_cache(self) -> ImageCache:
+        return ImageCache(
             self._client,
             self._state_dir,
             self.options.image_cache_max_mb * _MIB if self.options.image_cache_max_mb else None,
@@ -165,32 +245,109 @@ class ContainerEnvironment(ContainerTransfers):
             outbound=OutboundPolicy.parse(self.options.outbound_allow),
             max_image_bytes=self.options.max_image_mb * _MIB if self.options.max_image_mb else None,
         )
-        reference = self.task_env_config.docker_image
+
+    async def _image(
+        self,
+        force_build: bool,
+        *,
+        reference: str | None = None,
+        context: Path | None = None,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
+    ) -> ResolvedImage:
+        cache = self._image_cache()
+        reference = reference or self.task_env_config.docker_image
         try:
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
             # Where the image came from (pulled digests, base image ids) stays with the attempt: the
             # build log is among its downloads.
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
-                if reference:
+                if reference and context is None:
                     resolved = await execs.in_thread(cache.named, reference)
                     log.writelines(f"{fact}\n" for fact in resolved.facts)
                     return resolved
-                network = await self._network()
+                network = await self._build_network()
                 return await execs.in_thread(
                     cache.built,
-                    self.environment_dir,
+                    context or self.environment_dir,
                     timeout_sec=self.task_env_config.build_timeout_sec,
                     network_mode=network,
                     log=log,
                     force=force_build,
+                    dockerfile=dockerfile,
+                    buildargs=buildargs,
                     run_id=self.options.run_id,
                 )
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc
 
+    async def _start_compose(self, force_build: bool) -> str:
+        """Build or pull every service's image, make the attempt's network and volumes, start the
+        sidecars in dependency order and wait for what main depends on; returns main's network."""
+        project = self._compose = self._load_compose(force_build=force_build)
+        for note in project.notes:
+            self.logger.info("%s: %s", TASK_FILE, note)
+        images: dict[str, ResolvedImage] = {}
+        for service in project.services.values():
+            if service.builds and service.build is not None:
+                images[service.name] = await self._image(
+                    force_build,
+                    context=service.build.context,
+                    dockerfile=service.build.dockerfile,
+                    buildargs=service.build.args,
+                )
+            else:
+                assert service.image is not None  # load_project refuses a service with neither
+                images[service.name] = await self._image(force_build, reference=service.image)
+        self.image = images[project.main.name]
+        labels = {
+            LABEL_MANAGED: "1",
+            **janitor.ownership_labels(self._owners_dir),
+            LABEL_SESSION: NAME_CHARS.sub("-", self.session_id)[:200],
+        }
+        run = self._compose_run = ComposeRun(self._client, project, self._name, labels, self.logger)
+        network = await execs.in_thread(
+            run.create_network,
+            public=self._network_is_public,
+            dns_upstreams=self.options.sandbox_dns_upstreams,
+        )
+        await execs.in_thread(run.create_volumes)
+        await execs.in_thread(run.start_sidecars, images, self._sidecar_config)
+        await execs.in_thread(run.wait_for, project.main)
+        return network
+
+    def _limits(self) -> dict[str, Any]:
+        return {
+            "memory_mb": self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
+            or self.options.default_memory_mb,
+            "cpus": self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
+            or self.options.default_cpus,
+            "storage_mb": self._effective_storage_mb or self.options.default_storage_mb,
+            "logs_mb": self._effective_storage_mb or self.options.default_logs_mb,
+        }
+
+    def _sidecar_config(self, image: str, name: str) -> tuple[dict[str, Any], set[str]]:
+        """The agent's container configuration (labels, limits, hardening) for a sidecar."""
+        assert self._compose_run is not None
+        return container_config(
+            image=image,
+            name=name,
+            session_id=self.session_id,
+            network=self._compose_run.network,
+            workdir=None,
+            # pid 1's settings are dropped for a sidecar (compose_run.PID1_KEYS), its tools mount too.
+            image_entrypoint=(),
+            image_workdir="",
+            tools_dir=self._tools_dir,
+            options=self.options,
+            owners_dir=self._owners_dir,
+            engine_root=self._engine_root,
+            **self._limits(),
+        )
+
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
-        # pid 1 runs as its own uid: commands without a user run as the image's, as Harbor expects.
-        # The image holds pid 1's copies already (images.py bakes them in once per image).
+        # The container runs as the image's USER: so do commands given no user, as under Harbor (uid 0
+        # rather than an empty user: see harbor_commands.ROOT_USERS).
         image = resolved.image_id
         self._default_exec_user = resolved.user or "0"
         memory_mb = (
@@ -199,12 +356,17 @@ class ContainerEnvironment(ContainerTransfers):
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
         storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        main = self._compose.main if self._compose is not None else None
         config, enforced = container_config(
             image=image,
             name=self._name,
             session_id=self.session_id,
             network=network,
-            workdir=self.task_env_config.workdir,
+            workdir=self.task_env_config.workdir or (main.working_dir if main else None),
+            # Compose's entrypoint for main replaces the image's, as under Compose.
+            image_entrypoint=main.entrypoint if main and main.entrypoint is not None else resolved.entrypoint,
+            image_workdir=resolved.workdir,
+            tools_dir=self._tools_dir,
             options=self.options,
             owners_dir=self._owners_dir,
             engine_root=self._engine_root,
@@ -213,11 +375,39 @@ class ContainerEnvironment(ContainerTransfers):
             storage_mb=storage_mb,
             logs_mb=self._effective_storage_mb or self.options.default_logs_mb,
         )
+        if main is not None and self._compose_run is not None:
+            # Compose's main: its environment, its user for commands given none, its named volumes,
+            # and its name on the attempt's network.
+            self._default_exec_user = main.user or self._default_exec_user
+            if main.user:
+                config["user"] = main.user  # the container's user, as Compose sets it
+            config["environment"] = {**(config.get("environment") or {}), **main.environment}
+            config["mounts"] = [*config["mounts"], *self._compose_run.mounts(main)]
+            self._compose_run.attach(config, main)
         container = create_container(self._client, config, enforced, self.logger)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
         container.start()
         return str(container.id)
+
+    def _open_allowlist(self, network: str) -> allowlist.AttemptState:
+        """The container's allowed hosts, opened before anything but its pid 1 runs in it."""
+        attrs = self._client.api.inspect_container(self._container_id)
+        address = (
+            ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network, {}).get("IPAddress")
+        )
+        try:
+            upstreams = dns.parse_upstreams(self.options.sandbox_dns_upstreams) or dns.host_upstreams()
+            return allowlist.open_attempt(
+                bridge=self.options.allowlist_bridge,
+                gateway=gateway_address(self._client, network),
+                container=self._name,
+                address=str(address or ""),
+                allowed_hosts=list(self.network_policy.allowed_hosts),
+                upstreams=upstreams,
+            )
+        except (ValueError, dns.ForwarderError) as exc:
+            raise allowlist.AllowlistError(f"cannot open the allowlist: {exc}") from exc
 
     @override
     async def stop(self, delete: bool) -> None:
@@ -225,7 +415,14 @@ class ContainerEnvironment(ContainerTransfers):
             self._staged.discard()
             self._staged = None
         self._drop_snapshot()
-        await execs.in_thread(self._remove, delete)
+        try:
+            await execs.in_thread(self._remove, delete)
+        finally:
+            if self._allowlist is not None:
+                await execs.in_thread(allowlist.close_attempt, self._allowlist)
+                self._allowlist = None
+            if self._compose_run is not None:
+                await execs.in_thread(self._compose_run.stop, delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
@@ -265,6 +462,7 @@ class ContainerEnvironment(ContainerTransfers):
                 return ExecResult(stdout="", stderr="", return_code=0)
         await self._flush()
         self._ran()
+        self._before_exec()
         output = await execs.run_command(
             self._client.api,
             self._running(),
@@ -276,6 +474,78 @@ class ContainerEnvironment(ContainerTransfers):
             max_output_bytes=self.options.max_output_mb * _MIB,
         )
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    async def service_exec(
+        self,
+        command: str,
+        *,
+        service: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        """A command in a compose sidecar, as Harbor's docker environment runs one: `sh -c` (sidecar
+        images often lack bash), without main's working folder, user or persistent env."""
+        if self.is_main_service(service):
+            return await self.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec, user=user)
+        output = await execs.run_command(
+            self._client.api,
+            self._sidecar(service),
+            ["sh", "-c", command],
+            env=env or {},
+            user=engine_user(user),
+            workdir=cwd,
+            timeout_sec=timeout_sec,
+            max_output_bytes=self.options.max_output_mb * _MIB,
+        )
+        return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    async def stop_service(self, service: str) -> None:
+        """Stop one service (main too: Harbor stops it before collecting a sidecar's evidence)."""
+        ident = self._running() if self.is_main_service(service) else self._sidecar(service)
+        await execs.in_thread(self._client.api.stop, ident, timeout=10)
+
+    @override
+    async def service_download_file(
+        self, source_path: str, target_path: Path | str, *, service: str | None = None
+    ) -> None:
+        if self.is_main_service(service):
+            await self.download_file(source_path, target_path)
+            return
+        await self._sidecar_download(files.download_file, source_path, target_path, service)
+
+    @override
+    async def service_download_dir(
+        self, source_dir: str, target_dir: Path | str, *, service: str | None = None
+    ) -> None:
+        if self.is_main_service(service):
+            await self.download_dir(source_dir, target_dir)
+            return
+        await self._sidecar_download(files.download_dir, source_dir, target_dir, service)
+
+    async def _sidecar_download(
+        self, fetch: Callable[..., int], source: str, target: Path | str, service: str | None
+    ) -> None:
+        """A sidecar's file or folder (Harbor's sidecar artifacts), through the same checked archive
+        extraction and out of the same download budget as main's."""
+        size = await execs.in_thread(
+            fetch,
+            self._client.api,
+            self._sidecar(service),
+            files.container_path(source),
+            Path(target),
+            self._download_budget,
+        )
+        self._download_budget -= size
+
+    def _sidecar(self, service: str | None) -> str:
+        run = self._compose_run
+        if run is None or service not in run.containers:
+            raise ServiceOperationsUnsupportedError(f"the attempt has no running compose service {service!r}")
+        return run.containers[service]
 
     @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
@@ -302,13 +572,19 @@ class ContainerEnvironment(ContainerTransfers):
         it left in /tests or /logs/verifier may count."""
         await self._flush()
         self._ran()
+        self._before_exec()
         await execs.end_other_processes(
             self._client.api,
             self._running(),
             then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
             + f" && chmod 777 {VERIFIER_LOGS}",
+            spare_started_before=self._first_exec_at or 0.0,
         )
         self._verifier_ready = True
+
+    def _before_exec(self) -> None:
+        if self._first_exec_at is None:
+            self._first_exec_at = execs.boot_time()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's

@@ -3,12 +3,15 @@
 An exec's first process is a session leader inside the container (runc calls setsid), and every exec
 carries a unique REGATTA_EXEC token in its environment, which its children inherit. A command that
 times out or is cancelled is killed by session and by token, from a second exec running as root.
+The kill scripts run with the platform's shell (tools.py), whose applets replace every program they
+call: an agent that replaced the image's /bin/sh, tr or grep cannot keep its processes alive.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import docker
+
+from regatta_executor.container.tools import platform_shell
 
 EXEC_TOKEN = "REGATTA_EXEC"
 _KILL_GRACE_SEC = 10.0
@@ -35,7 +40,7 @@ async def in_thread[T](function: Callable[..., T], *args: Any, **kwargs: Any) ->
 
 
 # Kills every process carrying the token (argument 1) and every process in the sessions they lead or
-# belong to. POSIX sh, /proc only, so that it runs in any Linux image.
+# belong to. POSIX sh and busybox applets, /proc only.
 KILL_EXEC = r"""
 token=$1; sessions=" "
 for d in /proc/[0-9]*; do
@@ -55,12 +60,25 @@ done
 exit 0
 """
 
-# Kills every process but those of the container's first session (its init, pid 1, and the main process
-# with what it runs) and itself. Every exec starts a session of its own (runc calls setsid) and no process
-# can join another session, so nothing an exec started is spared however it forks, setsids or reparents.
-# Processes are stopped first, round after round until no new one appears, so that none can fork its way
-# out between the listing and the kill.
+# Kills every process but those of the spared sessions and itself. Spared: the container's first session
+# (pid 1, and the image's ENTRYPOINT with what it runs), and every session with a process that started
+# before clock tick $1 since boot, i.e. before the container's first exec (a service the ENTRYPOINT
+# daemonized, setsid included); a $1 past the kernel's uptime (another host's clock) spares no more.
+# Every exec starts a session of its own (runc calls setsid), no process can join another session, and
+# none can start earlier than the exec it descends from, so nothing an exec started is spared however it
+# forks, setsids or reparents. Processes are stopped first, round after round until no new one appears,
+# so that none can fork its way out between the listing and the kill.
+# (/proc/<pid>/stat after the command name: $4 is the session, ${20} the start time in clock ticks.)
 KILL_OTHERS = r"""
+limit=$1
+read -r up idle < /proc/uptime
+[ "$limit" -lt "${up%.*}${up#*.}" ] || limit=0
+spared=" 1 "
+for d in /proc/[0-9]*; do
+  read -r s < "$d/stat" 2>/dev/null || continue
+  set -- ${s##*) }
+  [ "${20}" -lt "$limit" ] && spared="$spared$4 "
+done
 previous=""
 for round in 1 2 3 4 5 6 7 8 9 10; do
   current=""
@@ -69,7 +87,7 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
     [ "$p" = "$$" ] && continue
     read -r s < "$d/stat" 2>/dev/null || continue
     set -- ${s##*) }
-    [ "$4" = 1 ] && continue
+    case "$spared" in *" $4 "*) continue;; esac
     kill -STOP "$p" 2>/dev/null && current="$current $p"
   done
   [ "$current" = "$previous" ] && break
@@ -81,10 +99,11 @@ for d in /proc/[0-9]*; do
   [ "$p" = "$$" ] && continue
   read -r s < "$d/stat" 2>/dev/null || continue
   set -- ${s##*) }
-  [ "$4" = 1 ] || kill -KILL "$p" 2>/dev/null
+  case "$spared" in *" $4 "*) ;; *) kill -KILL "$p" 2>/dev/null;; esac
 done
 exit 0
 """
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -202,7 +221,7 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
             _run,
             api,
             container_id,
-            ["/bin/sh", "-c", KILL_EXEC, "kill-exec", token],
+            platform_shell(KILL_EXEC, token),
             env={},
             user="0",
             workdir="/",
@@ -214,14 +233,28 @@ async def _kill(api: docker.APIClient, container_id: str, token: str, running: a
     await asyncio.wait([running], timeout=_KILL_GRACE_SEC)
 
 
-async def end_other_processes(api: docker.APIClient, container_id: str, then: str) -> None:
-    """Kill every process outside the container's first session, then run the shell command `then`
-    (as root)."""
+def boot_time() -> float:
+    """Seconds since this host booted, the clock of /proc/<pid>/stat's start times."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def ticks_before(boot_seconds: float) -> int:
+    """The clock tick (of /proc/<pid>/stat) of `boot_seconds`, rounded down, one tick less for the
+    rounding of the start times themselves: a process started at or after it has a later tick."""
+    return max(0, int(boot_seconds * _CLOCK_TICKS) - 1)
+
+
+async def end_other_processes(
+    api: docker.APIClient, container_id: str, then: str, *, spare_started_before: float = 0.0
+) -> None:
+    """Kill every process outside the container's first session and the sessions of processes that
+    started before `spare_started_before` (`boot_time()` before the container's first exec: what
+    started earlier is the image's), then run the shell command `then` (as root)."""
     result = await in_thread(
         _run,
         api,
         container_id,
-        ["/bin/sh", "-c", KILL_OTHERS.replace("exit 0\n", then + "\n"), "kill-others"],
+        platform_shell(KILL_OTHERS.replace("exit 0\n", then + "\n"), str(ticks_before(spare_started_before))),
         env={},
         user="0",
         workdir="/",

@@ -15,10 +15,6 @@ digest end with the same error at once. Past `max_image_bytes` a built image is 
 The lock file's mtime is the image's last use; past `max_bytes`, images are removed least recently used
 first (never one a container still uses, never one being built right now). Only images built with
 this state folder are counted and pruned: executors sharing an engine should share it.
-
-Every image an attempt runs holds the copies its pid 1 is made of (pid1.py), baked into a child layer
-under the image's lock: a built image is baked before it is tagged, a named one gets a baked child
-`regatta-env:pid1-<image id>` (cached and pruned like a built one).
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, TextIO
 
 import docker
@@ -40,7 +36,7 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from regatta_shared.outbound import OutboundPolicy
 from requests.exceptions import ReadTimeout, RequestException
 
-from regatta_executor.container import dockerfile_policy, janitor, pid1
+from regatta_executor.container import dockerfile_policy
 from regatta_executor.container.build_context import BuildContext, BuildContextError, build_context
 from regatta_executor.container.build_failures import BuildFailures
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
@@ -62,6 +58,9 @@ __all__ = [
     "ResolvedImage",
 ]
 logger = logging.getLogger(__name__)
+# On images an older executor cached: a child holding pid 1's copies, committed with its pid 1 as the
+# ENTRYPOINT. Such an image is never used; a built one is built again.
+LABEL_LEGACY_BAKED = "dev.regatta.pid1-of"
 # What a build error keeps of the failing step's output: its last lines, each cut short.
 _ERROR_LINES = 12
 _ERROR_LINE_CHARS = 300
@@ -100,6 +99,10 @@ class ResolvedImage:
     image_id: str
     user: str
     """The image's USER ("" when it names none)."""
+    entrypoint: tuple[str, ...] = ()
+    """The image's ENTRYPOINT (pid 1 starts it, pid1.py)."""
+    workdir: str = ""
+    """The image's WORKDIR ("" when it names none)."""
     facts: tuple[str, ...] = ()
     """What the attempt's build log records of where the image came from (pulled digests, base ids)."""
 
@@ -107,14 +110,18 @@ class ResolvedImage:
     def of(
         cls,
         reference: str,
-        image: docker.models.images.Image,
+        image: docker.models.images.Image | dict,
         *,
         built: bool,
         facts: tuple[str, ...] = (),
     ) -> ResolvedImage:
         # One inspect per attempt: what the container's creation needs comes from the lookup itself.
-        user = str((image.attrs.get("Config") or {}).get("User") or "")
-        return cls(reference, built, str(image.id), user, facts)
+        attrs = image if isinstance(image, dict) else image.attrs
+        config = attrs.get("Config") or {}
+        user = str(config.get("User") or "")
+        entrypoint = tuple(str(part) for part in config.get("Entrypoint") or ())
+        workdir = str(config.get("WorkingDir") or "")
+        return cls(reference, built, str(attrs["Id"]), user, entrypoint, workdir, facts)
 
 
 def _fact(what: str, located: LocatedImage) -> str:
@@ -140,7 +147,6 @@ class ImageCache:
     ) -> None:
         self.client = client
         self.locks = state_dir / "images"
-        self.owners = state_dir / "owners"
         self.max_bytes = max_bytes
         self.max_image_bytes = max_image_bytes
         self.outbound = outbound or OutboundPolicy()
@@ -157,51 +163,42 @@ class ImageCache:
                 f"image {located.reference.familiar!r} is {size // 2**20} MiB, over the "
                 f"{self.max_image_bytes // 2**20} MiB an image may be"
             )
-        image = self.client.images.get(located.image_id)
-        baked = self._baked_child(image)
-        return ResolvedImage(
-            baked.reference, baked.built, baked.image_id, baked.user, (_fact("image", located),)
+        return ResolvedImage.of(
+            located.reference.familiar, located.attrs, built=False, facts=(_fact("image", located),)
         )
 
-    def _baked_child(self, image: docker.models.images.Image) -> ResolvedImage:
-        """The child of a named image holding pid 1's copies, baked once per image id."""
-        key = f"pid1-{str(image.id).removeprefix('sha256:')[:40]}"
-        reference = f"{IMAGE_REPOSITORY}:{key}"
-        made = False
-        with self._locked(key):
-            child = self._existing(reference)
-            if child is None or not pid1.baked(child):
-                self._bake(str(image.id), key)
-                child, made = self.client.images.get(reference), True
-        if made:
-            self.prune()
-        return ResolvedImage.of(reference, child, built=False)
-
-    def _bake(self, source_id: str, digest: str) -> None:
-        """Bake pid 1's copies into a child of `source_id`, tagged `regatta-env:<digest>`."""
-        labels = {LABEL_MANAGED: "1", LABEL_DIGEST: digest}
-        ownership = janitor.ownership_labels(self.owners)
-        baked = pid1.bake(self.client, source_id, labels, ownership)
-        self.client.images.get(baked).tag(IMAGE_REPOSITORY, digest)
-
-    def digest(self, environment_dir: Path) -> str:
+    def digest(
+        self,
+        environment_dir: Path,
+        *,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
+    ) -> str:
         """The digest `built` keys `environment_dir`'s image by (its base images resolved)."""
-        context, _ = self._context(environment_dir)
+        context, _ = self._context(environment_dir, dockerfile, buildargs)
         context.file.close()
         return context.digest
 
-    def _context(self, environment_dir: Path) -> tuple[BuildContext, tuple[str, ...]]:
+    def _context(
+        self, environment_dir: Path, dockerfile: str, buildargs: dict[str, str] | None
+    ) -> tuple[BuildContext, tuple[str, ...]]:
         """The build context to send, its Dockerfile's images resolved and written as ids."""
-        dockerfile = environment_dir / "Dockerfile"
-        if dockerfile.is_symlink() or not dockerfile.is_file():
-            raise ImageRefusedError("environment/Dockerfile is not a regular file")
-        plan = dockerfile_policy.plan(dockerfile.read_bytes(), self.outbound)
+        name = PurePosixPath(dockerfile)
+        if name.is_absolute() or ".." in name.parts or len(dockerfile) > 255 or not name.parts:
+            raise ImageRefusedError(
+                f"the Dockerfile {dockerfile[:255]!r} is not a path inside the build context"
+            )
+        path = environment_dir.joinpath(*name.parts)
+        if path.is_symlink() or not path.is_file():
+            raise ImageRefusedError(f"{dockerfile} is not a regular file of the build context")
+        shown = f"{environment_dir.name}/{name}"
+        plan = dockerfile_policy.plan(path.read_bytes(), self.outbound, buildargs, shown=shown)
         ids: dict[str, str] = {}
         facts = []
         for line, image in plan.images:
             if str(image) in ids:
                 continue
-            what = f"environment/Dockerfile line {line}: image"
+            what = f"{shown} line {line}: image"
             located = self.resolver.locate(image, what)
             if (located.attrs.get("Config") or {}).get("OnBuild"):
                 # Triggers run in this build without appearing in the Dockerfile checked here.
@@ -209,11 +206,17 @@ class ImageCache:
             ids[str(image)] = located.image_id
             facts.append(_fact("base image", located))
         try:
-            return build_context(environment_dir, dockerfile_bytes=plan.rewritten(ids)), tuple(facts)
+            context = build_context(
+                environment_dir,
+                dockerfile=str(name),
+                dockerfile_bytes=plan.rewritten(ids),
+                build_args=buildargs,
+            )
         except (BuildContextError, OSError) as exc:
             raise ImageRefusedError(
-                str(exc) if isinstance(exc, BuildContextError) else "environment/ cannot be read"
+                str(exc) if isinstance(exc, BuildContextError) else "the build context cannot be read"
             ) from None
+        return context, tuple(facts)
 
     def built(
         self,
@@ -223,11 +226,14 @@ class ImageCache:
         network_mode: str,
         log: TextIO,
         force: bool = False,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
         run_id: str | None = None,
     ) -> ResolvedImage:
         """The image of `environment_dir`'s Dockerfile, built unless one of the same digest exists, or
-        this run's build of that digest failed already (then its error again, at once)."""
-        context, facts = self._context(environment_dir)
+        this run's build of that digest failed already (then its error again, at once). A compose
+        service's build names its Dockerfile (relative to the context) and build args."""
+        context, facts = self._context(environment_dir, dockerfile, buildargs)
         digest = context.digest
         reference = f"{IMAGE_REPOSITORY}:{digest}"
         for fact in facts:
@@ -239,24 +245,27 @@ class ImageCache:
                     log.write(f"image {reference}: this run's build of it failed; not built again\n")
                     raise ImageBuildError(failed)
                 cached = None if force else self._existing(reference)
-                if cached is not None and not pid1.baked(cached):
-                    self._bake(str(cached.id), digest)
-                    cached = self.client.images.get(reference)
+                if cached is not None and LABEL_LEGACY_BAKED in (cached.labels or {}):
+                    cached = None  # its ENTRYPOINT is an old pid 1's, the Dockerfile's lost: build again
                 if cached is not None:
                     log.write(f"image {reference} is cached; not built again\n")
                     return ResolvedImage.of(reference, cached, built=False, facts=facts)
                 try:
-                    built_id = self._build(context.file, reference, digest, timeout_sec, network_mode, log)
+                    built_id = self._build(
+                        context.file,
+                        reference,
+                        digest,
+                        timeout_sec,
+                        network_mode,
+                        log,
+                        str(dockerfile),
+                        buildargs,
+                    )
                     self._check_size(built_id)
                 except _DeterministicFailure as failure:
                     self.failures.record(digest, run_id, str(failure))
                     raise ImageBuildError(str(failure)) from None
-                try:
-                    self._bake(built_id, digest)
-                except Exception:
-                    with contextlib.suppress(DockerException):
-                        self.client.images.remove(built_id)
-                    raise
+                self.client.images.get(built_id).tag(IMAGE_REPOSITORY, digest)
                 log.write(f"built {reference}\n")
                 made = self.client.images.get(reference)
         finally:
@@ -290,9 +299,11 @@ class ImageCache:
         timeout_sec: float,
         network_mode: str,
         log: TextIO,
+        dockerfile: str = "Dockerfile",
+        buildargs: dict[str, str] | None = None,
     ) -> str:
-        """The id of the image built (untagged: `built` tags it once baked)."""
-        log.write(f"building {reference} from environment/Dockerfile\n")
+        """The id of the image built (untagged: `built` tags it once the build ended in time)."""
+        log.write(f"building {reference} from {dockerfile}\n")
         deadline = time.monotonic() + timeout_sec
         # The read timeout bounds a silent step (a RUN that sleeps). The engine does not cancel a build
         # whose client went away, so on a timeout the step's container is removed (which fails the
@@ -304,7 +315,8 @@ class ImageCache:
             stream = builder.api.build(
                 fileobj=context,
                 custom_context=True,
-                dockerfile="Dockerfile",
+                dockerfile=dockerfile,
+                buildargs=buildargs or None,
                 labels={LABEL_MANAGED: "1", LABEL_DIGEST: digest},
                 rm=True,
                 forcerm=True,

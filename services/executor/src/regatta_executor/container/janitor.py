@@ -4,6 +4,10 @@ Each executor process holds an exclusive flock on `<owners_dir>/<owner id>.lock`
 lives; the kernel drops it however the process dies. Containers are labelled with their owner, host
 and owners folder, so a container of this host and folder whose owner's lock can be taken belongs to
 a dead executor. Executors with another owners folder (another state_dir) are never judged.
+
+Sweeps run while other executors create and remove containers: a container listed may be gone (or
+being removed) a moment later. The listing is one call that carries the labels (no inspect per
+container), and a container that vanished or is already being removed is skipped, never an error.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import re
 import secrets
 import threading
 from pathlib import Path
+from typing import Any
 
 import docker
 from docker.errors import APIError, NotFound
 
+from regatta_executor.container import allowlist
 from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
@@ -42,8 +48,12 @@ def owner_id(owners_dir: Path) -> str:
         if owners_dir not in _owners:
             owners_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             name = f"{os.getpid()}-{secrets.token_hex(6)}"
-            fd = os.open(owners_dir / f"{name}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            # Locked under a temporary name, then renamed: a sweep must never find the lock file of a
+            # live owner unlocked (it would take the owner for dead and remove the file).
+            staged = owners_dir / f".{name}.staged"
+            fd = os.open(staged, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(staged, owners_dir / f"{name}.lock")
             _owners[owners_dir] = (name, fd)
         return _owners[owners_dir][0]
 
@@ -81,31 +91,47 @@ def owner_alive(owners_dir: Path, owner: str) -> bool:
     return False
 
 
-def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
-    """Remove this host's Regatta containers whose owner executor is dead; returns their names."""
+def listed(client: docker.DockerClient, owners_dir: Path) -> list[dict[str, Any]]:
+    """This host's Regatta containers judged with `owners_dir`, as the engine lists them (with labels)."""
+    filters = {
+        "label": [
+            f"{LABEL_MANAGED}=1",
+            f"{LABEL_HOST}={host_name()}",
+            f"{LABEL_OWNERS}={owners_label(owners_dir)}",
+        ]
+    }
+    return list(client.api.containers(all=True, filters=filters))
+
+
+def remove_dead(client: docker.DockerClient, owners_dir: Path, containers: list[dict[str, Any]]) -> list[str]:
+    """Remove those of `containers` (engine listings) whose owner executor is dead; their names."""
     me = owner_id(owners_dir)
     removed = []
-    containers = client.containers.list(
-        all=True,
-        filters={
-            "label": [
-                f"{LABEL_MANAGED}=1",
-                f"{LABEL_HOST}={host_name()}",
-                f"{LABEL_OWNERS}={owners_label(owners_dir)}",
-            ]
-        },
-    )
     for container in containers:
-        owner = container.labels.get(LABEL_OWNER, "")
+        labels = container.get("Labels") or {}
+        owner = str(labels.get(LABEL_OWNER, ""))
         if owner == me or owner_alive(owners_dir, owner):
             continue
-        logger.info("removing container %s left by dead executor %s", container.name, owner)
-        with contextlib.suppress(NotFound):
-            try:
-                container.remove(force=True, v=True)  # its log volumes too
-                removed.append(container.name)
-            except APIError as exc:
-                logger.warning("cannot remove container %s: %s", container.name, exc)
+        name = str((container.get("Names") or [container.get("Id", "")])[0]).lstrip("/")
+        logger.info("removing container %s left by dead executor %s", name, owner)
+        try:
+            client.api.remove_container(container["Id"], force=True, v=True)  # its log volumes too
+        except NotFound:
+            continue  # removed meanwhile (by its attempt, or another sweep)
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: its removal is already in progress
+                logger.warning("cannot remove container %s: %s", name, exc)
+            continue
+        removed.append(name)
+    return removed
+
+
+def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
+    """Remove this host's Regatta containers whose owner executor is dead, then close the allowlists
+    (firewall rules, sets, resolvers) of attempts whose container is gone; returns the containers' names."""
+    removed = remove_dead(client, owners_dir, listed(client, owners_dir))
+    for attempt in allowlist.sweep(client):
+        logger.info("closed allowlist %s left by a dead executor", attempt)
     return removed
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 
 from harbor.environments.options import EnvironmentOptions
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-# Docker's default capabilities minus those a task never needs and an attacker would like: raw
-# sockets (spoofing on the bridge), device nodes, audit writes, file capabilities.
-DEFAULT_CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP"]
+from regatta_executor.container.dns import ForwarderError, parse_upstreams
+
+# Docker's default capabilities, all of them, as Harbor's docker environment gives: tasks use ping
+# (NET_RAW), package scripts use mknod and setcap. The boundary is the engine's user namespace.
+DEFAULT_CAP_DROP: list[str] = []
 
 
 class ContainerEnvironmentOptions(EnvironmentOptions):
@@ -36,6 +38,12 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
         ge=1,
         description="Size of /logs (agent logs and artifacts together) and of /logs/verifier, each, "
         "when the task sets no storage_mb (a task's storage_mb caps them too).",
+    )
+    tools_dir: str | None = Field(
+        default=None,
+        description="Host folder of the platform's static busybox, mounted read-only at /.regatta in "
+        "every container (pid 1 and the platform's own commands run from it); default <state_dir>/tools. "
+        "Made by an executor running as root, else by root beforehand.",
     )
     allow_host_root: bool = Field(
         default=False,
@@ -75,6 +83,16 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
     max_output_mb: int = Field(default=16, ge=1, description="Most of one command's stdout and stderr kept.")
     sandbox_network: str = Field(default="regatta-sandbox", description="Bridge network of `public` tasks.")
     sandbox_bridge: str = Field(default="regatta0", max_length=15, description="Its host interface name.")
+    allowlist_network: str = Field(
+        default="regatta-allowlist", description="Bridge network of `allowlist` tasks."
+    )
+    allowlist_bridge: str = Field(default="regatta1", max_length=15, description="Its host interface name.")
+    sandbox_dns_upstreams: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Nameserver addresses the sandbox bridge's DNS forwarder asks; "
+        "default: the host's (/etc/resolv.conf).",
+    )
     cap_drop: list[str] = Field(default=list(DEFAULT_CAP_DROP), description="Capabilities removed.")
     auto_mounting: bool = Field(default=False, description="Always false: nothing of the host is mounted.")
 
@@ -96,6 +114,23 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
             except ImageRefusedError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _networks_apart(self) -> ContainerEnvironmentOptions:
+        # One bridge cannot be both open (public) and shut until an attempt opens it (allowlist).
+        if self.allowlist_network == self.sandbox_network or self.allowlist_bridge == self.sandbox_bridge:
+            raise ValueError(
+                "allowlist_network/allowlist_bridge must differ from sandbox_network/sandbox_bridge"
+            )
+        return self
+
+    @field_validator("sandbox_dns_upstreams")
+    @classmethod
+    def _upstreams(cls, value: list[str]) -> list[str]:
+        try:
+            return [str(address) for address in parse_upstreams(value)]
+        except ForwarderError as exc:
+            raise ValueError(str(exc)) from exc
 
     @field_validator("cap_drop")
     @classmethod

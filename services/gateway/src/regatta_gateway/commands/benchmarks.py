@@ -24,7 +24,7 @@ from regatta_gateway.commands import benchmark_decider
 from regatta_gateway.commands.benchmark_sources import parse_source
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
-from regatta_gateway.queries.benchmarks import find_benchmark
+from regatta_gateway.queries.benchmarks import benchmark_with_source, find_benchmark
 
 
 def add_benchmark(
@@ -42,6 +42,15 @@ def add_benchmark(
             raise ApiError(400, "registry_path (a file) or registry_url is required", field="registry_path")
         source = resolve_named(source, default_registry)
     name = _benchmark_name(body.get("name"), source)
+    existing = benchmark_with_source(store, scope, source.model_dump())
+    if existing is not None:
+        raise ApiError(
+            409,
+            f"Benchmark {existing['name']!r} ({existing['id']}) already has this source and version; "
+            f"sync it instead (regatta benchmark sync {existing['id']})",
+            code="CONFLICT",
+            field="source",
+        )
     benchmark_id = new_id("bm")
     added = BenchmarkAdded(
         benchmark_id=benchmark_id, workspace_id=scope.workspace_id, name=name, source=source, hosted=hosted

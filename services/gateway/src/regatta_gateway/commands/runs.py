@@ -25,6 +25,7 @@ from regatta_gateway.commands.run_resolution import (
     select_tasks,
 )
 from regatta_gateway.commands.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
+from regatta_gateway.commands.toml_terms import in_file_terms
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.notifications.registry import check_budget
@@ -34,9 +35,13 @@ from regatta_gateway.secrets.store import SecretVault, resolve_secrets
 
 
 def parse_submission(raw: bytes, content_type: str) -> RunRequest:
+    if "toml" in content_type:
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            return parse_request(toml_to_request(text))
+        except ConfigError as error:
+            raise _invalid(in_file_terms(error.issues, text)) from None
     try:
-        if "toml" in content_type:
-            return parse_request(toml_to_request(raw.decode("utf-8", errors="replace")))
         import json
 
         try:
@@ -47,13 +52,17 @@ def parse_submission(raw: bytes, content_type: str) -> RunRequest:
             raise ConfigError([{"key": "(body)", "message": "expected a JSON object"}])
         return parse_request(body)
     except ConfigError as error:
-        raise ApiError(
-            400,
-            "Invalid benchmark config",
-            code="VALIDATION",
-            issues=error.issues,
-            field=error.issues[0]["key"] if error.issues else None,
-        ) from None
+        raise _invalid(error.issues) from None
+
+
+def _invalid(issues: list[dict[str, Any]]) -> ApiError:
+    return ApiError(
+        400,
+        "Invalid benchmark config",
+        code="VALIDATION",
+        issues=issues,
+        field=issues[0]["key"] if issues else None,
+    )
 
 
 def submit_run(

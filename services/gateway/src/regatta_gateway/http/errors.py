@@ -13,7 +13,7 @@ class ApiError(Exception):
         *,
         code: str | None = None,
         field: str | None = None,
-        issues: list[dict[str, str]] | None = None,
+        issues: list[dict[str, Any]] | None = None,
         **extra: Any,
     ) -> None:
         super().__init__(message)

@@ -52,6 +52,38 @@ def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None 
     return dict(exact[0])
 
 
+# What makes two sources the same tasks: metadata and the trusted mark say nothing about which tasks.
+SOURCE_IDENTITY = (
+    "type",
+    "ref",
+    "registry_path",
+    "registry_url",
+    "dataset",
+    "version",
+    "git_url",
+    "git_ref",
+    "subdir",
+)
+
+
+def benchmark_with_source(store: EventStore, scope: Scope, source: dict[str, Any]) -> dict[str, Any] | None:
+    """The workspace's (not removed) benchmark whose source names the same tasks as `source`, if any."""
+    wanted = {key: source.get(key) for key in SOURCE_IDENTITY}
+    with store.read_engine.connect() as conn:
+        rows = conn.execute(
+            select(t.benchmarks.c.id, t.benchmarks.c.name, t.benchmarks.c.source).where(
+                t.benchmarks.c.workspace_id == scope.workspace_id,
+                t.benchmarks.c.removed.is_(False),
+                t.benchmarks.c.source_type == source.get("type"),
+                t.benchmarks.c.source_ref == str(source.get("ref"))[:1000],
+            )
+        ).mappings()
+        for row in rows:
+            if {key: (row["source"] or {}).get(key) for key in SOURCE_IDENTITY} == wanted:
+                return dict(row)
+    return None
+
+
 def find_run(
     store: EventStore, scope: Scope, key: str, columns: Sequence[ColumnElement[Any]] | None = None
 ) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Leaderboard reads: a benchmark's leaderboard rows in the chosen sort's rank order, section by section
-(version, full list or recommended set), and GET /benchmarks/{key}/leaderboard's body, cached per
-LeaderboardComputed."""
+"""Leaderboard reads: a benchmark's leaderboard rows, one ranking in the chosen sort's rank order (each row
+naming its comparison group: version, full list or recommended set, conditions), and
+GET /benchmarks/{key}/leaderboard's body, cached per LeaderboardComputed."""
 
 from __future__ import annotations
 
@@ -56,16 +56,14 @@ SORTS = ("pass_at_1", "pass_at_k", "cost_per_task", "time_per_task", "tokens_per
 
 
 def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
-    """Rows section by section (in scoring's order: newest version first, the full list before the
-    recommended set), each section in the chosen metric's rank order. Ranks never cross sections."""
+    """Every row in one ranking, in the chosen metric's rank order (statistics.md §6). Scoring ranks all
+    rows together and ties only rows of one comparison group (`section`)."""
     if sort not in SORTS:
         raise ApiError(400, f"sort must be one of {', '.join(SORTS)}", field="sort")
-    sections: dict[str, int] = {}
     shaped = []
     for row in rows:
         ranking = (row.get("ranks") or {}).get(sort) or {}
         section = row.get("section") or _legacy_section(row)
-        sections.setdefault(section["key"], len(sections))
         shaped.append(
             {
                 **row,
@@ -82,19 +80,21 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
         missing = value is None
         ordered = -(value or 0.0) if higher_better else (value or 0.0)
         return (
-            sections[item["section"]["key"]],
             item["rank"] is None,
             item["rank"] or 0,
             missing,
             ordered,
             item.get("participant", ""),
+            # One participant's rows of two groups, equal in all of the above: the full list first.
+            bool(item["section"].get("recommended")),
+            str(item["section"].get("version") or ""),
         )
 
     return sorted(shaped, key=key)
 
 
 def leaderboard_sections(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The sections of sorted rows, in order, each with its rows."""
+    """The comparison groups of sorted rows, in order of their first row, each with its rows."""
     sections: dict[str, dict[str, Any]] = {}
     for row in rows:
         section = sections.setdefault(row["section"]["key"], {**row["section"], "rows": []})

@@ -85,7 +85,7 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
             "resolved_secret_scopes": submission.get("secret_scopes") or {},
             "toml": submission.get("config_toml", ""),
         },
-        "leaderboard_qualification": qualification(submission),
+        "leaderboard_qualification": ranking(row["status"], qualification(submission), scores, agents),
         "agents": agents,
         "progress": {"ingested": int(row["ingested"] or 0), "expected": int(row["expected"] or 0)},
         "totals": totals,
@@ -93,6 +93,41 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
         "agent_metrics": metrics,
         "is_internal_user": False,
     }
+
+
+def ranking(
+    status: str, qualifies: dict[str, Any], scores: dict[int, dict[str, Any]], agents: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The run's qualification with, for its status and per agent, whether it ranks and why not: the
+    leaderboard takes a finished run's agents that have every attempt scored (scoring's leaderboard.py)."""
+    if not qualifies["qualifies"]:
+        summary = "Not ranked on the leaderboard: its conditions or task selection differ from the standard."
+    elif status == "finished":
+        summary = "Qualifies: its agents with every attempt scored rank on the leaderboard."
+    elif status == "stopped":
+        summary = "Not ranked: the run was stopped before every attempt finished."
+    elif status == "failed":
+        summary = "Not ranked: the run failed."
+    else:
+        summary = "Qualifies: ranks once finished with every attempt scored."
+    per_agent = []
+    for agent in agents:
+        score = scores.get(agent["agent_index"])
+        reason = None
+        if not qualifies["qualifies"]:
+            reason = "; ".join(qualifies["reasons"])
+        elif status in ("stopped", "failed"):
+            reason = f"the run {status}"
+        elif status != "finished":
+            reason = "the run has not finished"
+        elif score is None or not score.get("complete"):
+            missing = [
+                f"{score[kind]} {kind}" for kind in ("errored", "cancelled") if score and score.get(kind)
+            ]
+            unscored = " and ".join(missing)
+            reason = f"{unscored} attempts have no score" if missing else "not every attempt is scored"
+        per_agent.append({"agent_index": agent["agent_index"], "ranks": reason is None, "reason": reason})
+    return {**qualifies, "summary": summary, "agents": per_agent}
 
 
 def environment_counts(counts: dict[str, Any] | None) -> list[dict[str, Any]]:

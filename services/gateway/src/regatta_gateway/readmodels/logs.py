@@ -45,17 +45,19 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
                 f"Attempt {d['attempt_index'] + 1} of {d['task']} (agent {d['agent_index'] + 1}) dispatched",
             )
         case AttemptStarted.type_name:
+            again = f", delivery {d['delivery']}" if d.get("delivery", 1) > 1 else ""
             return (
                 "info",
                 "attempt",
-                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']}): "
+                f"Attempt {d['attempt_id']} started on {d['executor_id']} (try {d['try_number']}{again}): "
                 "sandbox created",
             )
         case AttemptRetried.type_name:
+            kind = ", an infrastructure retry" if d.get("infrastructure") else ""
             return (
                 "warning",
                 "retry",
-                f"Attempt {d['attempt_id']} retried (try {d['try_number']}) after "
+                f"Attempt {d['attempt_id']} retried (try {d['try_number']}{kind}) after "
                 f"{d.get('exception_type')}: {d.get('exception_message') or ''}".strip(),
             )
         case AttemptFinished.type_name:

@@ -1,5 +1,5 @@
-"""What the leaderboard shows: the sorts it offers, its sections (task list or recommended set, per
-version) with rows in rank order, and how a rank reads."""
+"""What the leaderboard shows: the sorts it offers, its one ranking of rows (each naming its task set
+and version) in rank order, and how a rank reads."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ HIGHER_IS_BETTER = ("pass_at_1", "pass_at_k")
 
 
 def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list[dict[str, Any]]:
-    """The leaderboard's sections (full task list, recommended set; per version and conditions), each
-    with its rows in the chosen sort's rank order and a title saying what it measures."""
+    """Every qualifying row in one ranking, in the chosen sort's rank order, each saying what it measures
+    (task set, version: rows of different ones are ranked together but never tied)."""
     rows = leaderboard_queries.leaderboard_rows(store, benchmark["id"], sort)
     names: dict[str, str] = {}
     for row in rows:
@@ -30,21 +30,17 @@ def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list
         names[row.get("participant", "")] = row["label"]
         curve = row.get("pass_at_k") or []
         row["pass_at_k_last"] = curve[-1] if curve else None
+        section = row["section"]
+        task_set = section.get("task_set")
+        row["task_set_label"] = "Full list" if task_set in (None, "full") else f"Recommended: {task_set}"
+        version = section.get("version")
+        earlier = bool(version and benchmark.get("version") and version != benchmark["version"])
+        row["version_label"] = (version or "—") + (" (earlier)" if earlier else "")
     for row in rows:
         comparison = row.get("comparison")
         if comparison:
             row["top_label"] = names.get(comparison.get("top", ""), comparison.get("top", ""))
-    sections = leaderboard_queries.leaderboard_sections(rows)
-    for section in sections:
-        task_set = section.get("task_set")
-        section["title"] = "Full task list" if task_set in (None, "full") else f"Recommended set: {task_set}"
-        count = len(section["rows"])
-        notes = [f"{count} agent{'' if count == 1 else 's'}"]
-        if section.get("version"):
-            earlier = benchmark.get("version") and section["version"] != benchmark.get("version")
-            notes.append(f"version {section['version']}" + (" (earlier)" if earlier else ""))
-        section["note"] = " · ".join(notes)
-    return sections
+    return rows
 
 
 def rank_text(row: dict[str, Any]) -> str:

@@ -66,6 +66,13 @@ def _base(request: Request, scope: Scope | None, nav: str) -> dict[str, Any]:
     return {"request": request, "scope": scope, "nav": nav, "workspaces": workspaces}
 
 
+def embedded_token_file(request: Request) -> str | None:
+    """Where the embedded stack (`regatta up`) wrote its token, when this gateway runs in one: only then
+    does the sign-in page name a host path (a deployed gateway's layout is nobody's business)."""
+    token = request.app.state.settings.data_dir / "token"
+    return str(token.resolve()) if token.is_file() else None
+
+
 def render(
     request: Request, scope: Scope | None, name: str, nav: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
@@ -107,7 +114,15 @@ def home() -> RedirectResponse:
 
 @router.get("/signin")
 def signin_form(request: Request, next: str | None = None) -> HTMLResponse:
-    return render(request, None, "signin.html", "signin", next=safe_next(next), error=None)
+    return render(
+        request,
+        None,
+        "signin.html",
+        "signin",
+        next=safe_next(next),
+        error=None,
+        token_file=embedded_token_file(request),
+    )
 
 
 @router.post("/signin")
@@ -116,11 +131,29 @@ def signin(
 ) -> Response:
     target = safe_next(next)
     if not token.strip():
-        return render(request, None, "signin.html", "signin", 400, next=target, error="Enter an API token.")
+        return render(
+            request,
+            None,
+            "signin.html",
+            "signin",
+            400,
+            next=target,
+            error="Enter an API token.",
+            token_file=embedded_token_file(request),
+        )
     try:
         check_token(request, token)
     except ApiError as error:
-        return render(request, None, "signin.html", "signin", 401, next=target, error=error.message)
+        return render(
+            request,
+            None,
+            "signin.html",
+            "signin",
+            401,
+            next=target,
+            error=error.message,
+            token_file=embedded_token_file(request),
+        )
     response = RedirectResponse(target, status_code=303)
     set_session(response, request, token)
     return response

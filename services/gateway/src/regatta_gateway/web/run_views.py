@@ -62,6 +62,7 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "execution": execution,
         "n_tasks": n_tasks,
         "agents": agents,
+        "labels": labels,
         "scores_final": any((m or {}).get("final") for m in metrics.values()),
         "duration": elapsed(run.get("started_at"), run.get("completed_at")),
         "attempts": [_attempt_view(a, labels) for a in attempts],
