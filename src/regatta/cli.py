@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from .cli_account import secret, token
 from .cli_benchmark import benchmark
@@ -111,7 +112,7 @@ def main() -> None:
     try:
         app()
     except ApiFailure as error:
-        console.print(f"[red]Error:[/red] {error}")
+        console.print(f"[red]Error:[/red] {escape(str(error))}")
         raise SystemExit(1) from None
 
 

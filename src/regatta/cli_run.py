@@ -1,4 +1,4 @@
-"""`regatta run …`: submit (and follow), list, show, logs, stop, download."""
+"""`regatta run …`: submit (and follow), list, show, compare, logs, stop, download."""
 
 from __future__ import annotations
 
@@ -69,7 +69,17 @@ def _results_table(detail: dict[str, Any]) -> None:
         console.print(f"Reason: {escape(run_info['status_reason'])}")
     agents = {a["id"]: a for a in detail["agents"]}
     table = folding_table(
-        "#", "Agent", "Pass@1 (95% CI)", "Pass@k", "Passed", "Failed", "Errored", "Cancelled"
+        "#",
+        "Agent",
+        "Pass@1 (95% CI)",
+        "Pass@k",
+        "Passed",
+        "Failed",
+        "Errored",
+        "Cancelled",
+        # statistics.md §1: a sandbox the agent broke is its failure; errored is never the agent's doing.
+        caption="Failed includes attempts whose sandbox the agent left unfit for a verdict. "
+        "Errored: not scored, a fault outside the sandbox (engine, network, provider, platform).",
     )
     for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):
         agent = agents[m["benchmark_run_agent_id"]]
@@ -112,6 +122,54 @@ def run_show(key: str, as_json: JsonOpt = False) -> None:
     if as_json:
         return print_json(detail)
     _results_table(detail)
+
+
+def _participant(value: str) -> str:
+    """`RUN[:AGENT]` as the API's `RUN:AGENT`: without a numeric agent suffix, agent 0."""
+    run_key, _, agent = value.rpartition(":")
+    return value if run_key and agent.isdigit() else f"{value}:0"
+
+
+def _rate(passed: int, scored: int, rate: float | None) -> str:
+    return "–" if rate is None else f"{rate:.0%} ({passed}/{scored})"
+
+
+@run.command("compare")
+def run_compare(
+    a: Annotated[str, typer.Argument(help="RUN[:AGENT] (agent index, default 0)")],
+    b: Annotated[str, typer.Argument(help="RUN[:AGENT], compared against A")],
+    as_json: JsonOpt = False,
+) -> None:
+    """B against A task by task, and the overall pass@1 difference with the paired test."""
+    data = Client().get("/compare", a=_participant(a), b=_participant(b))
+    if as_json:
+        return print_json(data)
+    table = folding_table("Task", "Category", "A", "B", "Difference", "Change")
+    for row in data["tasks"]:
+        table.add_row(
+            escape(row["task"]),  # task names come from the benchmark: never rich markup
+            escape(row["category"] or "–"),
+            _rate(row["a_passed"], row["a_scored"], row["a_rate"]),
+            _rate(row["b_passed"], row["b_scored"], row["b_rate"]),
+            "–" if row["difference"] is None else f"{row['difference'] * 100:+.1f} pp",
+            row["verdict"],
+        )
+    console.print(table)
+    s = data["summary"]
+    for side in ("a", "b"):
+        who = data[side]
+        name, harness = escape(who["run_name"]), escape(who["harness"])
+        console.print(f"{side.upper()}: {name} agent {who['agent_index']} ({harness})")
+    if s["difference"] is None:
+        console.print("No task was scored for both participants.")
+        return None
+    console.print(
+        f"Pass@1 A {pct(s['a_pass_at_1'])}  B {pct(s['b_pass_at_1'])}  "
+        f"difference {s['difference'] * 100:+.1f} pp  "
+        f"p = {s['p_value']:.4g} (paired sign-flip, {s['tasks_compared']} tasks)"
+    )
+    console.print(f"{s['improved']} improved, {s['regressed']} regressed, {s['same']} same")
+    return None
 
 
 @run.command("logs")

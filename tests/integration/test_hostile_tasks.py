@@ -246,11 +246,18 @@ async def test_the_agent_cannot_disarm_the_kill_by_replacing_the_images_programs
     task = write_task(tmp_path / "tasks", "disarm", solve=RIGGER + textwrap.dedent(disarm), test=test)
     result = await run_oracle(environment, task, tmp_path)
 
-    assert exception_type(result) is None
     trial = trial_dir(tmp_path, result)
     assert [p.read_text() for p in (trial / "artifacts").rglob("alive.txt")] == ["alive\n"]
     assert not (trial / "verifier" / "rigged.txt").exists()
-    assert rewards(result) == {"reward": 0} and outcome(result) == "failed"
+    if environment.import_path == CONTAINER_ENVIRONMENT:
+        # The tamper check (issue 27, finding 4): the image's programs the agent replaced are named,
+        # and the attempt is `failed` before the verifier runs.
+        assert exception_type(result) == "SandboxTamperedError"
+        assert "/usr/bin/sh (changed)" in result.exception_info.exception_message
+        assert rewards(result) is None and outcome(result) == "failed"
+    else:
+        assert exception_type(result) is None
+        assert rewards(result) == {"reward": 0} and outcome(result) == "failed"
 
 
 async def test_the_processes_that_outlive_the_agent_are_closed_to_it(

@@ -11,7 +11,7 @@ admin-only or open to members, so a new one fails here until someone decides whi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,12 @@ NOT_WORKSPACE_PREFIXES = ("/openapi.json", "/docs", "/redoc", "/static")
 USER_LEVEL_READS = {"/api/cli/verify"}
 # Platform-wide reads for platform administrators only: any other caller gets 403, whatever workspace.
 PLATFORM_ADMIN_READS = {"/api/v1/platform/admins"}
+# Routes naming their resources in the query string: asked with the other workspace's runs, they answer 404.
+QUERY_KEYED: dict[tuple[str, str], Callable[[str], dict[str, str]]] = {
+    ("GET", "/api/v1/compare"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
+    ("GET", "/compare"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
+    ("GET", "/compare.csv"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
+}
 CATCH_ALL = "/api/cli/{rest:path}"  # answers 404 for unknown CLI paths; nothing to isolate
 # Bodies that get a route past validation to its lookup, so a 404 there is the lookup's answer.
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
@@ -243,6 +249,17 @@ def test_no_route_shows_or_touches_another_workspaces_resources(hook_gateway: Ga
                     # Naming the other workspace does not help: the caller is not in it.
                     foreign = request(gw, method, path, alice, other.workspace_id, **kwargs)
                     assert foreign.status_code == 404, (method, path, foreign.text[:300])
+                checked += 1
+        elif (method, template) in QUERY_KEYED:
+            for run_key in other.run_keys:
+                params = QUERY_KEYED[(method, template)](run_key)
+                own = request(gw, method, template, alice, "default", params=params)
+                assert own.status_code == 404, (template, run_key, own.status_code, own.text[:300])
+                leaked = [value for value in other.leaks if value in own.text and value != run_key]
+                assert not leaked, (template, leaked)
+                if template.startswith("/api/"):
+                    foreign = request(gw, method, template, alice, other.workspace_id, params=params)
+                    assert foreign.status_code == 404, (template, foreign.text[:300])
                 checked += 1
         elif template == "/workspace":
             switched = request(gw, "POST", "/workspace", alice, None, data={"workspace": other.workspace_id})

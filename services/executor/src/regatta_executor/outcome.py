@@ -1,6 +1,13 @@
 """How a Harbor trial result becomes Regatta's attempt outcome (statistics.md §1; harbor.md §3.4).
 
 Pure: takes the trial's result as a plain dict (TrialResult JSON), decides nothing else.
+
+The rule that keeps an agent from turning its failure into no score: once the agent phase has begun,
+an attempt without a valid reward is `failed` unless its error is a fault outside the sandbox
+(engine, network, model provider, the platform itself), which alone is `errored` (and retried). An
+agent that breaks its sandbox (deletes the shell, fills the disk, exhausts pids, outlasts the
+verifier, tampers with the image's executables) would otherwise raise the run's pass rate by
+leaving its attempt unscored.
 """
 
 from __future__ import annotations
@@ -40,6 +47,40 @@ def primary_reward(rewards: dict[str, float], primary_key: str | None = None) ->
     return values[0] if len(values) == 1 else sum(values) / len(values)
 
 
+# Errors that the sandbox's own state causes once the agent has run: the agent's fault, scored.
+# Harbor's (error_policy.py: the agent's exits and timeouts, and the verifier's "no verdict" errors),
+# and the container environment's (regatta_executor.sandbox_faults).
+SANDBOX_FAULTS = frozenset(
+    {
+        "AgentTimeoutError",
+        "NonZeroAgentExitCodeError",
+        "ContextWindowExceededError",
+        "ContextLengthExceededError",
+        "OutputTokenExceededError",
+        "OutputLengthExceededError",
+        "AgentSafetyRefusalError",
+        "ContentPolicyViolationError",
+        "VerifierTimeoutError",
+        "RewardFileNotFoundError",
+        "RewardFileEmptyError",
+        "VerifierOutputParseError",
+        "SandboxTamperedError",
+        "StorageLimitExceededError",
+        "VerifierCannotRunError",
+    }
+)
+
+
+def agent_phase_began(result: dict[str, Any]) -> bool:
+    return bool((result.get("agent_execution") or {}).get("started_at"))
+
+
+def sandbox_fault(result: dict[str, Any]) -> bool:
+    """Whether the attempt's error is one the agent's sandbox caused after the agent had run."""
+    exception = result.get("exception_info") or {}
+    return agent_phase_began(result) and exception.get("exception_type") in SANDBOX_FAULTS
+
+
 def _seconds(timing: dict[str, Any] | None) -> float | None:
     if not timing or not timing.get("started_at") or not timing.get("finished_at"):
         return None
@@ -74,6 +115,8 @@ def classify(result: dict[str, Any], pass_threshold: float, primary_key: str | N
         outcome: Outcome = "passed" if primary >= pass_threshold else "failed"
     elif exception and exception.get("exception_type") == "CancelledError":
         outcome = "cancelled"
+    elif sandbox_fault(result):
+        outcome = "failed"
     else:
         outcome = "errored"
     return TrialOutcome(

@@ -223,6 +223,7 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
         "model": entry.model,
         "run_id": entry.run_id,
         "run_name": entry.run_name,
+        "agent_index": entry.scores.agent_index,  # the row's agent within its run (links to /compare)
         "task_set": entry.task_set,
         "version": entry.version,
         "k": entry.k,

@@ -29,10 +29,11 @@ compose's `main`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
@@ -45,7 +46,7 @@ from harbor.utils.env import resolve_env_vars
 from regatta_shared.outbound import OutboundPolicy
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tools
+from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tamper, tools
 from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
 from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
@@ -67,7 +68,10 @@ from regatta_executor.container.network import (
     gateway_address,
 )
 from regatta_executor.container.options import ContainerEnvironmentOptions
+from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mount
+from regatta_executor.container.storage_cap import StorageCap
 from regatta_executor.container.transfers import ContainerTransfers
+from regatta_executor.sandbox_faults import VerifierCannotRunError
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
@@ -101,6 +105,12 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
+        # From the verifier's start on, commands start from the platform's shell (platform.py) where
+        # the container has it: the agent may have replaced the image's.
+        self._verifier_phase = False
+        self._platform_shell = False
+        self._storage_mb: int | None = None
+        self._storage_cap: StorageCap | None = None
         # The host's boot time before the container's first exec: what started earlier in it is the
         # image's, never the agent's (execs.KILL_OTHERS spares it).
         self._first_exec_at: float | None = None
@@ -192,6 +202,9 @@ class ContainerEnvironment(ContainerTransfers):
             self.image = await self._image(force_build)
             network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
+        if self._storage_mb and "storage" not in self.enforced_limits:
+            self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
+            self._storage_cap.start()
         if self._network_is_allowlist and self._compose is None:
             self._allowlist = await execs.in_thread(self._open_allowlist, network)
         # Writable by any user the task names; they go in with the first upload or before the first
@@ -355,7 +368,7 @@ class ContainerEnvironment(ContainerTransfers):
             or self.options.default_memory_mb
         )
         cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
-        storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        storage_mb = self._storage_mb = self._effective_storage_mb or self.options.default_storage_mb
         main = self._compose.main if self._compose is not None else None
         config, enforced = container_config(
             image=image,
@@ -411,6 +424,8 @@ class ContainerEnvironment(ContainerTransfers):
 
     @override
     async def stop(self, delete: bool) -> None:
+        if self._storage_cap is not None:
+            await self._storage_cap.stop()
         if self._staged is not None:
             self._staged.discard()
             self._staged = None
@@ -457,22 +472,30 @@ class ContainerEnvironment(ContainerTransfers):
             # that too, so the agent's processes are ended and the verifier's folders emptied now, in
             # the same exec, rather than by an exec of its own when the tests are uploaded. Not where
             # tests come with the image (Harbor then uploads none, and /tests must stay).
-            if self._enable_environment_dir_upload and removes_reward_files(command):
-                await self._prepare_verifier()
-                return ExecResult(stdout="", stderr="", return_code=0)
+            if removes_reward_files(command):
+                if self._enable_environment_dir_upload:
+                    await self._prepare_verifier()
+                    return ExecResult(stdout="", stderr="", return_code=0)
+                await self._check_sandbox()
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()
         await self._flush()
         self._ran()
         self._before_exec()
-        output = await execs.run_command(
-            self._client.api,
-            self._running(),
-            ["bash", "-c", command],
-            env=self._merge_env(env) or {},
-            user=engine_user(self._default_exec_user if resolved is None else resolved),
-            workdir=cwd or self.task_env_config.workdir,
-            timeout_sec=timeout_sec,
-            max_output_bytes=self.options.max_output_mb * _MIB,
-        )
+        shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
+        with self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext():
+            output = await execs.run_command(
+                self._client.api,
+                self._running(),
+                [shell, "-c", command],
+                env=self._merge_env(env) or {},
+                user=engine_user(self._default_exec_user if resolved is None else resolved),
+                workdir=cwd or self.task_env_config.workdir,
+                timeout_sec=timeout_sec,
+                max_output_bytes=self.options.max_output_mb * _MIB,
+            )
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
 
     @override
@@ -573,14 +596,53 @@ class ContainerEnvironment(ContainerTransfers):
         await self._flush()
         self._ran()
         self._before_exec()
-        await execs.end_other_processes(
-            self._client.api,
-            self._running(),
-            then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-            + f" && chmod 777 {VERIFIER_LOGS}",
-            spare_started_before=self._first_exec_at or 0.0,
-        )
+        try:
+            await execs.end_other_processes(
+                self._client.api,
+                self._running(),
+                then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
+                + f" && chmod 777 {VERIFIER_LOGS}",
+                spare_started_before=self._first_exec_at or 0.0,
+            )
+        except RuntimeError as exc:
+            # The command ran in the sandbox and failed there (say, the agent deleted its shell):
+            # the sandbox's state, so the agent's failure. The tamper check names the files if it can.
+            await self._check_sandbox()
+            raise VerifierCannotRunError(str(exc)) from exc
+        await self._check_sandbox()
         self._verifier_ready = True
+
+    async def _check_sandbox(self) -> None:
+        """The agent phase is over: the writable layer within its cap and the image's executables
+        and libraries as the image has them (tamper.py), else the attempt is the agent's failure."""
+        if self._storage_cap is not None:
+            await self._storage_cap.stop()
+            await self._storage_cap.check()
+        assert self.image is not None, "started"
+        api, container = self._client.api, self._running()
+        labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
+        await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
+        self._platform_shell = has_platform_mount(await execs.in_thread(api.inspect_container, container))
+        self._verifier_phase = True
+
+    @override
+    @contextlib.contextmanager
+    def scoped_exec_env(self, env: dict[str, str]) -> Iterator[None]:
+        # Harbor wraps the agent's setup and run in this alone: the agent's turn (again, in a later
+        # step of a multi-step task), so its commands run in the image's bash and its writes are
+        # measured until the next verifier.
+        if self._verifier_phase:
+            self._verifier_phase = False
+            if self._storage_cap is not None and not self._storage_cap.exceeded:
+                self._storage_cap.start()
+        with super().scoped_exec_env(env):
+            yield
+
+    def _running(self) -> str:
+        # A container the storage cap killed fails whatever touches it next with the cap's reason.
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()
+        return super()._running()
 
     def _before_exec(self) -> None:
         if self._first_exec_at is None:

@@ -30,8 +30,8 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
     default_storage_mb: int | None = Field(
         default=None,
         ge=1,
-        description="Writable-layer size when the task sets none (only on engines "
-        "whose storage driver supports a size, e.g. overlay2 on xfs with pquota).",
+        description="Writable-layer cap when the task sets none: enforced by engines whose storage "
+        "driver supports a size (e.g. overlay2 on xfs with pquota), else measured (storage_cap.py).",
     )
     default_logs_mb: int = Field(
         default=1024,

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.queries import compare as compare_queries
 from regatta_gateway.queries import run_activity
 from regatta_gateway.queries import runs as run_queries
 from regatta_gateway.queries.cached_reads import JSONBytes, to_json
@@ -110,3 +112,26 @@ def stop_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
     run_commands.stop_run(request.app.state.store, s, key)
     settle(request)
     return {"status": "stopping"}
+
+
+Participant = Annotated[str, Query(min_length=3, max_length=compare_queries.PARTICIPANT_MAX)]
+
+
+@router.get("/compare", response_model=None)
+def compare(
+    request: Request, s: ScopeDep, a: Participant, b: Participant, format: Literal["json", "csv"] = "json"
+) -> JSONBytes | Response:
+    """Participant `b` against `a` (`RUN:AGENT_INDEX` each), task by task; `format=csv` gives the rows."""
+    result = compare_queries.compare(
+        request.app.state.store,
+        s,
+        compare_queries.parse_participant(a, "a"),
+        compare_queries.parse_participant(b, "b"),
+    )
+    if format == "csv":
+        return Response(
+            compare_queries.rows_csv(result),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="compare.csv"'},
+        )
+    return JSONBytes(to_json(result))

@@ -20,7 +20,15 @@ from regatta_shared.harnesses import HARNESSES
 from regatta_gateway.http.auth import Scope
 from regatta_gateway.http.errors import ApiError
 from regatta_gateway.queries import benchmarks as benchmark_queries
-from regatta_gateway.web import benchmark_views, labels, leaderboard_views, run_views, secret_views
+from regatta_gateway.queries import compare as compare_queries
+from regatta_gateway.web import (
+    benchmark_views,
+    compare_views,
+    labels,
+    leaderboard_views,
+    run_views,
+    secret_views,
+)
 from regatta_gateway.web.features import route_features
 from regatta_gateway.web.formatting import FILTERS
 from regatta_gateway.web.session import (
@@ -115,12 +123,7 @@ def home() -> RedirectResponse:
 @router.get("/signin")
 def signin_form(request: Request, next: str | None = None) -> HTMLResponse:
     return render(
-        request,
-        None,
-        "signin.html",
-        "signin",
-        next=safe_next(next),
-        error=None,
+        request, None, "signin.html", "signin", next=safe_next(next), error=None,
         token_file=embedded_token_file(request),
     )
 
@@ -132,26 +135,14 @@ def signin(
     target = safe_next(next)
     if not token.strip():
         return render(
-            request,
-            None,
-            "signin.html",
-            "signin",
-            400,
-            next=target,
-            error="Enter an API token.",
+            request, None, "signin.html", "signin", 400, next=target, error="Enter an API token.",
             token_file=embedded_token_file(request),
         )
     try:
         check_token(request, token)
     except ApiError as error:
         return render(
-            request,
-            None,
-            "signin.html",
-            "signin",
-            401,
-            next=target,
-            error=error.message,
+            request, None, "signin.html", "signin", 401, next=target, error=error.message,
             token_file=embedded_token_file(request),
         )
     response = RedirectResponse(target, status_code=303)
@@ -190,6 +181,30 @@ def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
     }
     partial = fragments(request, {"rows": "_benchmark_rows.html"}, context)
     return partial or templates.TemplateResponse(request, "benchmarks.html", context)
+
+
+@router.get("/compare")
+def compare_page(
+    request: Request, scope: ScopeDep, a: str = "", b: str = "", verdict: str = "", category: str = ""
+) -> Response:
+    def build() -> Response:
+        page = compare_views.compare_page(request.app.state.store, scope, a, b, verdict, category)
+        return render(request, scope, "compare.html", "benchmarks", **page)
+
+    return guarded(request, scope, build)
+
+
+@router.get("/compare.csv")
+def compare_csv(request: Request, scope: ScopeDep, a: str = "", b: str = "") -> Response:
+    def build() -> Response:
+        page = compare_views.compare_page(request.app.state.store, scope, a, b, "", "")
+        return Response(
+            compare_queries.rows_csv(page),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="compare.csv"'},
+        )
+
+    return guarded(request, scope, build)
 
 
 @router.get("/benchmarks/runs/{run_key}")

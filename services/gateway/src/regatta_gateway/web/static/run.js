@@ -33,6 +33,16 @@
   for (const [key, input] of Object.entries(filters)) if (params.get(key)) input.value = params.get(key);
 
   const state = (a) => a.outcome || a.status || "scheduled";
+  // What each outcome means (docs/reference/statistics.md §1).
+  const OUTCOME_HELP = {
+    passed: "Scored: the primary reward reached the run's pass threshold.",
+    failed: "Scored as a failure: the reward is below the threshold, or the agent left its sandbox in a state "
+      + "in which the verifier could give no verdict (the reason is in the details).",
+    errored: "Not scored: a fault outside the sandbox (engine, network, model provider, the platform itself).",
+    cancelled: "Not scored: the run was stopped.",
+  };
+  // A failure without a reward: the sandbox's state kept the verifier from a verdict.
+  const noVerdict = (a) => a.outcome === "failed" && result(a).primary_reward == null && result(a).exception_type;
   const result = (a) => a.result || {};
   function seconds(a) {
     const total = result(a).timings?.total;
@@ -77,7 +87,10 @@
           el("td", { class: "strong" }, a.task),
           el("td", {}, label),
           el("td", { class: "num" }, String(a.attempt_index + 1)),
-          el("td", {}, el("span", { class: `badge status-${outcome}` }, outcome),
+          el("td", {}, el("span", { class: `badge status-${outcome}`, title: OUTCOME_HELP[outcome] || "" }, outcome),
+            noVerdict(a)
+              ? [" ", el("span", { class: "tag", title: result(a).exception_message || "", "data-testid": "no-verdict-tag" }, "no verdict")]
+              : null,
             result(a).environment_built === false
               ? [" ", el("span", { class: "tag", title: result(a).environment_note || "", "data-testid": "not-built-tag" }, "env not built")]
               : null),
@@ -161,7 +174,8 @@
         ...rewards.map(([key, value]) => [`reward · ${key}`, String(value)]),
       ])));
     if (r.exception_type || r.exception_message) {
-      blocks.push(el("div", { class: "detail-block detail-wide" }, el("h4", {}, "Exception"),
+      const heading = noVerdict(a) ? "Why it failed" : a.outcome === "errored" ? "Why it was not scored" : "Exception";
+      blocks.push(el("div", { class: "detail-block detail-wide" }, el("h4", {}, heading),
         el("pre", { class: "exception" }, [r.exception_type, r.exception_message].filter(Boolean).join(": "))));
     }
     const timings = r.timings || {};

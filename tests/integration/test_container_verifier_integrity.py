@@ -1,0 +1,230 @@
+"""Issue 27, findings 4-6, on a real engine: the agent cannot grade itself (an executable or library
+of the image changed, deleted or shadowed ends the attempt `failed`, naming the files), damage from
+inside is the agent's failure (statistics.md §1), and the writable layer is capped (storage_mb).
+
+Each attack is the oracle's solve.sh; each task's test always fails, so a reward of 1 would be the
+attack's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import docker
+import pytest
+from regatta_executor.sandbox_faults import StorageLimitExceededError
+
+from tests.integration.container_support import (
+    containers_of,
+    exception_type,
+    outcome,
+    rewards,
+    run_trial,
+    started_environment,
+    trial_dir,
+    write_task,
+)
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("built_images_removed")]
+
+ALWAYS_FAILS = "echo 0 > /logs/verifier/reward.txt\n"
+# A bash that runs the real one, then writes reward 1: what a test run through it would report.
+WRAPPER = """
+cp /usr/bin/bash /opt/real-bash
+printf '#!/opt/real-bash\\n/opt/real-bash "$@"; s=$?; echo 1 > /logs/verifier/reward.txt; exit $s\\n' \\
+    > /tmp/wrapper
+chmod 755 /tmp/wrapper
+"""
+# Proof that the wrapper works where it was put: run through it, it writes reward 1.
+PROVE = """
+{runs} -c true
+cat /logs/verifier/reward.txt > /logs/agent/rigged.txt; rm -f /logs/verifier/reward.txt
+"""
+
+ATTACKS = {
+    # Replaced in place (a rename: the running bash keeps its own inode).
+    "replace-bash": (
+        WRAPPER + "mv /tmp/wrapper /usr/bin/bash\n" + PROVE.format(runs="/bin/bash"),
+        "/usr/bin/bash (changed)",
+    ),
+    # Shadowed: earlier in PATH than /usr/bin, so `bash -c` finds the wrapper first.
+    "shadow-bash": (
+        WRAPPER + "mv /tmp/wrapper /usr/local/bin/bash\n" + PROVE.format(runs="bash"),
+        "/usr/local/bin/bash (added, shadows the image's /usr/bin/bash)",
+    ),
+    # /bin (a symlink to /usr/bin in the image) replaced by a folder holding the wrapper.
+    "replace-bin": (
+        WRAPPER + "rm /bin && mkdir /bin && mv /tmp/wrapper /bin/bash\n" + PROVE.format(runs="/bin/bash"),
+        "/bin (the image's symlink to /usr/bin replaced by a folder)",
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+async def test_an_agent_that_rigs_bash_fails_and_the_reason_names_the_file(
+    engine: docker.DockerClient, tmp_path: Path, attack: str
+) -> None:
+    solve, named = ATTACKS[attack]
+    task = write_task(tmp_path / "tasks", attack, solve=solve, test=ALWAYS_FAILS)
+    result = await run_trial(task, "oracle", tmp_path)
+
+    rigged = trial_dir(tmp_path, result) / "agent" / "rigged.txt"
+    assert rigged.read_text() == "1\n", "the wrapper was in place and wrote reward 1 when run"
+    assert exception_type(result) == "SandboxTamperedError"
+    assert named in result.exception_info.exception_message, result.exception_info.exception_message
+    assert rewards(result) is None
+    assert outcome(result) == "failed"
+    assert containers_of(engine, result.trial_name) == []
+
+
+@pytest.mark.parametrize(
+    ("solve", "named"),
+    [
+        ("touch /etc/ld.so.preload\n", "/etc/ld.so.preload (added"),
+        (
+            "cp /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/local/lib/libc.so.6\n",
+            "/usr/local/lib/libc.so.6 (added, shadows the image's /lib/x86_64-linux-gnu/libc.so.6)",
+        ),
+        ("echo '# nothing' >> /usr/lib/x86_64-linux-gnu/libz.so.1\n", "libz.so.1"),
+    ],
+    ids=["preload", "shadowed-libc", "changed-library"],
+)
+async def test_libraries_the_verifier_loads_are_protected_too(
+    engine: docker.DockerClient, tmp_path: Path, solve: str, named: str
+) -> None:
+    task = write_task(
+        tmp_path / "tasks", "libraries", solve=solve, test="echo 1 > /logs/verifier/reward.txt\n"
+    )
+    result = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(result) == "SandboxTamperedError"
+    assert named in result.exception_info.exception_message, result.exception_info.exception_message
+    assert outcome(result) == "failed"
+
+
+async def test_what_an_agent_adds_that_shadows_nothing_is_fine(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Packages the agent installs: new executables, libraries and folders, and edits of its own files."""
+    solve = """
+        printf '#!/bin/sh\\necho mine\\n' > /usr/local/bin/my-tool && chmod +x /usr/local/bin/my-tool
+        mkdir -p /usr/lib/my-package /usr/local/lib/python3/dist-packages/mine
+        echo 'x = 1' > /usr/local/lib/python3/dist-packages/mine/__init__.py
+        cp /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/lib/my-package/libmine.so.1
+        chmod 700 /usr/local/bin
+        echo edited > /app/solution.txt && echo again >> /app/solution.txt
+        rm -rf /var/cache/debconf /usr/share/doc/bash
+    """
+    task = write_task(
+        tmp_path / "tasks",
+        "adds",
+        solve=solve,
+        test="my-tool > /logs/verifier/out.txt\n"
+        '[ "$(cat /logs/verifier/out.txt)" = mine ] && echo 1 > /logs/verifier/reward.txt\n',
+    )
+    result = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(result) is None, result.exception_info
+    assert (rewards(result), outcome(result)) == ({"reward": 1}, "passed")
+
+
+async def test_an_agent_that_deletes_the_shell_fails_with_the_reason(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The platform's step before the verifier needs /bin/sh: its loss is the agent's failure."""
+    task = write_task(tmp_path / "tasks", "no-sh", solve="rm -f /bin/sh\n", test=ALWAYS_FAILS)
+    result = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(result) == "SandboxTamperedError"
+    assert "/usr/bin/sh (deleted)" in result.exception_info.exception_message
+    assert outcome(result) == "failed"
+    assert containers_of(engine, result.trial_name) == []
+
+
+async def test_a_fork_bomb_is_the_agents_failure(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """statistics.md §1: "once the agent phase has begun, a verifier that cannot run or conclude
+    because of the sandbox's state (... no pids ...) scores the attempt `failed`"."""
+    bomb = ":(){ :|:& };:\nexec sleep 1000\n"
+    task = write_task(tmp_path / "tasks", "fork-bomb", solve=bomb, test=ALWAYS_FAILS, agent_timeout_sec=5)
+    result = await run_trial(task, "oracle", tmp_path, max_processes=64)
+    assert exception_type(result) == "AgentTimeoutError"
+    assert outcome(result) == "failed"
+    assert containers_of(engine, result.trial_name) == []
+
+
+async def test_the_writable_layer_is_capped(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """storage_mb = 64 and 1 GiB written to /var/tmp: stopped near the cap, the attempt `failed`."""
+    solve = "head -c 1G /dev/zero > /var/tmp/fill\necho $? > /logs/agent/fill-exit.txt\n"
+    task = write_task(
+        tmp_path / "tasks",
+        "fill-layer",
+        solve=solve,
+        test="echo 1 > /logs/verifier/reward.txt\n",
+        environment="storage_mb = 64\n",
+    )
+    result = await run_trial(task, "oracle", tmp_path)
+    assert exception_type(result) == "StorageLimitExceededError", result.exception_info
+    message = result.exception_info.exception_message
+    found = re.fullmatch(r"storage limit exceeded \((\d+) MiB > 64 MiB\)", message)
+    assert found, message
+    # Measured over the cap and stopped before the 1 GiB was written (by how much it passes the cap
+    # is what the agent writes between two measures: storage_cap.py).
+    assert 64 < int(found.group(1)) < 1024, message
+    assert not (trial_dir(tmp_path, result) / "agent" / "fill-exit.txt").exists(), "the write never finished"
+    assert rewards(result) is None and outcome(result) == "failed"
+    assert containers_of(engine, result.trial_name) == []
+
+
+async def test_a_layer_over_the_cap_when_the_agent_ends_fails_the_attempt(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """A write quicker than the measures during the command is caught by the measure at the agent
+    phase's end; a layer under the cap is fine."""
+    solve = "head -c 100M /dev/zero > /var/tmp/fill\nhead -c 10M /dev/zero > /var/tmp/small\n"
+    over = write_task(
+        tmp_path / "tasks",
+        "over",
+        solve=solve,
+        test="echo 1 > /logs/verifier/reward.txt\n",
+        environment="storage_mb = 64\n",
+    )
+    under = write_task(
+        tmp_path / "tasks",
+        "under",
+        solve="head -c 10M /dev/zero > /var/tmp/small\n",
+        test="echo 1 > /logs/verifier/reward.txt\n",
+        environment="storage_mb = 64\n",
+    )
+    result = await run_trial(over, "oracle", tmp_path)
+    assert exception_type(result) == "StorageLimitExceededError", result.exception_info
+    assert re.fullmatch(
+        r"storage limit exceeded \(\d+ MiB > 64 MiB\)", result.exception_info.exception_message
+    )
+    assert outcome(result) == "failed"
+    result = await run_trial(under, "oracle", tmp_path)
+    assert (exception_type(result), outcome(result)) == (None, "passed")
+
+
+async def test_a_later_agent_step_is_measured_again(engine: docker.DockerClient, tmp_path: Path) -> None:
+    """A multi-step task: after one step's verifier, the next step's agent (Harbor wraps it in
+    scoped_exec_env) is measured by the storage cap again."""
+    task = write_task(tmp_path / "tasks", "steps", environment="storage_mb = 64\n")
+    async with started_environment(tmp_path, task) as env:
+        removed = await env.exec("rm -f -- /logs/verifier/reward.txt", user="root")  # step 1's verifier
+        assert removed.return_code == 0
+        with env.scoped_exec_env({"STEP": "2"}), pytest.raises(StorageLimitExceededError) as raised:
+            await env.exec("head -c 200M /dev/zero > /var/tmp/fill; sleep 20")
+    assert re.fullmatch(r"storage limit exceeded \(\d+ MiB > 64 MiB\)", str(raised.value))
+
+
+async def test_the_verifiers_commands_start_from_the_platform_shell(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Harbor runs the test as `(/tests/test.sh) > … 2>&1` through the environment's shell: from the
+    verifier's start (Harbor's removal of stale reward files) that shell is the platform's read-only
+    busybox, never a program of the image the agent could replace. The agent's keep the image's bash."""
+    async with started_environment(tmp_path) as env:
+        before = await env.exec('echo "$0"')
+        removed = await env.exec("rm -f -- /logs/verifier/reward.txt /logs/verifier/reward.json", user="root")
+        after = await env.exec('echo "$0"')
+        with env.scoped_exec_env({"STEP": "2"}):  # a multi-step task's next agent step
+            again = await env.exec('echo "$0"')
+    assert (before.stdout, removed.return_code, after.stdout) == ("bash\n", 0, "/.regatta/sh\n")
+    assert again.stdout == "bash\n"
