@@ -25,6 +25,8 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 SOLVE = "#!/bin/bash\necho done > /app/out.txt\n"
 TEST = "#!/bin/bash\nif grep -q done /app/out.txt; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
+# The base image the machine makes locally (scripts/test-image.sh), used without a pull.
+LOCAL_IMAGES = ["debian:bookworm-slim"]
 
 
 def write_task(root: Path) -> Path:
@@ -122,7 +124,7 @@ async def environment_round(task: Path, work: Path, attempts: int, concurrency: 
             "environment": {
                 "import_path": CONTAINER_ENVIRONMENT,
                 "delete": True,
-                "kwargs": {"state_dir": str(work / "state")},
+                "kwargs": {"state_dir": str(work / "state"), "local_images": LOCAL_IMAGES},
             },
         }
         async with gate:
@@ -145,10 +147,11 @@ async def main(attempts: int, concurrency: int, rounds: int) -> None:
     task = write_task(work)
     # Warm-up: builds (or finds) the task's image, imports Harbor, sweeps, makes the state folder.
     await environment_round(task, work, 1, 1, "warm-up")
-    from regatta_executor.container.images import IMAGE_REPOSITORY, environment_digest
+    from regatta_executor.container.images import IMAGE_REPOSITORY, ImageCache
 
-    image = f"{IMAGE_REPOSITORY}:{environment_digest(task / 'environment')}"
     client = docker.from_env(max_pool_size=64)
+    cache = ImageCache(client, work / "state", None, local_images=LOCAL_IMAGES)
+    image = f"{IMAGE_REPOSITORY}:{cache.digest(task / 'environment')}"
     await plain_round(client, image, 1, 1)
     ours, plain = [], []
     index = 0

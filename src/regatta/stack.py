@@ -22,6 +22,8 @@ from .services import command
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ORDER = ["relay", "registry-sync", "run-scheduler", "scoring", "executor", "gateway"]
+# Local images the embedded stack's executors may use without a pull (scripts/test-image.sh makes them).
+DEVELOPMENT_LOCAL_IMAGES = "debian:bookworm-slim,debian:bookworm,debian:12-slim,debian:12"
 # How long a stop waits for a service after SIGTERM before it kills it; executors get their grace
 # (REGATTA_EXECUTOR_GRACE_SEC) plus this, to cancel what is left and remove its sandboxes.
 SERVICE_STOP_SEC = 10.0
@@ -103,6 +105,9 @@ class Stack:
         if "REGATTA_SOURCE_ROOTS" not in os.environ:
             # The embedded stack's members may add the repository's examples as folders.
             env["REGATTA_SOURCE_ROOTS"] = str(EXAMPLES)
+        if "REGATTA_LOCAL_IMAGES" not in os.environ:
+            # The examples' and tests' base image, which a development machine makes locally.
+            env["REGATTA_LOCAL_IMAGES"] = DEVELOPMENT_LOCAL_IMAGES
         env.update(self.extra_env)
         if self.environment:
             env["REGATTA_EXECUTOR_ENVIRONMENT"] = self.environment

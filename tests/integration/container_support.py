@@ -32,6 +32,8 @@ from regatta_executor.outcome import classify
 from tests.conftest import unavailable
 
 BASE_IMAGE = "debian:bookworm-slim"
+# The local images the tests' executors may use without a pull (the `local_images` option).
+LOCAL_IMAGES = ["debian:bookworm-slim", "debian:bookworm", "debian:12-slim", "debian:12"]
 
 
 def require_engine(monkeypatch: pytest.MonkeyPatch) -> docker.DockerClient:
@@ -142,7 +144,7 @@ def trial_config(task: Path, agent: str, work: Path, **kwargs: Any) -> TrialConf
         environment={
             "import_path": CONTAINER_ENVIRONMENT,
             "delete": True,
-            "kwargs": {"state_dir": str(work / "state"), **kwargs},
+            "kwargs": {"state_dir": str(work / "state"), "local_images": LOCAL_IMAGES, **kwargs},
         },
         verifier={"env": verifier_env or {}},
     )
@@ -194,7 +196,7 @@ async def started_environment(
         session_id=f"direct-{secrets.token_hex(4)}__env",
         trial_paths=paths,
         task_env_config=loaded.config.environment,
-        **{"state_dir": str(tmp_path / "state"), **kwargs},
+        **{"state_dir": str(tmp_path / "state"), "local_images": LOCAL_IMAGES, **kwargs},
     )
     await env.start(force_build=False)
     try:

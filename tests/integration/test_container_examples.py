@@ -17,7 +17,7 @@ from regatta_shared.events import AgentSpec, ModelSpec
 from regatta_shared.jobs import AttemptJob
 
 from tests.conftest import EXAMPLES
-from tests.integration.container_support import containers_of
+from tests.integration.container_support import LOCAL_IMAGES, containers_of
 from tests.integration.local_environment_support import example_tasks, require_sandbox_host, sandboxes_dir
 from tests.support.scripted_llm import ScriptedLLM, terminus_reply
 
@@ -60,7 +60,10 @@ async def test_example_benchmark_gives_the_same_outcomes_in_local_and_in_contain
         EnvironmentChoice("local", {"sandbox_dir": str(sandboxes_dir(tmp_path))}), tmp_path
     )
     contained = await outcomes(
-        EnvironmentChoice(CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state")}), tmp_path / "c"
+        EnvironmentChoice(
+            CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state"), "local_images": LOCAL_IMAGES}
+        ),
+        tmp_path / "c",
     )
     assert contained == local
     assert all(
@@ -89,7 +92,9 @@ async def test_terminus2_solves_a_task_inside_a_container(
     with ScriptedLLM(script, prompt_tokens=1000, completion_tokens=50) as llm:
         model = ModelSpec(type="endpoint", model="gpt-4o-mini", api_key_secret="KEY", base_url=llm.base_url)
         job = attempt("terminus-2", "hello-file", 0, model)
-        environment = EnvironmentChoice(CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state")})
+        environment = EnvironmentChoice(
+            CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state"), "local_images": LOCAL_IMAGES}
+        )
         result = await run_trial(
             trial_config(job, task, tmp_path / "trials", environment, {"KEY": "sk-test"})
         )

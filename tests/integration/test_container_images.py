@@ -18,10 +18,11 @@ import docker
 import pytest
 from harbor.environments.base import SandboxBuildFailedError
 from regatta_executor.container.engine import LABEL_DIGEST
-from regatta_executor.container.images import ImageCache, environment_digest
+from regatta_executor.container.images import ImageCache
 
 from tests.integration.container_support import (
     BASE_IMAGE,
+    LOCAL_IMAGES,
     baked_task,
     build_log,
     containers_of,
@@ -59,7 +60,8 @@ async def test_dockerfile_is_built_oracle_passes_nop_fails_and_second_attempt_re
     log = build_log(tmp_path, second)
     assert "not built again" in log and "Step 1/" not in log
 
-    digest = engine.images.get(log.split()[1]).labels[LABEL_DIGEST]
+    cached = next(line for line in log.splitlines() if line.endswith("is cached; not built again"))
+    digest = engine.images.get(cached.split()[1]).labels[LABEL_DIGEST]
     assert len(engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"})) == 1
     assert containers_of(engine, first.trial_name) == containers_of(engine, second.trial_name) == []
 
@@ -118,14 +120,17 @@ async def test_build_failure_and_build_timeout_are_reported(
         return any(token in str(c["Command"]) for c in engine.api.containers(all=True))
 
     assert await _eventually(lambda: not step_running())
-    digest = environment_digest(slow / "environment")
+    digest = ImageCache(engine, tmp_path / "state", None, local_images=LOCAL_IMAGES).digest(
+        slow / "environment"
+    )
     assert engine.images.list(filters={"label": f"{LABEL_DIGEST}={digest}"}) == []
 
 
 async def test_missing_image_is_an_error_naming_it(engine: docker.DockerClient, tmp_path: Path) -> None:
     task = write_task(tmp_path / "tasks", "prebuilt", environment='docker_image = "regatta-test/absent:1"\n')
     (task / "environment" / "Dockerfile").unlink()
-    result = await run_trial(task, "oracle", tmp_path)
+    # Allow-listed as local, so no registry is asked: the engine has no such image.
+    result = await run_trial(task, "oracle", tmp_path, local_images=[*LOCAL_IMAGES, "regatta-test/absent:1"])
     assert exception_type(result) == "ImageUnavailableError"
     assert "regatta-test/absent:1" in (result.exception_info.exception_message or "")
 
@@ -133,7 +138,7 @@ async def test_missing_image_is_an_error_naming_it(engine: docker.DockerClient, 
 async def test_built_images_are_pruned_least_recently_used_first(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    cache = ImageCache(engine, tmp_path / "state", max_bytes=None)
+    cache = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=LOCAL_IMAGES)
     folders = []
     for name in ("old", "new"):
         folder = tmp_path / name
@@ -143,11 +148,11 @@ async def test_built_images_are_pruned_least_recently_used_first(
     log = io.StringIO()
     built = [cache.built(folder, timeout_sec=120, network_mode="none", log=log) for folder in folders]
     assert all(image.built for image in built)
-    os.utime(cache.locks / f"{environment_digest(folders[0])}.lock", (1, 1))  # used long ago
+    os.utime(cache.locks / f"{cache.digest(folders[0])}.lock", (1, 1))  # used long ago
     size = engine.images.get(built[1].reference).attrs["Size"]
     cache.max_bytes = size + size // 2  # room for one of the two
 
-    assert cache.prune() == [environment_digest(folders[0])]
+    assert cache.prune() == [cache.digest(folders[0])]
     with pytest.raises(docker.errors.ImageNotFound):
         engine.images.get(built[0].reference)
     engine.images.get(built[1].reference)

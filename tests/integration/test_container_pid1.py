@@ -28,10 +28,9 @@ from regatta_executor.container.images import (
     IMAGE_REPOSITORY,
     LABEL_LEGACY_BAKED,
     ImageCache,
-    environment_digest,
 )
 
-from tests.integration.container_support import BASE_IMAGE, started_environment, write_task
+from tests.integration.container_support import BASE_IMAGE, LOCAL_IMAGES, started_environment, write_task
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
 
@@ -90,7 +89,7 @@ def test_a_named_image_is_used_as_it_is(engine: docker.DockerClient, tmp_path: P
     image, _ = engine.images.build(path=str(folder), tag=named, rm=True, forcerm=True)
     try:
         before = {i.id for i in engine.images.list(IMAGE_REPOSITORY)}
-        resolved = ImageCache(engine, tmp_path / "state", max_bytes=None).named(named)
+        resolved = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=[named]).named(named)
         assert (resolved.reference, resolved.image_id) == (named, image.id)
         assert (resolved.user, resolved.workdir, resolved.entrypoint) == (
             "nobody",
@@ -181,7 +180,8 @@ def test_an_image_baked_by_an_older_executor_is_built_again(
     (folder / "Dockerfile").write_text(
         f'FROM {BASE_IMAGE}\nRUN echo {secrets.token_hex(8)} > /unique\nENTRYPOINT ["/bin/echo", "own"]\n'
     )
-    digest = environment_digest(folder)
+    cache = ImageCache(engine, tmp_path / "state", max_bytes=None, local_images=LOCAL_IMAGES)
+    digest = cache.digest(folder)
     original, _ = engine.images.build(
         path=str(folder), labels={LABEL_MANAGED: "1", LABEL_DIGEST: digest}, rm=True, forcerm=True
     )
@@ -196,9 +196,7 @@ def test_an_image_baked_by_an_older_executor_is_built_again(
     (tmp_path / "state" / "images").mkdir(parents=True)
     (tmp_path / "state" / "images" / f"{digest}.lock").touch()  # so the clean-up finds it
 
-    resolved = ImageCache(engine, tmp_path / "state", max_bytes=None).built(
-        folder, timeout_sec=120, network_mode="none", log=io.StringIO()
-    )
+    resolved = cache.built(folder, timeout_sec=120, network_mode="none", log=io.StringIO())
     assert resolved.built and resolved.entrypoint == ("/bin/echo", "own")
     assert LABEL_LEGACY_BAKED not in (engine.images.get(resolved.reference).labels or {})
     with contextlib.suppress(docker.errors.APIError):

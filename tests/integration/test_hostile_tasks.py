@@ -29,7 +29,7 @@ from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
 from regatta_executor.container.engine import CONTAINER_ENVIRONMENT
 
-from tests.integration.container_support import require_engine
+from tests.integration.container_support import LOCAL_IMAGES, require_engine
 from tests.integration.local_environment_support import (
     LOCAL_ENVIRONMENT,
     exception_type,
@@ -60,7 +60,9 @@ ENVIRONMENTS = {
         LOCAL_ENVIRONMENT, lambda work: {"sandbox_dir": str(sandboxes_dir(work))}, require_sandbox_host
     ),
     "container": Environment(
-        CONTAINER_ENVIRONMENT, lambda work: {"state_dir": str(work / "state")}, require_engine
+        CONTAINER_ENVIRONMENT,
+        lambda work: {"state_dir": str(work / "state"), "local_images": LOCAL_IMAGES},
+        require_engine,
     ),
 }
 

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # Internal addresses that outbound fetches may reach anyway: CIDRs, hosts, host:port, comma separated
     # (regatta_shared.outbound).
     outbound_allow: str = Field("", alias="REGATTA_OUTBOUND_ALLOW")
+    # Local images tasks of the `container` environment may name (FROM, docker_image) without a pull:
+    # image references, comma separated; any other reference is pulled from its registry.
+    local_images: str = Field("", alias="REGATTA_LOCAL_IMAGES")
     # The registry a dataset named without a registry resolves against, and that the Add Benchmark dialog
     # lists: an http(s) URL or an absolute registry.json path; empty for none (regatta_gateway.admission).
     default_registry: str = Field(HARBOR_DEFAULT_REGISTRY_URL, alias="REGATTA_DEFAULT_REGISTRY")

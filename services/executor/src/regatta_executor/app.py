@@ -19,7 +19,12 @@ from regatta_shared.runtime import Service
 from regatta_shared.sealing import sealing_key
 from regatta_shared.settings import Settings, load_settings
 
-from .environments import EnvironmentNameError, ResolvedEnvironment, resolve_environment
+from .environments import (
+    CONTAINER_ENVIRONMENT,
+    EnvironmentNameError,
+    ResolvedEnvironment,
+    resolve_environment,
+)
 from .worker import JOB_RETRY_SEC, Executor
 
 log = logging.getLogger("regatta.executor")
@@ -60,6 +65,11 @@ def choose_environment(settings: Settings) -> ResolvedEnvironment:
     except EnvironmentNameError as error:
         print(f"regatta executor: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    if resolved.choice.kind in ("container", CONTAINER_ENVIRONMENT):
+        # The deployment's image and outbound policy, unless the environment's kwargs name their own.
+        kwargs = resolved.choice.kwargs
+        kwargs.setdefault("local_images", [i.strip() for i in settings.local_images.split(",") if i.strip()])
+        kwargs.setdefault("outbound_allow", settings.outbound_allow)
     log.info("environment: %s (%s)", resolved.choice.kind, resolved.reason)
     return resolved
 

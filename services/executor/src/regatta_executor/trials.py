@@ -10,7 +10,7 @@ from regatta_shared.harnesses import HARNESS_KEY_NAMES, NO_MODEL
 from regatta_shared.hosted_models import is_key_name, key_name
 from regatta_shared.jobs import AttemptJob
 
-from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
+from .environments import CONTAINER_ENVIRONMENT, LOCAL_ENVIRONMENT, EnvironmentChoice
 
 __all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"]
 
@@ -100,9 +100,17 @@ def trial_config(
         "trials_dir": str(trials_dir),
         "timeout_multiplier": job.timeout_multiplier,
         "agent": agent_config(job, secrets),
-        "environment": environment.harbor_config(),
+        "environment": _environment_config(job, environment),
         "verifier": {"env": verifier_env(job, secrets)},
     }
+
+
+def _environment_config(job: AttemptJob, environment: EnvironmentChoice) -> dict[str, Any]:
+    config = environment.harbor_config()
+    if environment.kind in ("container", CONTAINER_ENVIRONMENT):
+        # A build that failed is not repeated within its run (container/build_failures.py).
+        config["kwargs"]["run_id"] = job.run_id
+    return config
 
 
 async def run_trial(config: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from harbor.constants import MAIN_SERVICE_NAME
 from harbor.environments.docker import COMPOSE_BUILD_PATH, COMPOSE_PREBUILT_PATH
 
 from regatta_executor.container.compose_files import ComposeError, interpolate, load, merge, normalize_service
-from regatta_executor.container.images import ImageUnavailableError, validate_reference
+from regatta_executor.container.references import ImageUnavailableError, parse_reference
 
 TASK_FILE = "docker-compose.yaml"
 TASK_LABEL = f"environment/{TASK_FILE}"
@@ -287,7 +287,8 @@ class _Checker:
         if not isinstance(value, str):
             raise ComposeError(f"{where} is not a string")
         try:
-            return validate_reference(value)
+            parse_reference(value, where)  # a full reference: never an id, never the platform's own
+            return value
         except ImageUnavailableError:
             raise ComposeError(f"{where} {value[:200]!r} is not an image reference") from None
 

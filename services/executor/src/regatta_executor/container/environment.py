@@ -5,8 +5,9 @@ Reach it from Harbor with::
     environment={"import_path": "regatta_executor.container.environment:ContainerEnvironment",
                  "delete": True, "kwargs": {...ContainerEnvironmentOptions fields...}}
 
-The image is the task's `[environment].docker_image` (pulled when missing) or built from its
-`environment/` folder, once per content digest (images.py). Nothing of the host is mounted: files go
+The image is the task's `[environment].docker_image` (an allow-listed local image, or pulled from a
+registry the outbound policy allows) or built from its `environment/` folder, once per content digest
+(images.py; what the Dockerfile may fetch: dockerfile_policy.py). Nothing of the host is mounted: files go
 in and out through the engine's archive API, so Harbor downloads the log folders itself (the
 environment is not `mounted`). Commands run through exec with the user, working directory,
 environment and timeout Harbor asks for (execs.py).
@@ -42,6 +43,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.trial.config import ResourceMode
 from harbor.utils.env import resolve_env_vars
+from regatta_shared.outbound import OutboundPolicy
 
 from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tamper, tools
@@ -252,6 +254,9 @@ class ContainerEnvironment(ContainerTransfers):
             self._client,
             self._state_dir,
             self.options.image_cache_max_mb * _MIB if self.options.image_cache_max_mb else None,
+            local_images=self.options.local_images,
+            outbound=OutboundPolicy.parse(self.options.outbound_allow),
+            max_image_bytes=self.options.max_image_mb * _MIB if self.options.max_image_mb else None,
         )
 
     async def _image(
@@ -266,11 +271,15 @@ class ContainerEnvironment(ContainerTransfers):
         cache = self._image_cache()
         reference = reference or self.task_env_config.docker_image
         try:
-            if reference and context is None:
-                return await execs.in_thread(cache.named, reference)
             self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            network = await self._build_network()
+            # Where the image came from (pulled digests, base image ids) stays with the attempt: the
+            # build log is among its downloads.
             with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
+                if reference and context is None:
+                    resolved = await execs.in_thread(cache.named, reference)
+                    log.writelines(f"{fact}\n" for fact in resolved.facts)
+                    return resolved
+                network = await self._build_network()
                 return await execs.in_thread(
                     cache.built,
                     context or self.environment_dir,
@@ -280,6 +289,7 @@ class ContainerEnvironment(ContainerTransfers):
                     force=force_build,
                     dockerfile=dockerfile,
                     buildargs=buildargs,
+                    run_id=self.options.run_id,
                 )
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc

@@ -54,6 +54,27 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
     image_cache_max_mb: int | None = Field(
         default=20480, ge=1, description="Built images past this total are removed least recently used first."
     )
+    max_image_mb: int | None = Field(
+        default=10240,
+        ge=1,
+        description="Largest image an attempt may run: a built one over it is removed and the attempt "
+        "ends with an error; a pulled one over it is refused.",
+    )
+    local_images: list[str] = Field(
+        default_factory=list,
+        description="References of local images tasks may use without a pull (air-gapped sites, the "
+        "tests' base images); any other reference is pulled from its registry (REGATTA_LOCAL_IMAGES).",
+    )
+    outbound_allow: str = Field(
+        default="",
+        max_length=10_000,
+        description="Internal addresses registries and ADD URLs may be at anyway (REGATTA_OUTBOUND_ALLOW).",
+    )
+    run_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,200}$",
+        description="The attempt's run (set by the executor): a build that failed is not repeated in it.",
+    )
     max_download_mb: int = Field(
         default=1024,
         ge=1,
@@ -80,6 +101,18 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
     def _never_mounted(cls, value: bool) -> bool:
         if value:
             raise ValueError("the container environment never bind-mounts host folders")
+        return value
+
+    @field_validator("local_images")
+    @classmethod
+    def _references(cls, value: list[str]) -> list[str]:
+        from regatta_executor.container.references import ImageRefusedError, parse_reference
+
+        for entry in value:
+            try:
+                parse_reference(entry, "local_images entry")
+            except ImageRefusedError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @model_validator(mode="after")
