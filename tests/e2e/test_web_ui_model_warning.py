@@ -1,8 +1,10 @@
-"""Issue 28, item 1a, in the New Run form: a run whose terminus-2 agent names a provider model that
-litellm does not list is submitted, and the form says so before leaving for the run page."""
+"""Issue 28, item 1a, in the New Run form and the CLI: a run whose terminus-2 agent names a provider
+model that litellm does not list is submitted, and the form (before leaving for the run page) and
+`regatta run submit` (on stderr) say so."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from playwright.sync_api import Page, expect
@@ -38,3 +40,25 @@ def test_the_new_run_form_shows_the_submission_s_model_warning(make_stack, api_f
     assert_readable(page, "new-run-model-warning", ["Open the run"], scroll_to="[data-testid=submit-warning]")
     page.get_by_test_id("open-run").click()
     expect(page).to_have_url(re.compile(r"/benchmarks/runs/run_"))
+
+
+def test_regatta_run_submit_prints_the_warning_on_stderr(make_stack, api_for, tmp_path) -> None:
+    from tests.e2e.test_cli import regatta
+
+    stack = make_stack(executors=0)
+    api = api_for(stack)
+    api.benchmark_ready("regatta-examples")
+    body = {"name": "WARN_KEY", "value": "sk-test", "scope": "workspace"}
+    assert api.http.post("/api/v1/secrets", json=body).status_code == 201
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[experiment]\nbenchmark = "regatta-examples"\n[[agents]]\nharness = "terminus-2"\n'
+        '[agents.model]\ntype = "provider"\nmodel = "openai/gpt-9-no-such-model"\n'
+        'api_key_secret = "WARN_KEY"\n'
+    )
+    submitted = regatta(stack, "run", "submit", str(config), "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    created = json.loads(submitted.stdout)  # stdout stays one JSON document
+    assert created["warnings"] and "openai/gpt-9-no-such-model" in created["warnings"][0]
+    assert "Warning: agent 1: model 'openai/gpt-9-no-such-model'" in submitted.stderr, submitted.stderr
+    assert "'terminus-2'" in submitted.stderr
