@@ -21,6 +21,7 @@ from regatta_shared.events import AgentSpec, ModelSpec
 from regatta_shared.jobs import AttemptJob
 
 from tests.conftest import EXAMPLES
+from tests.integration.container_support import LOCAL_IMAGES
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
 
@@ -45,7 +46,9 @@ async def test_a_failed_install_is_a_short_reason_with_the_full_output_as_an_art
         task_digest="sha256:test",
         attempt_index=0,
     )
-    environment = EnvironmentChoice(CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state")})
+    environment = EnvironmentChoice(
+        CONTAINER_ENVIRONMENT, {"state_dir": str(tmp_path / "state"), "local_images": LOCAL_IMAGES}
+    )
     result = await run_trial(trial_config(job, task, tmp_path / "trials", environment, {}))
 
     outcome = classify(result, 1.0)
