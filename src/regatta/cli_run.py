@@ -30,6 +30,9 @@ def run_submit(
         raise typer.BadParameter(f"cannot read {file}: {error.strerror}", param_hint="FILE") from None
     client = Client()
     created = client.post("/runs", content=content, headers={"Content-Type": "application/toml"})
+    # On stderr: `--json` output stays one parseable document, and a warning is seen either way.
+    for warning in created.get("warnings") or []:
+        typer.echo(f"Warning: {warning}", err=True)
     if not wait:
         return print_json(created) if as_json else console.print(f"Run submitted: {created['name']}")
     console.print(f"Run submitted: [bold]{created['name']}[/bold]")

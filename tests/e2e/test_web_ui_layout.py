@@ -12,6 +12,8 @@ WIDE = "wide " * 100
 ELLIPSIS = "cut on purpose " * 10
 FINE = f"""<main><h1>Runs</h1><p>Two runs, both finished.</p>
 <div style="overflow-x: auto"><table><tr><td style="white-space: nowrap">{WIDE}</td></tr></table></div>
+<div class="table-wrap" style="overflow-x: auto"><table style="width: 800px">
+<tr><td>fits a desktop, scrolls on a phone</td></tr></table></div>
 <p style="max-width: 10rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap">{ELLIPSIS}</p>
 <a href="#main" style="position: absolute; left: -999px">Skip to content</a>
 <div id="toast" class="toast" hidden>Saved</div></main>"""
@@ -23,6 +25,8 @@ FAULTS = {
     "cut off at its chart": '<svg width="100" height="40"><text x="80" y="20">$0.0001</text></svg>',
     "scrolls sideways": '<dialog open style="overflow: auto; width: 9rem"><p style="width: 30rem">x</p>'
     "</dialog>",
+    "tables scroll sideways at 1280px": '<div class="table-wrap" style="overflow-x: auto"><table>'
+    f'<tr><td style="white-space: nowrap">{WIDE}</td></tr></table></div>',
     "not visible": '<p>Shown</p><p hidden>Expected</p><p style="visibility: hidden">Expected</p>',
 }
 

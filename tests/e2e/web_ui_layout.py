@@ -21,6 +21,17 @@ from playwright.sync_api import Error, Page, expect
 from tests.e2e.web_ui_support import PHONE, WAIT, shot
 
 DESKTOP = {"width": 1280, "height": 900}
+# Desktop widths people use: a table must fit each without scrolling sideways (the phone may scroll one).
+DESKTOPS = (DESKTOP, {"width": 1440, "height": 900}, {"width": 1600, "height": 900})
+
+# A `.table-wrap` scrolls sideways only when its table is wider than it: at a desktop's width that
+# means columns past the right edge that a person does not see unless they think to scroll.
+_WIDE_TABLES = """
+(selector) => [...document.querySelectorAll(`${selector} .table-wrap`)]
+  .filter((wrap) => wrap.checkVisibility() && wrap.scrollWidth > wrap.clientWidth + 1)
+  .map((wrap) => `${wrap.querySelector("caption, th")?.textContent.trim().slice(0, 40) || "a table"}: ` +
+                 `${wrap.scrollWidth}px in ${wrap.clientWidth}px`)
+"""
 
 # For each drawn text fragment (one rectangle per line box) the part inside every clipping ancestor and
 # the screen; then what a person would object to: a fragment cut at a side it cannot be scrolled to, a
@@ -151,6 +162,9 @@ def _readable_at_this_size(page: Page, name: str, texts: Sequence[str], selector
     width = page.viewport_size["width"] if page.viewport_size else DESKTOP["width"]
     scroll = page.evaluate("document.documentElement.scrollWidth")
     assert scroll <= width, f"{name}: the page is {scroll}px wide at {width}px"
+    if width >= DESKTOP["width"]:
+        wide = page.evaluate(_WIDE_TABLES, selector)
+        assert not wide, f"{name}: tables scroll sideways at {width}px: " + "; ".join(wide)
 
 
 def assert_readable(
@@ -161,8 +175,9 @@ def assert_readable(
     selector: str = "body",
     scroll_to: str | None = None,
 ) -> None:
-    """At 1280 × 900 and at a phone's 390 × 844: each of `texts` drawn in `selector` and everything in it
-    readable (see the module's doc), and the page no wider than the screen. Screenshots `name` and
+    """At 1280, 1440 and 1600 × 900 and at a phone's 390 × 844: each of `texts` drawn in `selector` and
+    everything in it readable (see the module's doc), the page no wider than the screen, and at the
+    desktop widths no table scrolling sideways. Screenshots `name`, `name-1440`, `name-1600` and
     `name-phone`, each taken before its check so a failure leaves the picture of what was wrong.
     `scroll_to` is what a person would scroll to first (the smaller screen may show it only then).
     The page is left at the size it had."""
@@ -171,7 +186,8 @@ def assert_readable(
     expect(page.locator(".toast:visible")).to_have_count(0)
     size = page.viewport_size
     try:
-        for viewport, suffix in ((DESKTOP, ""), (PHONE, "-phone")):
+        sizes = [(d, "" if d is DESKTOP else f"-{d['width']}") for d in DESKTOPS] + [(PHONE, "-phone")]
+        for viewport, suffix in sizes:
             page.set_viewport_size(viewport)
             page.evaluate(_PAINTED)  # the new size laid out and painted (no fixed pause)
             if scroll_to:

@@ -34,6 +34,7 @@ from regatta_shared.settings import load_settings
 from . import artifacts
 from .environments import EnvironmentChoice
 from .outcome import TrialOutcome, classify, redact
+from .reasons import short_reason
 from .reports import StartedReport, archive_missing, setup_error, signed
 from .task_cache import TaskArchiveRefused, TaskCache
 from .task_ceilings import check_ceilings
@@ -118,7 +119,7 @@ class AttemptRunner:
                     "retrying",
                     try_number,
                     exception_type=outcome.exception_type,
-                    exception_message=redact(outcome.exception_message, secrets),
+                    exception_message=short_reason(redact(outcome.exception_message, secrets)),
                     delay_seconds=delay,
                     infrastructure=try_number <= self.infra_retries,
                 )
@@ -139,7 +140,7 @@ class AttemptRunner:
                 rewards=outcome.rewards,
                 primary_reward=outcome.primary_reward,
                 exception_type=outcome.exception_type,
-                exception_message=redact(outcome.exception_message, secrets),
+                exception_message=short_reason(redact(outcome.exception_message, secrets)),
                 started_at=outcome.started_at,
                 finished_at=outcome.finished_at,
                 timings=outcome.timings,

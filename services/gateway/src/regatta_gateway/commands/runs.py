@@ -18,6 +18,7 @@ from regatta_shared.runs import TERMINAL
 from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
 from sqlalchemy.exc import IntegrityError
 
+from regatta_gateway.admission.model_names import model_warnings
 from regatta_gateway.commands.run_resolution import (
     agent_specs,
     execution_settings,
@@ -151,6 +152,7 @@ def submit_run(
         "created_at": isoformat(stored[0].recorded_at),
         "task_count": len(tasks),
         "workflow_id": run_id,
+        "warnings": model_warnings(agents),
     }
 
 

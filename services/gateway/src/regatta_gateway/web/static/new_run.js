@@ -13,6 +13,7 @@
   const summary = document.getElementById("summary");
   const flags = document.getElementById("secret-flags");
   const submitError = document.getElementById("submit-error");
+  const submitWarning = document.getElementById("submit-warning");
   const formError = document.getElementById("form-error");
   const preview = document.getElementById("request-preview");
   const MAX_AGENTS = 8;
@@ -420,6 +421,7 @@
     event.preventDefault();
     const button = document.getElementById("submit-run");
     submitError.hidden = true;
+    submitWarning.hidden = true;
     formError.hidden = true;
     button.disabled = true;
     button.textContent = "Submitting…";
@@ -427,7 +429,14 @@
     const result = await api("/api/v1/runs", { method: "POST", body: body() });
     if (result.ok) {
       button.textContent = "Submitted";
-      window.location.assign(`/benchmarks/runs/${encodeURIComponent(result.data.id)}`);
+      const runPage = `/benchmarks/runs/${encodeURIComponent(result.data.id)}`;
+      const warnings = result.data.warnings || [];
+      // The run is accepted either way; a warning (a model its harness may not know) is read before leaving.
+      if (!warnings.length) { window.location.assign(runPage); return; }
+      submitWarning.replaceChildren(el("strong", {}, "Run submitted, with warnings:"),
+        el("ul", {}, warnings.map((w) => el("li", {}, w))),
+        el("a", { class: "btn btn-small", href: runPage, "data-testid": "open-run" }, "Open the run"));
+      submitWarning.hidden = false;
       return;
     }
     button.disabled = false;

@@ -175,8 +175,15 @@
       ])));
     if (r.exception_type || r.exception_message) {
       const heading = noVerdict(a) ? "Why it failed" : a.outcome === "errored" ? "Why it was not scored" : "Exception";
-      blocks.push(el("div", { class: "detail-block detail-wide" }, el("h4", {}, heading),
-        el("pre", { class: "exception" }, [r.exception_type, r.exception_message].filter(Boolean).join(": "))));
+      // The message is a bounded reason (the executor keeps the headline and the last lines); the
+      // whole text is the attempt's exception.txt, linked here so it is one click away.
+      const full = (r.artifacts || []).findIndex((artifact) => artifact.path === "exception.txt");
+      const fullLog = full < 0 ? null : el("p", { class: "small", dataset: { artifact: String(full) }, "data-testid": "full-log" },
+        "Full text: ", el("span", { class: "mono" }, "exception.txt"));
+      const block = el("div", { class: "detail-block detail-wide" }, el("h4", {}, heading),
+        el("pre", { class: "exception" }, [r.exception_type, r.exception_message].filter(Boolean).join(": ")), fullLog);
+      if (fullLog && data.downloads) linkArtifacts(a, block);
+      blocks.push(block);
     }
     const timings = r.timings || {};
     blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Timings"),
