@@ -147,6 +147,8 @@ def test_concurrent_sweeps_and_removals_never_raise(engine: docker.DockerClient,
         assert errors == []
         assert janitor.listed(engine, owners) == []
         swept = [name for batch in removed for name in batch]
-        assert len(swept) == len(set(swept)) and set(swept) <= set(names)
+        # Two sweeps may both be told a container's removal succeeded (the engine answers 204 to a
+        # removal that raced another): what matters is that nothing but the dead owner's went.
+        assert set(swept) <= set(names)
     finally:
         _remove(engine, names)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, override
 
-from docker.errors import APIError, NotFound
+from docker.errors import APIError, DockerException, NotFound
 from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.environments.definition import should_use_prebuilt_docker_image
@@ -483,7 +483,10 @@ class ContainerEnvironment(ContainerTransfers):
         self._ran()
         self._before_exec()
         shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
-        with self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext():
+        with (
+            self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext(),
+            self._cap_is_the_reason(),
+        ):
             output = await execs.run_command(
                 self._client.api,
                 self._running(),
@@ -637,6 +640,17 @@ class ContainerEnvironment(ContainerTransfers):
                 self._storage_cap.start()
         with super().scoped_exec_env(env):
             yield
+
+    @contextlib.contextmanager
+    def _cap_is_the_reason(self) -> Iterator[None]:
+        """An engine error from a container the storage cap killed meanwhile (the exec's create or start
+        answering 409 "not running") is the cap's failure, not an infrastructure fault."""
+        try:
+            yield
+        except DockerException as exc:
+            if self._storage_cap is not None and self._storage_cap.exceeded:
+                raise self._storage_cap.error() from exc
+            raise
 
     def _running(self) -> str:
         # A container the storage cap killed fails whatever touches it next with the cap's reason.
