@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import ipaddress
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,8 +48,6 @@ MAX_WAIT_SEC = 600.0
 _POLL_SEC = 0.5
 # What the agent's container configuration sets for Regatta's pid 1; a sidecar gets its own instead.
 PID1_KEYS = ("entrypoint", "command", "init", "user")
-_swept: set[tuple[str, str]] = set()
-_lock = threading.Lock()
 
 
 class ComposeStartError(RuntimeError):
@@ -336,11 +333,3 @@ def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
             removed.append(str(volume.name))
     return removed
 
-
-def sweep_once(client: docker.DockerClient, owners_dir: Path) -> None:
-    key = (str(owners_dir), host_name())
-    with _lock:
-        if key in _swept:
-            return
-        _swept.add(key)
-    sweep(client, owners_dir)

@@ -188,8 +188,7 @@ class ContainerEnvironment(ContainerTransfers):
     async def start(self, force_build: bool) -> None:
         check = engine_root if self.options.allow_host_root else require_remapped_root
         self._engine_root = await execs.in_thread(check, self._client)
-        await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir)
-        await execs.in_thread(compose_run.sweep_once, self._client, self._owners_dir)
+        await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir, compose_run.sweep)
         await execs.in_thread(tools.prepared, self._tools_dir)
         if self._compose is not None:
             if self._network_is_allowlist:

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,11 +136,16 @@ def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
     return removed
 
 
-def sweep_once(client: docker.DockerClient, owners_dir: Path) -> None:
-    """`sweep`, once per process and owners folder (an executor sweeps when it starts)."""
+def sweep_once(
+    client: docker.DockerClient, owners_dir: Path, *more: Callable[[docker.DockerClient, Path], object]
+) -> None:
+    """`sweep`, and the `more` sweeps of what attempts leave beside containers (compose networks and
+    volumes), once per process and owners folder (an executor sweeps when it starts)."""
     key = (str(owners_dir), host_name())
     with _lock:
         if key in _swept:
             return
         _swept.add(key)
     sweep(client, owners_dir)
+    for also in more:
+        also(client, owners_dir)
