@@ -22,6 +22,8 @@ from nats.js.api import (
 )
 from nats.js.errors import BucketNotFoundError, NotFoundError, ServiceUnavailableError
 
+from regatta_shared.live import LIVE_STREAM_CONFIG
+
 if TYPE_CHECKING:
     from regatta_shared.events import Event
 
@@ -118,7 +120,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
 
 
 async def _ensure_streams(js: JetStreamContext) -> None:
-    for config in STREAMS:
+    for config in (*STREAMS, LIVE_STREAM_CONFIG):
         try:
             await js.stream_info(config.name)
             await js.update_stream(config)

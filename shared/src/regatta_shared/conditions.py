@@ -11,10 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from regatta_shared import execution_defaults as defaults
+
 # The platform's defaults for what a benchmark cannot declare; a run that changes them changes the
 # measurement.
-STANDARD_TIMEOUT_MULTIPLIER = 1.0
-STANDARD_MAX_RETRIES = 0
+STANDARD_TIMEOUT_MULTIPLIER = defaults.TIMEOUT_MULTIPLIER
+STANDARD_MAX_RETRIES = defaults.MAX_RETRIES
 LABELS = {
     "pass_threshold": "pass threshold",
     "primary_reward_key": "primary reward key",
@@ -25,7 +27,7 @@ LABELS = {
 
 class ScoringConditions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    pass_threshold: float = 1.0
+    pass_threshold: float = defaults.PASS_THRESHOLD
     primary_reward_key: str | None = None
     timeout_multiplier: float = STANDARD_TIMEOUT_MULTIPLIER
     max_retries: int = STANDARD_MAX_RETRIES
@@ -38,7 +40,7 @@ class ScoringConditions(BaseModel):
 def standard_conditions(pass_threshold: float | None, primary_reward_key: str | None) -> ScoringConditions:
     """A benchmark's standard conditions from its metadata (threshold and reward key) and the platform's."""
     return ScoringConditions(
-        pass_threshold=1.0 if pass_threshold is None else float(pass_threshold),
+        pass_threshold=defaults.PASS_THRESHOLD if pass_threshold is None else float(pass_threshold),
         primary_reward_key=primary_reward_key,
     )
 
@@ -47,7 +49,7 @@ def run_conditions(execution: dict[str, Any], primary_reward_key: str | None) ->
     """The conditions a run was scored under, from its locked `execution` settings (RunSubmitted)."""
     threshold = execution.get("pass_threshold")
     return ScoringConditions(
-        pass_threshold=1.0 if threshold is None else float(threshold),
+        pass_threshold=defaults.PASS_THRESHOLD if threshold is None else float(threshold),
         primary_reward_key=primary_reward_key,
         timeout_multiplier=float(execution.get("timeout_multiplier", STANDARD_TIMEOUT_MULTIPLIER)),
         max_retries=int(execution.get("max_retries", STANDARD_MAX_RETRIES)),

@@ -91,7 +91,8 @@ def url_kind(value: object, field: str) -> str:
 
 
 def git_environment(base: dict[str, str]) -> dict[str, str]:
-    """The environment for every git process: known transports only, never a prompt."""
+    """The environment for every git process: known transports only, never a prompt, no hook or
+    credential helper."""
     return {
         "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
         **base,
@@ -99,7 +100,14 @@ def git_environment(base: dict[str, str]) -> dict[str, str]:
         "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS,
         "GIT_PROTOCOL_FROM_USER": "0",
         # The remote's host was checked by the outbound guard; a redirect would lead git elsewhere.
-        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_COUNT": "3",
         "GIT_CONFIG_KEY_0": "http.followRedirects",
         "GIT_CONFIG_VALUE_0": "false",
+        # No program of the host's git configuration runs for a repository a user named: no hook, and
+        # no credential helper handing the host's credentials to whatever remote that is (an empty
+        # value empties the list of helpers).
+        "GIT_CONFIG_KEY_1": "core.hooksPath",
+        "GIT_CONFIG_VALUE_1": "/dev/null",
+        "GIT_CONFIG_KEY_2": "credential.helper",
+        "GIT_CONFIG_VALUE_2": "",
     }

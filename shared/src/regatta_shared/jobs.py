@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from regatta_shared.events import AgentSpec, ArtifactRef, Outcome, Timings, Usage
+from regatta_shared import execution_defaults as defaults
+from regatta_shared.events import AgentSpec, ArtifactRef, AttemptImage, Outcome, Timings, Usage
 
 
 class AttemptJob(BaseModel):
@@ -17,9 +18,9 @@ class AttemptJob(BaseModel):
     task: str
     task_digest: str
     attempt_index: int
-    timeout_multiplier: float = 1.0
-    max_retries: int = 0
-    pass_threshold: float = 1.0
+    timeout_multiplier: float = defaults.TIMEOUT_MULTIPLIER
+    max_retries: int = defaults.MAX_RETRIES
+    pass_threshold: float = defaults.PASS_THRESHOLD
     primary_reward_key: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     verifier_env_names: list[str] = Field(default_factory=list)
@@ -28,6 +29,8 @@ class AttemptJob(BaseModel):
     # The attempt's report key sealed for executors (regatta_shared.attempt_auth): reports without
     # its MAC are dropped by the scheduler.
     report_key: str | None = None
+    # Which re-run of the run's errored attempts this job is (0: the run's own); its reports echo it.
+    rerun: int = 0
 
 
 class AttemptReport(BaseModel):
@@ -55,12 +58,15 @@ class AttemptReport(BaseModel):
     # The JetStream delivery of the job this report comes from (1 = first; more after an executor
     # stopped or died mid-attempt): reports of a superseded delivery change nothing (run aggregate).
     delivery: int = Field(1, ge=1, le=1_000_000)
+    # The job's re-run (AttemptJob.rerun): a report of an earlier round of the attempt changes nothing.
+    rerun: int = Field(0, ge=0, le=1_000_000)
     note: str | None = None
     level: Literal["info", "warning", "error"] = "info"
     # Which environment ran the attempt, and whether the task's own environment was built (events.py).
     environment: str | None = Field(None, max_length=300)
     environment_built: bool | None = None
     environment_note: str | None = Field(None, max_length=2000)
+    image: AttemptImage | None = None
     # Set on a "finished" report when no attempt of the run can succeed (its task archive is gone, its
     # secrets cannot be opened): the scheduler fails the run with this reason.
     run_failure: str | None = Field(None, max_length=2000)

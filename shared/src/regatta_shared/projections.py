@@ -8,7 +8,6 @@ events (invariant 7): `rebuild` drops the read models and replays the whole log 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -184,7 +183,7 @@ class ProjectionRunner:
                 count = await asyncio.to_thread(self.run_once)
             except Exception:
                 log.exception("projection %s failed; retrying", self.projection.name)
-                await asyncio.sleep(1.0)
+                await _wait_any(1.0, stop)
                 continue
             if count:
                 idle = 0.005
@@ -192,15 +191,27 @@ class ProjectionRunner:
                 continue
             # Back off while the log is quiet so an idle gateway costs (almost) no CPU.
             if wake is None:
-                await asyncio.sleep(idle)
+                await _wait_any(idle, stop)
             else:
                 applied_at = time.monotonic()
                 # Woken by commits, the poll is only the backstop for a lost nudge.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), max_idle_sleep)
+                await _wait_any(max_idle_sleep, stop, wake)
                 # A busy run commits many times a second; folding what a short window brings in one
                 # transaction spares the single SQLite writer lock the writers of events need. The
                 # window counts from the last batch, so the first commit after a quiet spell (a run's
                 # RunFinished, say) is applied at once rather than a window later.
                 await asyncio.sleep(max(0.0, applied_at + _WAKE_WINDOW - time.monotonic()))
             idle = min(idle * 2, max_idle_sleep)
+
+
+async def _wait_any(timeout: float, *events: asyncio.Event | None) -> None:
+    """Until one of `events` is set or `timeout` passes: a stop must not wait out a quiet-time poll."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events if event is not None]
+    if not waits:
+        await asyncio.sleep(timeout)
+        return
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

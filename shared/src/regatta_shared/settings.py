@@ -32,15 +32,27 @@ class Settings(BaseSettings):
     # Seconds a stopping executor (SIGTERM) lets its running attempts finish; those still running then
     # are abandoned without a report and delivered again, so a restart never turns work into `cancelled`.
     executor_grace_sec: float = Field(30.0, ge=0, le=86_400, alias="REGATTA_EXECUTOR_GRACE_SEC")
+    # Deliveries of one job an executor takes at most: a job whose handling fails in the executor itself
+    # (or kills it) on every delivery ends its attempt `errored` at the last one instead of coming back
+    # forever. Abandoned deliveries (a stopping executor's) count too, so it is well above one.
+    executor_max_deliveries: int = Field(10, ge=1, le=1000, alias="REGATTA_EXECUTOR_MAX_DELIVERIES")
     # Tries the platform adds for an attempt that errored outside its sandbox (engine, network, provider),
     # with backoff REGATTA_RETRY_BASE_DELAY x 2^n, at most REGATTA_RETRY_MAX_DELAY. Not a scoring
     # condition: they come before the run's own `max_retries` and leave its leaderboard eligibility alone.
     infra_retries: int = Field(2, ge=0, le=10, alias="REGATTA_INFRA_RETRIES")
+    # How long a run that finished with errored attempts keeps its secrets' key, so that those
+    # attempts can be re-run; 0 shreds every run's key when its attempts end.
+    rerun_secrets_hours: float = Field(24.0, ge=0, le=24 * 90, alias="REGATTA_RERUN_SECRETS_HOURS")
     retry_base_delay: float = Field(1.0, ge=0, le=3600, alias="REGATTA_RETRY_BASE_DELAY")
     retry_max_delay: float = Field(60.0, ge=0, le=3600, alias="REGATTA_RETRY_MAX_DELAY")
     # Seconds an attempt runs before its executor reports it started; a shorter one reports only its
     # outcome. Until then a stop waits for it by its claim (run_scheduler.scheduler.RunScheduler.claim).
     started_report_delay: float = Field(1.0, ge=0, alias="REGATTA_STARTED_REPORT_DELAY")
+    # What an executor forwards live of one attempt's agent output (regatta_shared.live): bytes a second,
+    # bytes in all, and how often it looks for new output; the rest is only in the artifacts.
+    live_rate_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024, alias="REGATTA_LIVE_RATE_BYTES")
+    live_max_bytes: int = Field(1024 * 1024, ge=0, le=64 * 1024 * 1024, alias="REGATTA_LIVE_MAX_BYTES")
+    live_interval: float = Field(0.5, ge=0.05, le=10, alias="REGATTA_LIVE_INTERVAL")
     health_port: int | None = Field(None, alias="REGATTA_HEALTH_PORT")
     hosted_benchmarks: str | None = Field(None, alias="REGATTA_HOSTED_BENCHMARKS")
     # OpenAI-compatible endpoints runs name as `hosted` models (regatta_shared.hosted_models).

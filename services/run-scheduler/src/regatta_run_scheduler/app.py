@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+from datetime import timedelta
 
 from nats.aio.msg import Msg
 from regatta_shared import run_keys
@@ -18,7 +21,12 @@ from regatta_shared.bus import (
     subject_of,
 )
 from regatta_shared.codec import decode_stored
-from regatta_shared.events import AttemptScheduled, RunStopRequested, RunSubmitted
+from regatta_shared.events import (
+    AttemptScheduled,
+    ErroredAttemptsRerunRequested,
+    RunStopRequested,
+    RunSubmitted,
+)
 from regatta_shared.runtime import Service
 from regatta_shared.sealing import master_key
 from regatta_shared.settings import load_settings
@@ -26,6 +34,8 @@ from regatta_shared.settings import load_settings
 from .dispatch import JobDispatch
 from .reports import authentic_claim, authentic_reports
 from .scheduler import RUN_ENDED, RunScheduler
+
+PURGE_EVERY_SEC = 600.0
 
 
 class Entrypoints:
@@ -70,14 +80,32 @@ class Entrypoints:
         await self.service.nc.publish(f"{CANCEL_SUBJECT_PREFIX}.{run_id}", b"stopped")
 
 
+async def purge_periodically(scheduler: RunScheduler, stop: asyncio.Event) -> None:
+    """Keys kept for a re-run are shredded once their time is up, though no event says so."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), PURGE_EVERY_SEC)
+        if not stop.is_set():
+            await asyncio.to_thread(scheduler.purge_ended_runs)
+
+
 async def setup(service: Service) -> None:
-    scheduler = RunScheduler(service.store, AttemptKeys(master_key(service.settings)))
+    scheduler = RunScheduler(
+        service.store,
+        AttemptKeys(master_key(service.settings)),
+        rerun_secrets_retention=timedelta(hours=service.settings.rerun_secrets_hours),
+    )
     run_keys.create_table(service.store)
     entry = Entrypoints(service, scheduler)
     # Every instance hears every claim (no queue group): whichever decides a stop must know them.
     await service.subscribe(f"{CLAIM_SUBJECT_PREFIX}.*", entry.record_claim)
     await asyncio.to_thread(scheduler.purge_ended_runs)
-    commands = [subject_of(RunSubmitted), subject_of(RunStopRequested)]
+    service.loop("purge-kept-secrets", functools.partial(purge_periodically, scheduler))
+    commands = [
+        subject_of(RunSubmitted),
+        subject_of(RunStopRequested),
+        subject_of(ErroredAttemptsRerunRequested),
+    ]
     service.consume(
         EVENTS_STREAM, "run-scheduler", commands, entry.on_run_commands, batch_size=20, max_wait=0.005
     )

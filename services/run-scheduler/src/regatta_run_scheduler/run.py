@@ -28,6 +28,7 @@ from regatta_shared.events import (
 from regatta_shared.ids import attempt_id
 from regatta_shared.jobs import AttemptReport
 from regatta_shared.runs import expected_attempts
+from regatta_shared.runs.status import FAILED, PENDING, QUEUED
 
 from .run_state import AttemptState as AttemptState
 from .run_state import RunState as RunState
@@ -41,7 +42,7 @@ def _ev(payload: Event, *id_parts: str) -> NewEvent:
 
 
 def decide_on_submitted(state: RunState) -> list[NewEvent]:
-    if state.submitted is None or state.status != "pending" or state.stop_requested:
+    if state.submitted is None or state.status != PENDING or state.stop_requested:
         return []
     expected = expected_attempts(state.submitted)
     return [_ev(RunQueued(run_id=state.run_id, expected_attempts=expected), state.run_id, "queued")]
@@ -50,7 +51,7 @@ def decide_on_submitted(state: RunState) -> list[NewEvent]:
 def decide_dispatch(state: RunState) -> list[NewEvent]:
     """Schedule attempts until the run's concurrency is used; close the run when all are done."""
     submitted = state.submitted
-    if submitted is None or state.terminal or state.status == "pending":
+    if submitted is None or state.terminal or state.status == PENDING:
         return []
     if state.stop_requested:
         return _decide_stop(state)
@@ -66,22 +67,32 @@ def decide_dispatch(state: RunState) -> list[NewEvent]:
             if aid in state.attempts:
                 continue
             scheduled = AttemptScheduled(
-                run_id=state.run_id, attempt_id=aid, agent_index=agent_index, task=task, attempt_index=index
+                run_id=state.run_id,
+                attempt_id=aid,
+                agent_index=agent_index,
+                task=task,
+                attempt_index=index,
+                rerun=state.rerun,
             )
-            decided.append(_ev(scheduled, aid, "scheduled"))
+            decided.append(_ev(scheduled, aid, "scheduled", *_round(state.rerun)))
             free -= 1
     all_done = len(state.attempts) + len(decided) == len(planned) and not state.in_flight
     if all_done and not decided and not state.execution_completed:
         if reason := _all_errored(state):
             decided.append(_ev(RunFailed(run_id=state.run_id, reason=reason), state.run_id, "failed"))
         else:
-            decided.append(
-                _ev(RunExecutionCompleted(run_id=state.run_id), state.run_id, "execution-completed")
-            )
+            completed = RunExecutionCompleted(run_id=state.run_id)
+            decided.append(_ev(completed, state.run_id, "execution-completed", *_round(state.rerun)))
     return decided
 
 
 MAX_REASON = 1000
+
+
+def _round(rerun: int) -> tuple[str, ...]:
+    """Id parts of the events of a re-run: an attempt run again must not reuse the ids of its errored
+    round (the store ignores a known event id). Empty for a run's own round, so its ids stay as they were."""
+    return (f"rerun-{rerun}",) if rerun else ()
 
 
 def _all_errored(state: RunState) -> str | None:
@@ -116,12 +127,12 @@ def _decide_stop(state: RunState) -> list[NewEvent]:
         return []
     reason = state.stop_reason or "stopped by user"
     decided = [
-        _ev(_cancelled(state.run_id, attempt), attempt.attempt_id, "finished")
+        _ev(_cancelled(state.run_id, attempt), attempt.attempt_id, "finished", *_round(attempt.rerun))
         for attempt in state.in_flight
         if not attempt.started and attempt.attempt_id not in state.claimed
     ]
     if len(decided) == len(state.in_flight):
-        if state.stop_ends_as == "failed":
+        if state.stop_ends_as == FAILED:
             decided.append(_ev(RunFailed(run_id=state.run_id, reason=reason), state.run_id, "failed"))
         else:
             decided.append(_ev(RunStopped(run_id=state.run_id, reason=reason), state.run_id, "stopped"))
@@ -147,18 +158,21 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
     if attempt is None or attempt.outcome is not None:
         # Unknown or already finished: a redelivered or duplicate report changes nothing.
         return []
+    if report.rerun != attempt.rerun:
+        # A report of the attempt's earlier (errored) round, redelivered late: that round is over.
+        return []
     if report.kind != "finished" and report.delivery < attempt.delivery:
         # Progress of a delivery a later one superseded (its executor stopped, or was presumed dead):
         # the attempt runs elsewhere now. Its outcome, if it still sends one first, is kept below.
         return []
     aid = report.attempt_id
     # A later delivery restarts its tries from 1: its events need ids of their own.
-    again = () if report.delivery == 1 else (f"delivery-{report.delivery}",)
+    again = (() if report.delivery == 1 else (f"delivery-{report.delivery}",)) + _round(attempt.rerun)
     decided: list[NewEvent] = []
     if report.kind == "started":
         if (report.try_number, report.executor_id) in attempt.starts and report.delivery == attempt.delivery:
             return []
-        if state.status == "queued":
+        if state.status == QUEUED:
             decided.append(_ev(RunStarted(run_id=state.run_id), state.run_id, "started"))
         started = AttemptStarted(
             run_id=state.run_id,
@@ -182,9 +196,10 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
         decided.append(_ev(retried, aid, "retried", str(report.try_number + 1), *again))
     elif report.kind == "note":
         note = ExecutorNoted(run_id=state.run_id, attempt_id=aid, note=report.note or "", level=report.level)
-        decided.append(_ev(note, aid, "note", str(report.try_number), report.executor_id, report.note or ""))
+        note_id = (aid, "note", str(report.try_number), report.executor_id, report.note or "")
+        decided.append(_ev(note, *note_id, *_round(attempt.rerun)))
     elif report.kind == "finished" and report.outcome is not None:
-        if state.status == "queued":
+        if state.status == QUEUED:
             decided.append(_ev(RunStarted(run_id=state.run_id), state.run_id, "started"))
         finished = AttemptFinished(
             run_id=state.run_id,
@@ -208,9 +223,10 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
             environment=report.environment,
             environment_built=report.environment_built,
             environment_note=report.environment_note,
+            image=report.image,
         )
         # One id per attempt: whoever records it first wins, every later copy is a no-op.
-        decided.append(_ev(finished, aid, "finished"))
+        decided.append(_ev(finished, aid, "finished", *_round(attempt.rerun)))
         if report.run_failure and not state.stop_requested:
             # No other attempt can succeed either: stop the rest (running ones are cancelled through
             # the stop notice) and end the run `failed`, keeping the results it has.

@@ -16,12 +16,14 @@ from regatta_shared.events import (
     AttemptRetried,
     AttemptScheduled,
     AttemptStarted,
+    ErroredAttemptsRerunRequested,
     Event,
     RunExecutionCompleted,
     RunStopRequested,
     RunSubmitted,
 )
 from regatta_shared.runs import STATUS_BY_EVENT, TERMINAL
+from regatta_shared.runs.status import PENDING, STOPPED, RunStatus
 
 
 @dataclass
@@ -39,6 +41,8 @@ class AttemptState:
     # The latest delivery of the attempt's job that reported: the progress reports of an earlier one
     # (an executor presumed dead, or one that stopped) are superseded.
     delivery: int = 1
+    # The re-run of the run's errored attempts that scheduled it (0: the run's own scheduling).
+    rerun: int = 0
 
 
 @dataclass
@@ -46,13 +50,15 @@ class RunState:
     run_id: str
     version: int = 0
     submitted: RunSubmitted | None = None
-    status: str = "pending"
+    status: RunStatus = PENDING
     attempts: dict[str, AttemptState] = field(default_factory=dict)
     stop_requested: bool = False
     execution_completed: bool = False
     cost_usd: float = 0.0
     stop_reason: str | None = None
-    stop_ends_as: str = "stopped"
+    stop_ends_as: RunStatus = STOPPED
+    # How many times the run's errored attempts were run again (ErroredAttemptsRerunRequested).
+    rerun: int = 0
     # Derived, cached: the plan with its attempt ids (hashing them all per decision was O(N) in a
     # 20,000-attempt run) and how much of it is known to be scheduled already.
     planned: list[tuple[str, int, str, int]] | None = field(default=None, repr=False)
@@ -91,7 +97,12 @@ def apply(state: RunState, event: Event) -> None:
             state.submitted = event
         case AttemptScheduled():
             state.attempts[event.attempt_id] = AttemptState(
-                event.attempt_id, event.agent_index, event.task, event.attempt_index, event.try_number
+                event.attempt_id,
+                event.agent_index,
+                event.task,
+                event.attempt_index,
+                event.try_number,
+                rerun=event.rerun,
             )
         # Attempt states are replaced, never changed in place, so a scratch copy of the state needs
         # only a copy of the dict (decide_on_reports).
@@ -130,3 +141,11 @@ def apply(state: RunState, event: Event) -> None:
                 state.stop_ends_as = event.ends_as
         case RunExecutionCompleted():
             state.execution_completed = True
+        case ErroredAttemptsRerunRequested():
+            # The errored attempts leave the state, so dispatch schedules their slots again.
+            for aid in event.attempt_ids:
+                if (attempt := state.attempts.get(aid)) and attempt.outcome == "errored":
+                    del state.attempts[aid]
+            state.rerun = max(state.rerun, event.rerun)
+            state.execution_completed = False
+            state.plan_cursor = 0

@@ -9,12 +9,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from regatta_shared import run_keys
 from regatta_shared.aggregates import fold_into
 from regatta_shared.attempt_auth import AttemptKeys
+from regatta_shared.clock import utcnow
 from regatta_shared.events import (
     AttemptScheduled,
+    ErroredAttemptsRerunRequested,
     Event,
     RunExecutionCompleted,
     RunFailed,
@@ -25,15 +28,18 @@ from regatta_shared.events import (
     parse_event,
 )
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
+from regatta_shared.execution_defaults import PASS_THRESHOLD
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.runs.status import FAILED, STOPPED
 from regatta_shared.sealing import RUN_SEALED_PREFIX, job_envelope
 
 from . import run as aggregate
 
 log = logging.getLogger("regatta.run_scheduler")
 Decision = Callable[[aggregate.RunState], list[NewEvent]]
-# After these no attempt needs the run's secrets any more: its data key is deleted (crypto-shredding).
+# After these no attempt needs the run's secrets any more: its data key is deleted (crypto-shredding),
+# unless the run finished with errored attempts that may be re-run (keeps_key_for_rerun).
 RUN_ENDED: tuple[type[Event], ...] = (RunExecutionCompleted, RunStopped, RunFailed, RunFinished)
 _RUN_ENDED_TYPES = frozenset(ended.type_name for ended in RUN_ENDED)
 # Claims held at most (attempts in flight across all runs); past it a claim is dropped, which only
@@ -41,9 +47,26 @@ _RUN_ENDED_TYPES = frozenset(ended.type_name for ended in RUN_ENDED)
 _CLAIMS_KEPT = 100_000
 
 
+def keeps_key_for_rerun(
+    state: aggregate.RunState, ended_at: datetime, now: datetime, retention: timedelta
+) -> bool:
+    """A run whose attempts ended with some errored keeps its secrets' key for `retention` after
+    that: its errored attempts can be re-run with the same secrets. A stopped or failed run never."""
+    if state.status in (STOPPED, FAILED) or retention <= timedelta(0):
+        return False
+    errored = any(attempt.outcome == "errored" for attempt in state.attempts.values())
+    return errored and now - ended_at < retention
+
+
 class RunScheduler:
-    def __init__(self, store: EventStore, attempt_keys: AttemptKeys | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        attempt_keys: AttemptKeys | None = None,
+        rerun_secrets_retention: timedelta = timedelta(0),
+    ) -> None:
         self.store = store
+        self.rerun_secrets_retention = rerun_secrets_retention
         # Without keys, jobs carry no report key and no executor can sign a report the app accepts.
         self.attempt_keys = attempt_keys
         self._states: dict[str, aggregate.RunState] = {}
@@ -154,6 +177,9 @@ class RunScheduler:
             return self.decide(run_id, aggregate.decide_on_submitted)
         if event.type == RunStopRequested.type_name:
             return self.decide(run_id, aggregate.decide_on_stop_requested)
+        if event.type == ErroredAttemptsRerunRequested.type_name:
+            # The fold put the errored slots back in the plan: dispatch (in decide) schedules them.
+            return self.decide(run_id, lambda _state: [])
         return None
 
     def on_reports(self, reports: list[AttemptReport]) -> None:
@@ -213,22 +239,41 @@ class RunScheduler:
         run_id = event.data.get("run_id")
         if event.type not in _RUN_ENDED_TYPES or not run_id:
             return False
+        state = self.load(run_id)
+        if not (state.terminal or state.execution_completed):
+            return False  # an old end, heard late: the run is running (again) and its jobs need the key
+        if keeps_key_for_rerun(state, event.recorded_at, utcnow(), self.rerun_secrets_retention):
+            log.info("run %s ended with errored attempts: its secrets key is kept for a re-run", run_id)
+            return False
         purged = run_keys.purge(self.store, run_id)
         if purged:
             log.info("run %s ended (%s): its secrets key is deleted", run_id, event.type)
         return purged
 
     def purge_ended_runs(self) -> list[str]:
-        """At start-up: shred keys of runs that ended while no purge consumer saw it (e.g. events that
-        aged out of the EVENTS stream); the store, not the bus, says whether a run ended."""
+        """At start-up and then periodically: shred keys of runs that ended while no purge consumer saw
+        it (e.g. events that aged out of the EVENTS stream), and of those kept for a re-run once their
+        time is up; the store, not the bus, says whether and when a run ended."""
         purged = []
+        now = utcnow()
         for run_id in run_keys.run_ids(self.store):
             state = self.load(run_id)
-            if (state.terminal or state.execution_completed) and run_keys.purge(self.store, run_id):
+            if not (state.terminal or state.execution_completed):
+                continue
+            ended_at = self._ended_at(run_id)
+            retention = self.rerun_secrets_retention
+            if ended_at is not None and keeps_key_for_rerun(state, ended_at, now, retention):
+                continue
+            if run_keys.purge(self.store, run_id):
                 purged.append(run_id)
         if purged:
             log.info("deleted the secrets keys of %d ended runs", len(purged))
         return purged
+
+    def _ended_at(self, run_id: str) -> datetime | None:
+        """When the run's attempts last ended (its latest end event)."""
+        ends = [e for e in self.store.read_stream(run_stream(run_id)) if e.type in _RUN_ENDED_TYPES]
+        return ends[-1].recorded_at if ends else None
 
 
 def build_job(
@@ -247,10 +292,11 @@ def build_job(
         attempt_index=scheduled.attempt_index,
         timeout_multiplier=execution.timeout_multiplier,
         max_retries=execution.max_retries,
-        pass_threshold=execution.pass_threshold if execution.pass_threshold is not None else 1.0,
+        pass_threshold=execution.pass_threshold if execution.pass_threshold is not None else PASS_THRESHOLD,
         primary_reward_key=submitted.primary_reward_key,
         env={**submitted.env, **agent.env},
         verifier_env_names=list(execution.verifier_secrets),
         judge_model=execution.judge_model,
         sealed_secrets=sealed_secrets if sealed_secrets is not None else submitted.sealed_secrets,
+        rerun=scheduled.rerun,
     )

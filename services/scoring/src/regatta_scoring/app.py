@@ -8,7 +8,14 @@ import asyncio
 from nats.aio.msg import Msg
 from regatta_shared.bus import EVENTS_STREAM, subject_of
 from regatta_shared.codec import decode_stored
-from regatta_shared.events import AttemptFinished, RunExecutionCompleted, RunFailed, RunFinished, RunStopped
+from regatta_shared.events import (
+    AttemptFinished,
+    RescoreRequested,
+    RunExecutionCompleted,
+    RunFailed,
+    RunFinished,
+    RunStopped,
+)
 from regatta_shared.runtime import Service
 from regatta_shared.settings import load_settings
 
@@ -20,6 +27,7 @@ SUBJECTS = [
     subject_of(RunStopped),
     subject_of(RunFailed),
     subject_of(RunFinished),
+    subject_of(RescoreRequested),
 ]
 
 

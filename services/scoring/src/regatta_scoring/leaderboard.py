@@ -7,6 +7,7 @@ qualifying run there: a quick run of the recommended set never replaces an agent
 are ranked together by each metric, as the product asks ("all qualifying participants are in the same
 ranking"); the paired tests and Holm families stay inside a group, so two rows of different groups are
 never tied and never tested against each other (a parity run and a full run are different measurements).
+Only scores of the current rules version are ranked; a run's older scores are shown apart until rescored.
 
 Pure: takes run histories, returns rows.
 """
@@ -20,9 +21,16 @@ from fractions import Fraction
 from typing import Any
 
 from regatta_shared.conditions import qualification
-from regatta_shared.events import AgentScores, RunFinished, RunScored, RunSubmitted
+from regatta_shared.events import (
+    AgentScores,
+    ErroredAttemptsRerunRequested,
+    RunFinished,
+    RunScored,
+    RunSubmitted,
+)
 from regatta_shared.eventstore import StoredEvent
 from regatta_shared.per_task import per_task_figures
+from regatta_shared.scoring_rules import RULES_VERSION
 
 from . import statistics as st
 
@@ -49,10 +57,30 @@ class LeaderboardEntry:
     scores: AgentScores
     conditions: dict[str, Any]
     recommended: bool = False
+    rules_version: int = RULES_VERSION
 
     @property
     def figures(self) -> dict[str, float | None]:
         return per_task_figures(self.scores.model_dump())
+
+
+def finished_now(history: list[StoredEvent]) -> bool:
+    """Whether the run is finished: a RunFinished after its latest re-run of errored attempts (a re-run
+    makes a finished run run again, and only its new final scores count)."""
+    for event in reversed(history):
+        if event.type == RunFinished.type_name:
+            return True
+        if event.type == ErroredAttemptsRerunRequested.type_name:
+            return False
+    return False
+
+
+def rerun_round(history: list[StoredEvent]) -> tuple[str, ...]:
+    """Id parts of the events scoring records for the run's latest re-run (none before any): the final
+    scores and `finished` of a re-run must not reuse those of the run's first finish."""
+    reruns = (e.data["rerun"] for e in history if e.type == ErroredAttemptsRerunRequested.type_name)
+    rerun = max(reruns, default=0)
+    return (f"rerun-{rerun}",) if rerun else ()
 
 
 def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
@@ -62,11 +90,9 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
         return []
     submitted = history[0].payload()
     assert isinstance(submitted, RunSubmitted)
-    finished = next((e for e in history if e.type == RunFinished.type_name), None)
-    final = next(
-        (e.payload() for e in reversed(history) if e.type == RunScored.type_name and e.data["final"]), None
-    )
-    if finished is None or not isinstance(final, RunScored):
+    final = latest_final_scores(history)
+    finished = next((e for e in reversed(history) if e.type == RunFinished.type_name), None)
+    if finished is None or not finished_now(history) or final is None:
         return []
     qualifies = qualification(history[0].data)
     if not qualifies["qualifies"]:
@@ -96,9 +122,27 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
                 scores=scores,
                 conditions=conditions,
                 recommended=submitted.selection.task_set is not None,
+                rules_version=final.rules_version,
             )
         )
     return entries
+
+
+def latest_final_scores(history: list[StoredEvent]) -> RunScored | None:
+    final = next(
+        (e.payload() for e in reversed(history) if e.type == RunScored.type_name and e.data["final"]), None
+    )
+    return final if isinstance(final, RunScored) else None
+
+
+def needs_rescore(history: list[StoredEvent], benchmark_version: str | None = None) -> bool:
+    """Whether the run (of `benchmark_version`, when given) has final scores of an older rules version."""
+    if not history or history[0].type != RunSubmitted.type_name:
+        return False
+    if benchmark_version is not None and history[0].data["benchmark_version"] != benchmark_version:
+        return False
+    final = latest_final_scores(history)
+    return final is not None and final.rules_version < RULES_VERSION
 
 
 def latest_per_participant(entries: list[LeaderboardEntry]) -> list[LeaderboardEntry]:
@@ -141,18 +185,37 @@ def _pass_participants(entries: list[LeaderboardEntry], metric: str) -> list[st.
 
 def build_leaderboard(all_entries: list[LeaderboardEntry]) -> list[dict[str, Any]]:
     """Every row (a participant's latest qualifying run per comparison group), ranked together, in pass@1
-    rank order."""
-    return _rank_all(latest_per_participant(all_entries))
+    rank order; then, unranked, the rows whose scores are of an older rules version and that no current
+    row of their participant and group replaces, each in a section of its own (scores of two rules
+    versions are never ranked together: the same attempts may count differently under each)."""
+    current = [e for e in all_entries if e.rules_version == RULES_VERSION]
+    ranked = latest_per_participant(current)
+    taken = {(e.group, e.participant) for e in ranked}
+    stale = [
+        e
+        for e in latest_per_participant([e for e in all_entries if e.rules_version != RULES_VERSION])
+        if (e.group, e.participant) not in taken
+    ]
+    stale_rows = sorted(
+        (_row(e) for e in stale),
+        key=lambda r: (r["rules_version"], -r["pass_at_1"]["value"], r["participant"]),
+    )
+    return [*_rank_all(ranked), *stale_rows]
 
 
 def _section(entry: LeaderboardEntry) -> dict[str, Any]:
+    stale = entry.rules_version != RULES_VERSION
+    # A row of older rules is in a section apart from the current rows of its group: it is not ranked.
+    group = (*entry.group, ("rules_version", entry.rules_version)) if stale else entry.group
     return {
-        "key": hashlib.sha256(repr(entry.group).encode()).hexdigest()[:16],
+        "key": hashlib.sha256(repr(group).encode()).hexdigest()[:16],
         "task_set": entry.task_set,
         "recommended": entry.recommended,
         "version": entry.version,
         "digest": entry.group[0],
         "conditions": entry.conditions,
+        "rules_version": entry.rules_version,
+        "unranked_reason": f"scored under rules v{entry.rules_version}; rescore" if stale else None,
     }
 
 
@@ -231,6 +294,7 @@ def _row(entry: LeaderboardEntry) -> dict[str, Any]:
         "pass_at_k": pass_k,
         **entry.figures,
         "conditions": entry.conditions,
+        "rules_version": entry.rules_version,
         "section": _section(entry),
         "ranks": {},
     }

@@ -1,5 +1,6 @@
 """Service layer of scoring: provisional scores while a run runs, final ones and `finished` after it,
-then the benchmark's leaderboard. Every number is computed here once and stored as an event."""
+then the benchmark's leaderboard; on request, final scores again under the current rules. Every number is
+computed here once and stored as an event."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from regatta_shared.events import (
     AgentScores,
     AttemptFinished,
     LeaderboardComputed,
+    RescoreRequested,
     RunExecutionCompleted,
     RunFailed,
     RunFinished,
@@ -20,8 +22,17 @@ from regatta_shared.events import (
 )
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent
 from regatta_shared.ids import leaderboard_stream, run_stream
+from regatta_shared.scoring_rules import RULES_VERSION
 
-from .leaderboard import LeaderboardEntry, build_leaderboard, entries_from_run, rank_run_agents
+from .leaderboard import (
+    LeaderboardEntry,
+    build_leaderboard,
+    entries_from_run,
+    finished_now,
+    needs_rescore,
+    rank_run_agents,
+    rerun_round,
+)
 from .scores import score_run, tally
 
 PROVISIONAL_INTERVAL = 1.0
@@ -60,8 +71,11 @@ class Scorer:
                 except ScoringError as error:  # the final scoring decides what it means for the run
                     log.warning("run %s: no provisional scores: %s", run_id, error)
         elif event.type == RunExecutionCompleted.type_name and run_id:
+            rerun = rerun_round(self.store.read_stream(run_stream(run_id)))
             finished = new_event(
-                RunFinished(run_id=run_id), event_id=deterministic_id(run_id, "finished"), actor="scoring"
+                RunFinished(run_id=run_id),
+                event_id=deterministic_id(run_id, "finished", *rerun),
+                actor="scoring",
             )
             try:
                 self.score(run_id, final=True, through=event.position, then=[finished])
@@ -78,18 +92,25 @@ class Scorer:
                 log.warning("run %s ended without final scores: %s", run_id, error)
         elif event.type == RunFinished.type_name and run_id:
             self.update_leaderboard(event.data.get("benchmark_id") or self._benchmark_of(run_id))
+        elif event.type == RescoreRequested.type_name:
+            request = event.payload()
+            assert isinstance(request, RescoreRequested)
+            self.rescore(request)
 
     def score(self, run_id: str, *, final: bool, through: int, then: list[NewEvent] | None = None) -> None:
         """`then`: events recorded in the same transaction as the scores (`finished` with the final ones)."""
         history = self.store.read_stream(run_stream(run_id))
-        if any(e.type == RunFinished.type_name for e in history) and not final:
+        if finished_now(history) and not final:
             return
         agents = _computed(history)
         if agents is None:
             return
-        scored = RunScored(run_id=run_id, final=final, agents=agents, through_position=through)
+        scored = RunScored(
+            run_id=run_id, final=final, agents=agents, through_position=through, rules_version=RULES_VERSION
+        )
         key = "final" if final else f"provisional-{through}"
-        scored_event = new_event(scored, event_id=deterministic_id(run_id, key), actor="scoring")
+        event_id = deterministic_id(run_id, key, *rerun_round(history))
+        scored_event = new_event(scored, event_id=event_id, actor="scoring")
         # Insert-or-ignore by event id: events recorded earlier (final scores, by a scorer that crashed
         # before `finished`) are skipped, the rest stored.
         self.store.append(run_stream(run_id), [scored_event, *(then or [])])
@@ -98,16 +119,44 @@ class Scorer:
         first = self.store.read_stream(run_stream(run_id))[0]
         return first.data["benchmark_id"]
 
-    def update_leaderboard(self, benchmark_id: str) -> None:
-        entries: list[LeaderboardEntry] = []
-        for submitted in self.store.read_all(0, 10**9, types=[RunSubmitted.type_name]):
-            if submitted.data["benchmark_id"] != benchmark_id:
+    def rescore(self, request: RescoreRequested) -> None:
+        """Final scores under the current rules for each run of the benchmark whose latest ones are of an
+        older version, then the leaderboard. A run already current gets nothing, so a second request
+        appends no scores; a redelivered one appends nothing at all (ids derive from the request)."""
+        for run_stream_id in self._run_streams(request.benchmark_id):
+            history = self.store.read_stream(run_stream_id)
+            if not needs_rescore(history, request.benchmark_version):
                 continue
-            entries.extend(entries_from_run(self.store.read_stream(submitted.stream_id)))
+            agents = _computed(history)
+            if agents is None:
+                continue
+            run_id = history[0].data["run_id"]
+            scored = RunScored(
+                run_id=run_id,
+                final=True,
+                agents=agents,
+                through_position=history[-1].position,
+                rules_version=RULES_VERSION,
+            )
+            event_id = deterministic_id(run_id, f"final-rules-{RULES_VERSION}")
+            self.store.append(run_stream_id, [new_event(scored, event_id=event_id, actor="scoring")])
+        self.update_leaderboard(request.benchmark_id, event_id=deterministic_id(request.rescore_id, "board"))
+
+    def _run_streams(self, benchmark_id: str) -> list[str]:
+        return [
+            submitted.stream_id
+            for submitted in self.store.read_all(0, 10**9, types=[RunSubmitted.type_name])
+            if submitted.data["benchmark_id"] == benchmark_id
+        ]
+
+    def update_leaderboard(self, benchmark_id: str, *, event_id: str | None = None) -> None:
+        entries: list[LeaderboardEntry] = []
+        for stream_id in self._run_streams(benchmark_id):
+            entries.extend(entries_from_run(self.store.read_stream(stream_id)))
         rows = build_leaderboard(entries)
         stream = leaderboard_stream(benchmark_id)
         computed = LeaderboardComputed(benchmark_id=benchmark_id, rows=rows)
-        self.store.append(stream, [new_event(computed, actor="scoring")])
+        self.store.append(stream, [new_event(computed, event_id=event_id, actor="scoring")])
 
 
 def _computed(history: list[StoredEvent]) -> list[AgentScores] | None:

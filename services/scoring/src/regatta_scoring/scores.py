@@ -1,4 +1,5 @@
-"""A run's scores, folded from its events (statistics.md §1–3, §7). Pure: no I/O.
+"""A run's scores, folded from its events (statistics.md §1–3, §7) under the current scoring rules
+(regatta_shared.scoring_rules). Pure: no I/O.
 
 The unit of analysis is the task: per agent and task we keep n (scored attempts) and c (passed
 attempts) as integers and derive every number from them.
@@ -12,9 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regatta_shared.envelope import StoredEvent
-from regatta_shared.events import AgentScores, AttemptFinished, CategoryScore, MetricValue, RunSubmitted
+from regatta_shared.events import (
+    AgentScores,
+    AttemptFinished,
+    CategoryScore,
+    ErroredAttemptsRerunRequested,
+    MetricValue,
+    RunSubmitted,
+)
 from regatta_shared.per_task import per_task_figures
-from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, with_finished
+from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, rerun_rows, with_finished
+from regatta_shared.scoring_rules import RULES_VERSION, outcome_under
 
 from .statistics import pass_at_k, pass_at_k_curve, wilson
 
@@ -25,7 +34,7 @@ class AgentTally:
     outcomes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # Tokens and cost as the read model's run totals count them (regatta_shared.runs), per agent.
     totals: dict[str, Any] = field(default_factory=no_totals)
-    durations: list[float] = field(default_factory=list)
+    durations: dict[str, float] = field(default_factory=dict)  # attempt id -> its total seconds
 
     @property
     def input_tokens(self) -> int:
@@ -52,7 +61,9 @@ class RunTally:
     fold: RunFold
 
 
-def tally(events: Iterable[StoredEvent]) -> RunTally | None:
+def tally(events: Iterable[StoredEvent], rules_version: int = RULES_VERSION) -> RunTally | None:
+    """The run's counts with each attempt's outcome under `rules_version` (the current one unless a
+    caller reproduces an older deployment's scores)."""
     run: RunTally | None = None
     for stored in events:
         if stored.type == RunSubmitted.type_name:
@@ -60,24 +71,31 @@ def tally(events: Iterable[StoredEvent]) -> RunTally | None:
             assert isinstance(submitted, RunSubmitted)
             agents = {agent.index: AgentTally() for agent in submitted.agents}
             run = RunTally(submitted, agents, RunFold(submitted.run_id))
+        elif stored.type == ErroredAttemptsRerunRequested.type_name and run is not None:
+            # The errored results of attempts run again stop counting; their new ones will.
+            for row in rerun_rows(run.fold.attempts, stored.data):
+                agent = run.agents[row["agent_index"]]
+                agent.outcomes["errored"] -= 1
+                agent.durations.pop(row["attempt_id"], None)
         elif stored.type in ATTEMPT_EVENTS and run is not None:
             counted = run.fold.apply(stored.type, stored.data)
             if stored.type == AttemptFinished.type_name and counted is not None:
                 finished = stored.payload()
                 assert isinstance(finished, AttemptFinished)
-                _count(run.agents[finished.agent_index], finished, stored.data)
+                _count(run.agents[finished.agent_index], finished, stored.data, rules_version)
     return run
 
 
-def _count(agent: AgentTally, finished: AttemptFinished, data: Mapping[str, Any]) -> None:
-    agent.outcomes[finished.outcome] += 1
-    if finished.outcome in ("passed", "failed"):
+def _count(agent: AgentTally, finished: AttemptFinished, data: Mapping[str, Any], rules_version: int) -> None:
+    outcome = outcome_under(finished, rules_version)
+    agent.outcomes[outcome] += 1
+    if outcome in ("passed", "failed"):
         n_c = agent.counts.setdefault(finished.task, [0, 0])
         n_c[0] += 1
-        n_c[1] += finished.outcome == "passed"
+        n_c[1] += outcome == "passed"
     agent.totals = with_finished(agent.totals, data)
     if finished.timings.total is not None:
-        agent.durations.append(finished.timings.total)
+        agent.durations[finished.attempt_id] = finished.timings.total
 
 
 def metric(value: float, n_tasks: int) -> MetricValue:
@@ -122,7 +140,9 @@ def score_agent(run: RunTally, index: int) -> AgentScores:
         cache_tokens=agent.cache_tokens,
         cost_usd=agent.cost_usd,
         cost_per_task=figures["cost_per_task"],
-        mean_duration_seconds=sum(agent.durations) / len(agent.durations) if agent.durations else None,
+        mean_duration_seconds=sum(agent.durations.values()) / len(agent.durations)
+        if agent.durations
+        else None,
         tokens_per_task=figures["tokens_per_task"],
         complete=complete,
     )

@@ -5,6 +5,7 @@ causation travel in the envelope's metadata so every event records who caused it
 stream; every name is re-exported here, so `from regatta_shared.events import RunStopped` is the way in.
 """
 
+from .annotations import AttemptLabelled, AttemptLabelRemoved
 from .base import EVENT_TYPES, SCHEMA_VERSION, Event, Upcaster, parse_event, upcast
 from .benchmarks import (
     BenchmarkAdded,
@@ -36,9 +37,11 @@ from .runs import (
     AgentSpec,
     ArtifactRef,
     AttemptFinished,
+    AttemptImage,
     AttemptRetried,
     AttemptScheduled,
     AttemptStarted,
+    ErroredAttemptsRerunRequested,
     ExecutionSettings,
     ExecutorNoted,
     ModelSpec,
@@ -61,6 +64,7 @@ from .scoring import (
     CategoryScore,
     LeaderboardComputed,
     MetricValue,
+    RescoreRequested,
     RunScored,
 )
 from .workspace import (
@@ -81,6 +85,9 @@ __all__ = [
     "ApiTokenRevoked",
     "ArtifactRef",
     "AttemptFinished",
+    "AttemptImage",
+    "AttemptLabelRemoved",
+    "AttemptLabelled",
     "AttemptRetried",
     "AttemptScheduled",
     "AttemptStarted",
@@ -94,6 +101,7 @@ __all__ = [
     "BenchmarkSyncStarted",
     "BenchmarkTasksSynced",
     "CategoryScore",
+    "ErroredAttemptsRerunRequested",
     "Event",
     "ExecutionSettings",
     "ExecutorNoted",
@@ -106,6 +114,7 @@ __all__ = [
     "ModelSpec",
     "Outcome",
     "PlatformAdminGranted",
+    "RescoreRequested",
     "RunExecutionCompleted",
     "RunFailed",
     "RunFinished",

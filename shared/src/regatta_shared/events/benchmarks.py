@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from regatta_shared.execution_defaults import PASS_THRESHOLD
+
 from .base import Event
 
 
@@ -113,7 +115,7 @@ class BenchmarkMetadata(BaseModel):
     requires_judge_model: bool = False
     requires_judge_api_key: bool = False
     judge_model_default: str | None = None
-    pass_threshold: float = 1.0
+    pass_threshold: float = PASS_THRESHOLD
     primary_reward_key: str | None = None
     task_sets: dict[str, list[str]] = Field(default_factory=dict)
     recommended_task_set: str | None = None

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from regatta_shared import execution_defaults as defaults
 from regatta_shared.conditions import ScoringConditions
 
 from .base import Event
@@ -45,10 +46,10 @@ class AgentSpec(BaseModel):
 
 class ExecutionSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    attempts_per_task: int = 1
-    max_concurrent_attempts: int = 4
-    timeout_multiplier: float = 1.0
-    max_retries: int = 0
+    attempts_per_task: int = defaults.ATTEMPTS_PER_TASK
+    max_concurrent_attempts: int = defaults.MAX_CONCURRENT_ATTEMPTS
+    timeout_multiplier: float = defaults.TIMEOUT_MULTIPLIER
+    max_retries: int = defaults.MAX_RETRIES
     pass_threshold: float | None = None
     judge_model: str | None = None
     judge_api_key_secret: str | None = None
@@ -138,6 +139,8 @@ class AttemptScheduled(Event):
     task: str
     attempt_index: int
     try_number: int = 1
+    # Which re-run of the run's errored attempts scheduled it again (0: the run's own scheduling).
+    rerun: int = 0
 
 
 class AttemptStarted(Event):
@@ -175,6 +178,19 @@ class ArtifactRef(BaseModel):
     size: int
 
 
+class AttemptImage(BaseModel):
+    """The image the attempt's container ran: what the task named and what the engine had under it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    reference: str = Field(max_length=300)
+    # The engine's content id of the image (`sha256:…`): the same bytes on any engine.
+    image_id: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    # `repository@sha256:…` as pulled from its registry; None for an allow-listed local image or one
+    # the platform built.
+    registry_digest: str | None = Field(None, max_length=400, pattern=r"^[^\s@]+@sha256:[0-9a-f]{64}$")
+    source: Literal["pulled", "local", "built"]
+
+
 Outcome = Literal["passed", "failed", "errored", "cancelled"]
 
 
@@ -206,6 +222,9 @@ class AttemptFinished(Event):
     # `local`; None when unknown. `environment_note` says what was left out.
     environment_built: bool | None = None
     environment_note: str | None = None
+    # The main container's image (container environment); None in events recorded before executors
+    # said, and for attempts that never reached an image.
+    image: AttemptImage | None = None
 
 
 class AttemptRetried(Event):
@@ -231,6 +250,19 @@ class RunStopRequested(Event):
     # "failed" when the scheduler stops a run that can no longer produce a meaningful result (an error
     # retrying cannot cure): it then ends with RunFailed(reason) instead of RunStopped.
     ends_as: Literal["stopped", "failed"] = "stopped"
+
+
+class ErroredAttemptsRerunRequested(Event):
+    """A user asked a finished run to run its errored attempts again, under its unchanged conditions:
+    each listed attempt keeps its slot, and its new outcome replaces the errored one (the errored one
+    stays in the history). The run is running again until it is scored and finished anew."""
+
+    type_name = "ErroredAttemptsRerunRequested"
+    category = "run"
+    run_id: str
+    attempt_ids: list[str]
+    # 1 for a run's first re-run, 2 for its second, …: the events it leads to carry ids of their own.
+    rerun: int = Field(ge=1)
 
 
 class RunExecutionCompleted(Event):

@@ -1,4 +1,5 @@
-"""Scoring events: a run's scores (stream run-<id>), a benchmark's leaderboard (leaderboard-<id>)."""
+"""Scoring events: a run's scores (stream run-<id>), a benchmark's leaderboard and rescoring
+(leaderboard-<id>)."""
 
 from __future__ import annotations
 
@@ -48,13 +49,26 @@ class AgentScores(BaseModel):
     tied: bool = False
 
 
+def _rules_version_named(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2. Scores recorded before they named their rules were computed under rules version 1
+    (regatta_shared.scoring_rules)."""
+    data.setdefault("rules_version", 1)
+    return data
+
+
 class RunScored(Event):
     type_name = "RunScored"
     category = "run"
+    # 2: names the scoring rules' version.
+    schema_version = 2
+    upcasters = {1: _rules_version_named}
     run_id: str
     final: bool
     agents: list[AgentScores]
     through_position: int = 0
+    # The version of the outcome and statistics rules these scores were computed under
+    # (regatta_shared.scoring_rules.RULES_VERSION); a leaderboard ranks only one version together.
+    rules_version: int
 
 
 class LeaderboardComputed(Event):
@@ -62,3 +76,14 @@ class LeaderboardComputed(Event):
     category = "leaderboard"
     benchmark_id: str
     rows: list[dict[str, Any]]
+
+
+class RescoreRequested(Event):
+    """A platform administrator asked for a benchmark's runs scored under an older rules version to be
+    scored again under the current one (all its versions, or only runs of `benchmark_version`)."""
+
+    type_name = "RescoreRequested"
+    category = "leaderboard"
+    rescore_id: str
+    benchmark_id: str
+    benchmark_version: str | None = None

@@ -13,7 +13,8 @@ from .attempts import (
     scheduled_row,
     trial_start,
 )
-from .fold import STATUS_BY_EVENT, TERMINAL, RunFold, keeps_scores, public_submission
+from .fold import STATUS_BY_EVENT, RunFold, keeps_scores, public_submission, rerun_rows
+from .status import TERMINAL
 from .totals import RUN_TOTALS, count_environment, no_totals, with_finished
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "keeps_scores",
     "no_totals",
     "public_submission",
+    "rerun_rows",
     "scheduled_row",
     "trial_start",
     "with_finished",

@@ -20,6 +20,7 @@ from regatta_shared.events import (
     AttemptStarted,
     RunSubmitted,
 )
+from regatta_shared.execution_defaults import ATTEMPTS_PER_TASK
 
 ATTEMPT_EVENTS = frozenset(
     e.type_name for e in (AttemptScheduled, AttemptStarted, AttemptRetried, AttemptFinished)
@@ -32,7 +33,7 @@ def attempts_per_agent(submitted: RunSubmitted | Mapping[str, Any]) -> int:
     if isinstance(submitted, RunSubmitted):
         return len(submitted.tasks) * submitted.execution.attempts_per_task
     execution = submitted.get("execution") or {}
-    return len(submitted.get("tasks") or []) * int(execution.get("attempts_per_task") or 1)
+    return len(submitted.get("tasks") or []) * int(execution.get("attempts_per_task") or ATTEMPTS_PER_TASK)
 
 
 def expected_attempts(submitted: RunSubmitted | Mapping[str, Any]) -> int:

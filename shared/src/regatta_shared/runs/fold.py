@@ -12,6 +12,7 @@ from typing import Any
 from regatta_shared.events import (
     AttemptFinished,
     AttemptScheduled,
+    ErroredAttemptsRerunRequested,
     RunFailed,
     RunFinished,
     RunQueued,
@@ -23,18 +24,19 @@ from regatta_shared.events import (
 )
 
 from .attempts import ATTEMPT_EVENTS, attempt_change, expected_attempts, scheduled_row
+from .status import FAILED, FINISHED, PENDING, QUEUED, RUNNING, STOPPED, RunStatus
 from .totals import no_totals, with_finished
 
 # The run status each event sets; the scheduler's aggregate and the read models use the same words.
-STATUS_BY_EVENT = {
-    RunSubmitted.type_name: "pending",
-    RunQueued.type_name: "queued",
-    RunStarted.type_name: "running",
-    RunFinished.type_name: "finished",
-    RunStopped.type_name: "stopped",
-    RunFailed.type_name: "failed",
+STATUS_BY_EVENT: dict[str, RunStatus] = {
+    RunSubmitted.type_name: PENDING,
+    RunQueued.type_name: QUEUED,
+    RunStarted.type_name: RUNNING,
+    RunFinished.type_name: FINISHED,
+    RunStopped.type_name: STOPPED,
+    RunFailed.type_name: FAILED,
+    ErroredAttemptsRerunRequested.type_name: RUNNING,
 }
-TERMINAL = frozenset({"finished", "failed", "stopped"})
 
 
 def public_submission(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,10 +50,20 @@ def keeps_scores(final_now: bool, d: Mapping[str, Any]) -> bool:
     return not (final_now and not d["final"])
 
 
+def rerun_rows(attempts: dict[str, dict[str, Any]], d: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows an ErroredAttemptsRerunRequested `d` takes out of `attempts` (popped), so that the
+    attempts' new AttemptScheduled make fresh ones: only errored rows, whatever the event lists."""
+    return [
+        attempts.pop(aid)
+        for aid in d["attempt_ids"]
+        if aid in attempts and attempts[aid]["outcome"] == "errored"
+    ]
+
+
 @dataclass
 class RunFold:
     run_id: str
-    status: str = "pending"
+    status: RunStatus = PENDING
     submission: dict[str, Any] = field(default_factory=dict)
     expected: int = 0
     stop_requested: bool = False
@@ -83,6 +95,10 @@ class RunFold:
             self.expected = expected_attempts(d)
         elif event_type == RunQueued.type_name:
             self.expected = d["expected_attempts"]
+        elif event_type == ErroredAttemptsRerunRequested.type_name:
+            # Results only ever add up (caches of a run's counts key on them): the attempts run again
+            # are results still expected, on top of their errored ones.
+            self.expected += len(rerun_rows(self.attempts, d))
         elif event_type == RunStopRequested.type_name:
             self.stop_requested = True
         elif event_type == RunScored.type_name and keeps_scores(self.scores_final, d):
