@@ -18,6 +18,8 @@ class TaskLocation:
     name: str
     path: Path
     expected_digest: str | None = None
+    # Refused before its files were fetched (git_bounds): listed invalid with this reason, never read.
+    refused: str | None = None
 
 
 @dataclass

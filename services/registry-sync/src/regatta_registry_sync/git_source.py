@@ -17,6 +17,7 @@ from harbor.registry.client.git_repo import GitRepoRegistryClient, ResolvedRepo
 from harbor.tasks.client import TaskClient
 from harbor.utils.git import select_ls_remote_sha
 from pydantic import ValidationError
+from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.git_values import (
     GitValueInvalid,
@@ -31,9 +32,21 @@ from regatta_shared.outbound import TIMED_OUT, UNREACHABLE, OutboundRefused, res
 from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
+from .git_bounds import (
+    GitFailed,
+    GitTask,
+    GitTooLarge,
+    Scratch,
+    bound_git_tasks,
+    bound_paths,
+    pattern_problem,
+)
+from .git_bounds import remove as remove_scratch
 from .manifest import MANIFEST_NAME, ManifestFile
 
 GIT_TIMEOUT_SEC = 600.0
+# registry.json and regatta.toml as Harbor's sparse checkout writes them (every file the pattern matches).
+MAX_METADATA_BYTES = 32 * 1024 * 1024
 
 
 def git_url_of(location: str) -> str:
@@ -82,7 +95,9 @@ def checked_task_id(
         raise SourceInvalid(str(error).splitlines()[0]) from None
 
 
-async def open_git(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
+async def open_git(
+    source: BenchmarkSource, workdir: Path, policy: SourcePolicy, bounds: TaskFileBounds
+) -> Dataset:
     git_url = check_git_url(source.git_url or source.ref, "git_url", policy, trusted=source.trusted)
     try:
         if source.git_ref is not None:
@@ -98,6 +113,16 @@ async def open_git(source: BenchmarkSource, workdir: Path, policy: SourcePolicy)
     registry = Path(source.registry_path) if source.registry_path else None
     client = GitRepoRegistryClient(_repo(git_url, source.git_ref, sha), path=subdir, registry_path=registry)
     wanted = f"{source.dataset}@{source.version}" if source.dataset and source.version else source.dataset
+    manifest_dir = (
+        (registry.parent if registry and registry.suffix == ".json" else registry) if wanted else None
+    )
+    candidates = _manifest_candidates(
+        manifest_dir, subdir or Path("tasks"), source.dataset if wanted else None
+    )
+    uses_registry = registry is not None or bool(wanted and "/" not in (wanted or "").split("@")[0])
+    await _bound_metadata_files(
+        git_url, sha, workdir, label, candidates, _registry_rel(registry) if uses_registry else None
+    )
     try:
         async with asyncio.timeout(GIT_TIMEOUT_SEC):
             metadata = await client.get_dataset_metadata(wanted or "")
@@ -110,17 +135,15 @@ async def open_git(source: BenchmarkSource, workdir: Path, policy: SourcePolicy)
     except TimeoutError:
         raise SourceInvalid(f"{label}: git did not answer within {GIT_TIMEOUT_SEC:.0f} s") from None
     task_ids = [t for t in metadata.task_ids if isinstance(t, GitTaskId)]
-    paths = await fetch_git_tasks(task_ids, workdir)
-    manifest_dir = (
-        (registry.parent if registry and registry.suffix == ".json" else registry) if wanted else None
-    )
-    candidates = _manifest_candidates(
-        manifest_dir, subdir or Path("tasks"), source.dataset if wanted else None
+    # A registry.json inside the repository names git URLs, commits and paths of its own: each is
+    # checked as a user's would be, and bounded before Harbor checks it out.
+    tasks = await fetch_git_tasks(
+        [(t.path.name, t) for t in task_ids], workdir, bounds, policy, trusted=source.trusted
     )
     return Dataset(
         name=metadata.name if wanted else f"{_repo_name(git_url)}/{(subdir or Path('tasks')).as_posix()}",
         version=metadata.version if wanted else sha[:12],
-        tasks=[TaskLocation(name=t.path.name, path=p) for t, p in zip(task_ids, paths, strict=True)],
+        tasks=tasks,
         description=metadata.description or None,
         manifest=await _read_manifest(client, sha, candidates, label, git_url),
         commit=sha,
@@ -161,23 +184,92 @@ async def resolve_ref(git_url: str, ref: str | None) -> str:
     return by_name.get(f"{refname}^{{}}", sha)
 
 
-async def fetch_git_tasks(task_ids: list[GitTaskId], workdir: Path) -> list[Path]:
-    """Harbor's sparse, shallow fetch of each task at its commit, one clone per repository."""
+async def fetch_git_tasks(
+    tasks: list[tuple[str, GitTaskId]],
+    workdir: Path,
+    bounds: TaskFileBounds,
+    policy: SourcePolicy,
+    *,
+    trusted: bool,
+) -> list[TaskLocation]:
+    """Each task's URL, commit and path checked for its kind and the policy, its files bounded as Harbor
+    would check them out (git_bounds), then Harbor's sparse, shallow fetch of the tasks that pass, at
+    the commit measured: one clone per repository and commit, so no commit's checkout expands a path
+    that was measured at another. A refused task is listed with its reason and never checked out."""
+    urls: dict[str, str] = {}
+    checked = []
+    for name, t in tasks:
+        where = f"task {name!r}"
+        url = t.git_url or ""
+        if url not in urls:
+            # One check (and one lookup) per repository, however many tasks it holds.
+            urls[url] = checked_task_id(url, None, t.path.as_posix(), where, policy, trusted=trusted).git_url
+        try:
+            commit = check_commit(t.git_commit_id, f"{where}.git_commit_id")
+            path = check_repo_path(t.path.as_posix(), f"{where}.path")
+        except GitValueInvalid as error:
+            raise SourceInvalid(str(error)) from None
+        checked.append(GitTask(name, GitTaskId(git_url=urls[url], git_commit_id=commit, path=Path(path))))
     try:
-        async with asyncio.timeout(GIT_TIMEOUT_SEC):
-            result = await TaskClient().download_tasks(list(task_ids), output_dir=workdir / "git")
-    except subprocess.CalledProcessError as error:
-        urls = sorted({t.git_url for t in task_ids})
-        commits = sorted({t.git_commit_id or "HEAD" for t in task_ids})
-        why = _why(error, *urls)
-        raise SourceInvalid(
-            f"git repository {', '.join(urls)}: cannot fetch commit {', '.join(commits)} ({why})"
-        ) from None
-    except TimeoutError:
-        raise SourceInvalid(f"git fetch did not finish within {GIT_TIMEOUT_SEC:.0f} s") from None
-    except (OSError, ValueError) as error:
-        raise SourceInvalid(f"git task fetch failed: {error}") from None
-    return result.paths
+        outcomes = await bound_git_tasks(checked, workdir, bounds)
+    except (GitTooLarge, GitFailed) as error:
+        raise SourceInvalid(str(error)) from None
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, outcome in enumerate(outcomes):
+        if isinstance(outcome, GitTaskId):
+            groups.setdefault((outcome.git_url or "", outcome.git_commit_id or ""), []).append(index)
+    paths: dict[int, Path] = {}
+    for (url, commit), indexes in groups.items():
+        pinned = [outcomes[i] for i in indexes]
+        try:
+            async with asyncio.timeout(GIT_TIMEOUT_SEC):
+                result = await TaskClient().download_tasks(pinned, output_dir=workdir / "git")  # type: ignore[arg-type]
+        except subprocess.CalledProcessError as error:
+            raise SourceInvalid(
+                f"git repository {url}: cannot fetch commit {commit} ({_why(error, url)})"
+            ) from None
+        except TimeoutError:
+            raise SourceInvalid(f"git fetch did not finish within {GIT_TIMEOUT_SEC:.0f} s") from None
+        except (OSError, ValueError) as error:
+            raise SourceInvalid(f"git task fetch failed: {error}") from None
+        paths.update(zip(indexes, result.paths, strict=True))
+    return [
+        TaskLocation(name=task.name, path=paths[index])
+        if index in paths
+        else TaskLocation(name=task.name, path=workdir / "refused", refused=str(outcomes[index]))
+        for index, task in enumerate(checked)
+    ]
+
+
+async def _bound_metadata_files(
+    git_url: str, sha: str, workdir: Path, label: str, manifests: list[str], registry: str | None
+) -> None:
+    """registry.json and the manifest candidates, as Harbor's sparse checkouts of them would write them,
+    within MAX_METADATA_BYTES; the trees of the default branch and the commit within their cap."""
+    named = [("registry_path", registry)] if registry else []
+    for field, pattern in [*named, *(("dataset", m) for m in manifests)]:
+        problem = pattern_problem(pattern or "")
+        if problem:
+            raise SourceInvalid(f"{field} {problem}")
+    scratch = Scratch(git_url, workdir / "git-metadata")
+    try:
+        await scratch.create()
+        await scratch.commit(None, label)
+        commit = await scratch.commit(sha, label)
+        if registry:
+            await bound_paths(scratch, commit, [registry], MAX_METADATA_BYTES, f"{label}: {registry}")
+        await bound_paths(scratch, commit, manifests, MAX_METADATA_BYTES, f"{label}: {MANIFEST_NAME}")
+    except (GitTooLarge, GitFailed) as error:
+        raise SourceInvalid(str(error)) from None
+    finally:
+        await asyncio.to_thread(remove_scratch, scratch.folder)
+
+
+def _registry_rel(registry: Path | None) -> str:
+    """The path Harbor's git registry client checks registry.json out from."""
+    if registry is None:
+        return "registry.json"
+    return registry.as_posix() if registry.suffix == ".json" else (registry / "registry.json").as_posix()
 
 
 def _repo(git_url: str, ref: str | None, sha: str) -> ResolvedRepo:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regatta_shared.events import BenchmarkMetadata
+from regatta_shared.execution_defaults import PASS_THRESHOLD
 from regatta_shared.harnesses import HARNESSES
 
 MANIFEST_NAME = "regatta.toml"
@@ -117,7 +118,7 @@ def resolve_metadata(
     def origin(name: str) -> str:
         return origins.get(name, name)
 
-    threshold = values.get("pass_threshold", 1.0)
+    threshold = values.get("pass_threshold", PASS_THRESHOLD)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ManifestInvalid(f"{origin('pass_threshold')} must be a finite number (got {threshold!r})")
     harness = values.get("default_harness")

@@ -16,6 +16,7 @@ from harbor.models.registry import DatasetSpec
 from harbor.models.task.id import GitTaskId
 from harbor.registry.client.base import resolve_version
 from pydantic import ValidationError
+from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_client, reason_of
 from regatta_shared.source_policy import SourcePolicy, SourceRefused
@@ -34,7 +35,9 @@ def parse_dataset_ref(ref: str) -> tuple[str, str | None]:
     return name.strip(), (version.strip() or None)
 
 
-async def open_registry(source: BenchmarkSource, workdir: Path, policy: SourcePolicy) -> Dataset:
+async def open_registry(
+    source: BenchmarkSource, workdir: Path, policy: SourcePolicy, bounds: TaskFileBounds
+) -> Dataset:
     name = source.dataset or parse_dataset_ref(source.ref)[0]
     wanted = source.version or parse_dataset_ref(source.ref)[1]
     if source.registry_url:
@@ -79,9 +82,11 @@ async def open_registry(source: BenchmarkSource, workdir: Path, policy: SourcePo
                 raise SourceInvalid(f"{where}: task {task.name!r}: path leaves the registry's folder")
             locations.append(TaskLocation(name=task.name, path=base / task.path))
     if git_tasks:
-        paths = await fetch_git_tasks([t for _, _, t in git_tasks], workdir)
-        for (index, task_name, _), fetched in zip(git_tasks, paths, strict=True):
-            locations[index] = TaskLocation(name=task_name, path=fetched)
+        fetched = await fetch_git_tasks(
+            [(name, t) for _, name, t in git_tasks], workdir, bounds, policy, trusted=source.trusted
+        )
+        for (index, _, _), location in zip(git_tasks, fetched, strict=True):
+            locations[index] = location
     manifest = await asyncio.to_thread(_manifest_beside, source, base, spec.name, policy.outbound)
     return Dataset(
         name=spec.name,

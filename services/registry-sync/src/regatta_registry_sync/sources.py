@@ -27,7 +27,7 @@ async def open_dataset(source: BenchmarkSource, workdir: Path, bounds: TaskFileB
     changed since, and a registry's JSON names paths and URLs of its own."""
     policy = SourcePolicy.from_settings()
     if source.type == "registry":
-        return await open_registry(source, workdir, policy)
+        return await open_registry(source, workdir, policy, bounds)
     if source.type == "folder":
         try:
             policy.check_host_path(source.ref, "path", trusted=source.trusted)
@@ -38,7 +38,7 @@ async def open_dataset(source: BenchmarkSource, workdir: Path, bounds: TaskFileB
         except OSError as error:
             raise SourceInvalid(f"folder {source.ref}: cannot be read ({error.strerror or error})") from None
     if source.type == "git":
-        return await open_git(source, workdir, policy)
+        return await open_git(source, workdir, policy, bounds)
     if source.type == "hub":
         return await open_hub(source, workdir, policy, bounds)
     raise SourceInvalid(f"source type {source.type!r} is not supported")

@@ -240,6 +240,8 @@ class BenchmarkSync:
     async def _task(
         self, location: TaskLocation, limit: asyncio.Semaphore, upload: bool
     ) -> TaskInfo | InvalidTask:
+        if location.refused is not None:
+            return InvalidTask(name=location.name, reason=location.refused)
         async with limit:
             try:
                 task = await asyncio.to_thread(

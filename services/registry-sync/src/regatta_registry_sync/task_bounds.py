@@ -45,7 +45,7 @@ def check_task_files(task_dir: Path, label: str, bounds: TaskFileBounds) -> None
             name = path.relative_to(task_dir).as_posix()
             raise TaskTooLarge(
                 f"task {label!r}: its files pass {bounds.max_bytes // _MIB} MiB at {name} "
-                f"({_size(size)}) (REGATTA_MAX_TASK_MB)"
+                f"({human_size(size)}) (REGATTA_MAX_TASK_MB)"
             )
 
     for single in singles:
@@ -60,7 +60,7 @@ def check_task_files(task_dir: Path, label: str, bounds: TaskFileBounds) -> None
                 account(Path(root) / name)
 
 
-def _size(size: int) -> str:
+def human_size(size: int) -> str:
     if size >= 1024 * _MIB:
         return f"{size / (1024 * _MIB):.1f} GiB"
     if size >= _MIB:
