@@ -20,7 +20,6 @@ from regatta_shared.sealing import sealing_key
 from regatta_shared.settings import Settings, load_settings
 
 from .environments import (
-    CONTAINER_ENVIRONMENT,
     EnvironmentNameError,
     ResolvedEnvironment,
     resolve_environment,
@@ -41,6 +40,7 @@ async def setup(service: Service, environment: ResolvedEnvironment) -> None:
         retry_base_delay=settings.retry_base_delay,
         retry_max_delay=settings.retry_max_delay,
         infra_retries=settings.infra_retries,
+        max_deliveries=settings.executor_max_deliveries,
         started_report_delay=settings.started_report_delay,
         sealing_key=sealing_key(settings),
     )
@@ -65,7 +65,7 @@ def choose_environment(settings: Settings) -> ResolvedEnvironment:
     except EnvironmentNameError as error:
         print(f"regatta executor: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    if resolved.choice.kind in ("container", CONTAINER_ENVIRONMENT):
+    if resolved.choice.traits.takes_deployment_policy:
         # The deployment's image and outbound policy, unless the environment's kwargs name their own.
         kwargs = resolved.choice.kwargs
         kwargs.setdefault("local_images", [i.strip() for i in settings.local_images.split(",") if i.strip()])

@@ -14,27 +14,35 @@ to REPORTS (a stored JetStream publish) before the job is acked (worker.py), so 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import os
 import shutil
 import time
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harbor.models.trial.error_policy import policy_for
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 from regatta_shared.bus import REPORT_SUBJECT, REPORTS_STREAM
 from regatta_shared.ceilings import Ceilings
 from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.live import live_subject
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
 from regatta_shared.settings import load_settings
 
 from . import artifacts
+from .attempt_image import read_image_record
 from .environments import EnvironmentChoice
+from .live_output import Budget, LiveOutput, forwarding
 from .outcome import TrialOutcome, classify, redact
 from .reasons import short_reason
+from .redaction import Redactor
 from .reports import StartedReport, archive_missing, setup_error, signed
 from .task_cache import TaskArchiveRefused, TaskCache
 from .task_ceilings import check_ceilings
@@ -45,6 +53,16 @@ from .trials import run_trial, trial_config
 # says so, so the scheduler tells a delivery superseded by a later one from the current one. A context
 # variable, since one process may run two deliveries of one job at once (a missed heartbeat).
 DELIVERY: contextvars.ContextVar[int] = contextvars.ContextVar("delivery", default=1)
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    """REGATTA_LIVE_*: the connection live output goes out on, and its caps per attempt."""
+
+    nc: NATS
+    rate_bytes: int
+    max_bytes: int
+    interval: float
 
 
 def retryable(outcome: TrialOutcome) -> bool:
@@ -66,8 +84,11 @@ class AttemptRunner:
         started_report_delay: float = 0.0,
         infra_retries: int = 0,
         retry_max_delay: float = 60.0,
+        live: LiveSettings | None = None,
     ) -> None:
         self.js = js
+        # Where and how much of a running attempt's output is forwarded; None forwards nothing.
+        self.live = live
         self.id = executor_id
         self.work_dir = work_dir
         self.environment = environment
@@ -150,6 +171,7 @@ class AttemptRunner:
                 environment=self.environment.kind,
                 environment_built=fidelity.built,
                 environment_note=fidelity.note,
+                image=fidelity.image,
                 run_failure=outcome.run_failure,
             )
             return
@@ -198,14 +220,41 @@ class AttemptRunner:
         config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
         started = time.monotonic()
         try:
-            result = await run_trial(config)
+            async with self._live_output(job, trials_dir / job.attempt_id / "agent", secrets) as live:
+                # Where the agent's log folder is not on this host while it runs, its commands' output
+                # is streamed instead (the folder's files come at the end).
+                streamed = live is not None and not self.environment.traits.agent_logs_on_host
+                result = await run_trial(
+                    config,
+                    on_phase=live.phase if live else None,
+                    on_log=live.command_output if live and streamed else None,
+                )
             sandbox_seconds = time.monotonic() - started
             outcome = classify(result, job.pass_threshold, job.primary_reward_key)
             trial_dir = trials_dir / job.attempt_id
             refs = await artifacts.upload(self.artifact_store, trial_dir, list(secrets.values()))
-            return outcome, refs, sandbox_seconds, fidelity
+            return outcome, refs, sandbox_seconds, replace(fidelity, image=read_image_record(trial_dir))
         finally:
             shutil.rmtree(trials_dir, ignore_errors=True)
+
+    @contextlib.asynccontextmanager
+    async def _live_output(
+        self, job: AttemptJob, folder: Path, secrets: dict[str, str]
+    ) -> AsyncIterator[LiveOutput | None]:
+        if self.live is None or self.live.max_bytes == 0:
+            yield None
+            return
+        subject = live_subject(job.run_id, job.attempt_id)
+        nc = self.live.nc
+
+        async def publish(payload: bytes) -> None:
+            await nc.publish(subject, payload)
+
+        budget = Budget(self.live.rate_bytes, self.live.max_bytes)
+        output = LiveOutput(publish, folder, Redactor(secrets.values()), budget)
+        await output.phase("setup")
+        async with forwarding(output, self.live.interval):
+            yield output
 
     async def report_cancelled(self, job: AttemptJob, try_number: int, message: str) -> None:
         await self.report(
@@ -225,6 +274,7 @@ class AttemptRunner:
             try_number=try_number,
             executor_id=self.id,
             delivery=DELIVERY.get(),
+            rerun=job.rerun,
             **fields,  # type: ignore[arg-type]
         )
         payload = report.model_dump_json().encode()

@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
+from .traits import FOREIGN, EnvironmentTraits
+
+LOCAL_ENVIRONMENT = "regatta_executor.local.environment:LocalEnvironment"
 CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
 OWN_ENVIRONMENTS = {"local": LOCAL_ENVIRONMENT, "container": CONTAINER_ENVIRONMENT}
 ALIASES = {"docker-sdk": "container"}
@@ -49,16 +51,9 @@ class EnvironmentChoice:
         return {"type": self.kind, "delete": True, "kwargs": dict(self.kwargs)}
 
     @property
-    def runs_on_host(self) -> bool:
-        """Whether tasks run on this host's own system (the local environment or a class built on it),
-        so their Dockerfile is not built and their docker-compose.yaml not run."""
-        return _runs_on_host(self.kind)
-
-    @property
-    def runs_compose(self) -> bool:
-        """Whether the environment can run a task's docker-compose.yaml (sidecar services): `container`
-        runs the compose keys container/compose.py supports and refuses the others, naming them."""
-        return not self.runs_on_host
+    def traits(self) -> EnvironmentTraits:
+        """What the environment builds, runs and takes, as its class declares it (traits.py)."""
+        return _traits(self.kind)
 
 
 @dataclass(frozen=True)
@@ -93,15 +88,14 @@ def docker_host() -> str:
 
 
 @functools.cache
-def _runs_on_host(kind: str) -> bool:
-    if kind == "local":
-        return True
-    if ":" not in kind:
-        return False
-    from .local_environment import LocalEnvironment
-
-    cls = _load_class(kind)
-    return isinstance(cls, type) and issubclass(cls, LocalEnvironment)
+def _traits(kind: str) -> EnvironmentTraits:
+    """Our own environments and any class by import path declare their traits (a class built on ours
+    inherits them); a Harbor environment type declares none."""
+    import_path = OWN_ENVIRONMENTS.get(kind, kind)
+    if ":" not in import_path:
+        return FOREIGN
+    traits = getattr(_load_class(import_path), "TRAITS", None)
+    return traits if isinstance(traits, EnvironmentTraits) else FOREIGN
 
 
 def _load_class(import_path: str) -> object:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from regatta_shared.events import Outcome, Timings, Usage
+from regatta_shared.scoring_rules import SANDBOX_FAULTS  # versioned rules, also applied by scoring
 
 from .redaction import Redactor
 
@@ -45,30 +46,6 @@ def primary_reward(rewards: dict[str, float], primary_key: str | None = None) ->
         return float(rewards["reward"])
     values = [float(v) for v in rewards.values()]
     return values[0] if len(values) == 1 else sum(values) / len(values)
-
-
-# Errors that the sandbox's own state causes once the agent has run: the agent's fault, scored.
-# Harbor's (error_policy.py: the agent's exits and timeouts, and the verifier's "no verdict" errors),
-# and the container environment's (regatta_executor.sandbox_faults).
-SANDBOX_FAULTS = frozenset(
-    {
-        "AgentTimeoutError",
-        "NonZeroAgentExitCodeError",
-        "ContextWindowExceededError",
-        "ContextLengthExceededError",
-        "OutputTokenExceededError",
-        "OutputLengthExceededError",
-        "AgentSafetyRefusalError",
-        "ContentPolicyViolationError",
-        "VerifierTimeoutError",
-        "RewardFileNotFoundError",
-        "RewardFileEmptyError",
-        "VerifierOutputParseError",
-        "SandboxTamperedError",
-        "StorageLimitExceededError",
-        "VerifierCannotRunError",
-    }
-)
 
 
 def agent_phase_began(result: dict[str, Any]) -> bool:

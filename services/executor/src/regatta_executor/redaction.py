@@ -77,10 +77,24 @@ class Redactor:
     def __init__(self, secrets: Iterable[str]) -> None:
         found = set().union(*(forms(value) for value in secrets if value))
         ordered = sorted(found, key=len, reverse=True)
+        # What a stream redacted in pieces may end with and still be the start of a form (live_output.py).
+        self.longest = len(ordered[0]) if ordered else 0
+        self._starts = {form[:k] for form in ordered for k in range(1, len(form))}
         self._pattern = re.compile(b"|".join(re.escape(form) for form in ordered)) if ordered else None
 
     def bytes(self, data: bytes) -> bytes:
         return self._pattern.sub(REDACTED.encode(), data) if self._pattern else data
+
+    def spans(self, data: bytes) -> list[tuple[int, int]]:
+        """Where secret forms occur in `data` (start, end), as `bytes` would replace them."""
+        return [m.span() for m in self._pattern.finditer(data)] if self._pattern else []
+
+    def unfinished(self, data: bytes) -> int:
+        """The length of the longest end of `data` that begins some form: a secret perhaps cut there."""
+        for length in range(min(self.longest - 1, len(data)), 0, -1):
+            if data[-length:] in self._starts:
+                return length
+        return 0
 
     def text(self, text: str | None) -> str | None:
         if text is None or self._pattern is None:

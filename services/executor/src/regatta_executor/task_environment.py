@@ -7,6 +7,7 @@ root (`local` runs every command as its sandbox's root) gets an environment othe
 declares, and its score may say more about this host than about the agent: each such attempt says so
 (never silent).
 A task with a docker-compose.yaml needs sidecar services, which `local` does not run (`container` does).
+A separate verifier or GPUs, which neither of Regatta's environments gives, are refused (task_features.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from harbor.environments.definition import COMPOSE_FILE_NAME
+from harbor.models.task.config import TaskConfig
+from pydantic import ValidationError
+from regatta_shared.events import AttemptImage
 
-from .environments import COMPOSE_ENVIRONMENT, EnvironmentChoice
+from .environments import COMPOSE_ENVIRONMENT, OWN_ENVIRONMENTS, EnvironmentChoice
+from .task_features import unsupported_features
 
 # Instructions that change nothing a command inside the task sees (FROM and WORKDIR are what `local`
 # honours of an image: it runs on the host's system, in the last WORKDIR). Any other instruction, or a
@@ -52,6 +57,7 @@ _ESCAPE_DIRECTIVE = re.compile(r"^#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
 class EnvironmentFidelity:
     built: bool | None  # None: the environment builds it its own way (Harbor types, other classes)
     note: str | None
+    image: AttemptImage | None = None  # the image the container ran, where the environment says
 
 
 class TaskEnvironmentError(Exception):
@@ -155,21 +161,34 @@ def _check_compose(task_dir: Path) -> None:
         raise TaskEnvironmentError(str(error)) from None
 
 
+def _check_features(choice: EnvironmentChoice, task_dir: Path) -> None:
+    try:
+        config = TaskConfig.model_validate(_task_toml(task_dir))
+    except ValidationError:
+        return  # check_ceilings read the same file first and says what is wrong with it
+    reasons = unsupported_features(config, choice.kind)
+    if reasons:
+        raise TaskEnvironmentError("; ".join(reasons))
+
+
 def check_task_environment(choice: EnvironmentChoice, task_dir: Path) -> EnvironmentFidelity:
     """Whether the environment the task declares is the one it gets; TaskEnvironmentError when the task
     cannot run in the chosen environment at all."""
+    if choice.kind in OWN_ENVIRONMENTS or choice.traits.runs_on_host:
+        _check_features(choice, task_dir)
     compose = task_dir / "environment" / COMPOSE_FILE_NAME
-    if compose.exists() and not choice.runs_compose:
+    traits = choice.traits
+    if compose.exists() and not traits.runs_compose:
         raise TaskEnvironmentError(
             f"environment/{COMPOSE_FILE_NAME}: this task runs sidecar services with Docker Compose, which "
             f"the {choice.kind!r} environment does not run; configure the container environment "
             "(REGATTA_EXECUTOR_ENVIRONMENT=container, a Docker engine), Harbor's compose-based one "
             f"(REGATTA_EXECUTOR_ENVIRONMENT={COMPOSE_ENVIRONMENT}) or a cloud sandbox that runs compose files"
         )
-    if compose.exists() and choice.kind == "container":
+    if compose.exists() and traits.checks_compose:
         _check_compose(task_dir)
-    if not choice.runs_on_host:
-        return EnvironmentFidelity(True if choice.kind == "container" else None, None)
+    if not traits.runs_on_host:
+        return EnvironmentFidelity(traits.builds_image, None)
     ignored = unhonoured_instructions(task_dir / "environment" / "Dockerfile")
     image = declared_image(task_dir)
     users = declared_users(task_dir)

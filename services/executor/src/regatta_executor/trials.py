@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from regatta_shared.harnesses import HARNESS_KEY_NAMES, NO_MODEL
 from regatta_shared.hosted_models import is_key_name, key_name
 from regatta_shared.jobs import AttemptJob
+from regatta_shared.live import Phase
 
-from .environments import CONTAINER_ENVIRONMENT, LOCAL_ENVIRONMENT, EnvironmentChoice
+from .environments import LOCAL_ENVIRONMENT, EnvironmentChoice
 
 __all__ = ["LOCAL_ENVIRONMENT", "EnvironmentChoice", "run_trial", "trial_config"]
 
@@ -107,18 +109,45 @@ def trial_config(
 
 def _environment_config(job: AttemptJob, environment: EnvironmentChoice) -> dict[str, Any]:
     config = environment.harbor_config()
-    if environment.kind in ("container", CONTAINER_ENVIRONMENT):
+    if environment.traits.takes_run_id:
         # A build that failed is not repeated within its run (container/build_failures.py).
         config["kwargs"]["run_id"] = job.run_id
     return config
 
 
-async def run_trial(config: dict[str, Any]) -> dict[str, Any]:
-    """Run a trial; returns its TrialResult as JSON. Harbor records trial errors in the result."""
+def _prints_in_sandbox(agent: object) -> bool:
+    """Whether the agent's commands' output is what it does: an installed agent runs its CLI in the
+    sandbox, which prints its progress (and tees it to its log). An agent that drives the sandbox from
+    this host (terminus-2) reads screens through its commands, so their output is its view repeated; it
+    writes its trajectory and logs here, which are followed anyway."""
+    from harbor.agents.installed.base import BaseInstalledAgent
+
+    return isinstance(agent, BaseInstalledAgent)
+
+
+async def run_trial(
+    config: dict[str, Any],
+    on_phase: Callable[[Phase], Awaitable[None]] | None = None,
+    on_log: Callable[[Any], Awaitable[None]] | None = None,
+) -> dict[str, Any]:
+    """Run a trial; returns its TrialResult as JSON. Harbor records trial errors in the result.
+    `on_phase` hears the agent's and the verifier's phases as they begin (it must not raise: Harbor's
+    hooks propagate errors); `on_log` the output of an installed agent's commands as the environment
+    streams it (Harbor's LogEntry, for environments that stream it)."""
     from harbor.models.trial.config import TrialConfig
+    from harbor.trial.hooks import TrialEvent
 
     from .task_loading import ContentAddressedTrial
 
     trial = await ContentAddressedTrial.create(TrialConfig.model_validate(config))
+    if on_phase is not None:
+        phases: dict[TrialEvent, Phase] = {
+            TrialEvent.AGENT_START: "agent",
+            TrialEvent.VERIFICATION_START: "verifier",
+        }
+        for event, phase in phases.items():
+            trial.add_hook(event, lambda _event, phase=phase: on_phase(phase))
+    if on_log is not None and _prints_in_sandbox(trial.agent):
+        trial.add_log_callback(on_log)
     result = await trial.run()
     return json.loads(result.model_dump_json())

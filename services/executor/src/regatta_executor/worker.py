@@ -29,7 +29,7 @@ from regatta_shared.consumer import Redeliver
 from regatta_shared.jobs import AttemptJob
 from regatta_shared.settings import load_settings
 
-from .attempts import DELIVERY, AttemptRunner
+from .attempts import DELIVERY, AttemptRunner, LiveSettings
 from .environments import EnvironmentChoice
 from .reports import signed
 from .task_cache import TaskCache
@@ -52,6 +52,11 @@ def _delivery(msg: Msg) -> int:
         return 1
 
 
+def _live_settings(nc: NATS) -> LiveSettings:
+    settings = load_settings()
+    return LiveSettings(nc, settings.live_rate_bytes, settings.live_max_bytes, settings.live_interval)
+
+
 def executor_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -69,12 +74,15 @@ class Executor:
         started_report_delay: float = 0.0,
         infra_retries: int = 0,
         retry_max_delay: float = 60.0,
+        max_deliveries: int = 10,
+        live: bool = True,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.work_dir = work_dir
         self.slots = slots
         self.ack_wait = ack_wait
+        self.max_deliveries = max_deliveries
         self.sealing_key = sealing_key
         self.id = executor_id()
         self.attempts = AttemptRunner(
@@ -87,6 +95,7 @@ class Executor:
             started_report_delay=started_report_delay,
             infra_retries=infra_retries,
             retry_max_delay=retry_max_delay,
+            live=_live_settings(nc) if live else None,
         )
         self.running: dict[str, set[asyncio.Task[None]]] = {}
 
@@ -115,6 +124,10 @@ class Executor:
         delivery = _delivery(msg)
         if delivery > 1:
             log.info("attempt %s: delivery %d of its job", job.attempt_id, delivery)
+        if delivery > self.max_deliveries:
+            # The earlier deliveries all ended without a report: the executor died or failed on each.
+            await self._report_executor_failed(job, delivery, delivery - 1, None)
+            return
         try:
             if await self._is_cancelled(job.run_id):
                 self.attempts.stopped_runs.add(job.run_id)
@@ -126,8 +139,24 @@ class Executor:
             log.warning("attempt %s abandoned as this executor stops: its job goes back", job.attempt_id)
             raise
         except Exception as error:
+            if delivery >= self.max_deliveries:
+                log.exception("attempt %s failed in the executor on its last delivery", job.attempt_id)
+                await self._report_executor_failed(job, delivery, delivery, error)
+                return
             log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
             raise Redeliver(JOB_RETRY_SEC) from error
+
+    async def _report_executor_failed(
+        self, job: AttemptJob, delivery: int, failures: int, error: Exception | None
+    ) -> None:
+        """End the attempt `errored`, so its job is acked: the fault is the platform's, never scored."""
+        DELIVERY.set(delivery)
+        message = f"the executor failed on this attempt {failures} times"
+        if error is not None:
+            message += f"; the last time: {type(error).__name__}: {str(error)[:500]}"
+        await self.attempts.report(
+            job, "finished", 1, outcome="errored", exception_type="ExecutorFailed", exception_message=message
+        )
 
     async def on_cancel(self, msg: Msg) -> None:
         run_id = msg.subject.rsplit(".", 1)[-1]

@@ -50,12 +50,18 @@ def build_context(
     dockerfile: str = "Dockerfile",
     dockerfile_bytes: bytes | None = None,
     build_args: dict[str, str] | None = None,
+    extra_files: list[tuple[str, Path]] | None = None,
+    reserved: str = "",
 ) -> BuildContext:
-    """The context of `environment_dir`, with `dockerfile_bytes` (when given) as its Dockerfile."""
+    """The context of `environment_dir`, with `dockerfile_bytes` (when given) as its Dockerfile, and
+    `extra_files` (name in the context, local file) after it, mode 0600, under the folder `reserved`,
+    which the environment itself must not have."""
     root = environment_dir.resolve()
     patterns = _dockerignore(root)
     included = sorted(exclude_paths(str(root), patterns, dockerfile=dockerfile)) if patterns else None
     names = included if included is not None else _walk(root)
+    if extra_files and any(n == reserved or n.startswith(reserved + "/") for n in names):
+        raise BuildContextError(f"environment/{reserved} is reserved for the files of remote ADDs")
     out = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it, after the build)
     total = 0
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -88,6 +94,21 @@ def build_context(
                     tar.addfile(member, content)
             else:
                 raise BuildContextError(f"environment/{name} is not a file, folder or symlink")
+        folders: set[str] = set()
+        for name, path in extra_files or ():
+            for parent in reversed(Path(name).parents[:-1]):
+                if str(parent) not in folders:
+                    folders.add(str(parent))
+                    folder = tarfile.TarInfo(str(parent))
+                    folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, FIXED_MTIME
+                    tar.addfile(folder)
+            member = tarfile.TarInfo(name)
+            member.mtime, member.mode, member.size = FIXED_MTIME, 0o600, path.stat().st_size
+            total += member.size
+            if total > MAX_CONTEXT_BYTES:
+                raise BuildContextError("environment/ is larger than the 4 GiB a build context may be")
+            with path.open("rb") as content:
+                tar.addfile(member, content)
     digest = hashlib.sha256(DIGEST_VERSION)
     digest.update(json.dumps([dockerfile, sorted((build_args or {}).items())]).encode() + b"\0")
     out.seek(0)

@@ -332,4 +332,3 @@ def sweep(client: docker.DockerClient, owners_dir: Path) -> list[str]:
             volume.remove(force=True)
             removed.append(str(volume.name))
     return removed
-

@@ -17,6 +17,8 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from urllib.parse import urlsplit
 
 from dockerfile_parse import DockerfileParser
 from dockerfile_parse.util import WordSplitter
@@ -35,6 +37,20 @@ class DockerfileRefusedError(ImageRefusedError):
     """The Dockerfile would make the engine fetch something it may not, or cannot be read statically."""
 
 
+# Where the files of remote ADDs go in the build context: fetched here, sent as files, never by the engine.
+REMOTE_ADD_DIR = ".regatta-add"
+_REMOTE_ADD_FLAGS = ("--chown=", "--chmod=", "--link")
+
+
+@dataclass(frozen=True)
+class RemoteAdd:
+    """An `ADD <http(s) URL>` source: fetched through the outbound guard into the context at `name`."""
+
+    where: str
+    url: str
+    name: str
+
+
 @dataclass
 class DockerfilePlan:
     """The images the Dockerfile builds on, and how to write it with those images' ids."""
@@ -42,6 +58,8 @@ class DockerfilePlan:
     lines: list[str]
     images: list[tuple[int, ImageReference]] = field(default_factory=list)
     """(1-based line, reference) of every FROM and `COPY --from` that names an image."""
+    remote_adds: list[RemoteAdd] = field(default_factory=list)
+    """Every http(s) source of an ADD; the instruction is written as a COPY of the fetched files."""
     _rewrites: list[tuple[int, int, Callable[[dict[str, str]], str]]] = field(default_factory=list)
 
     def rewritten(self, ids: dict[str, str]) -> bytes:
@@ -142,7 +160,45 @@ def plan(
                 raise DockerfileRefusedError(f"{where}: {kind} source {source!r} cannot be resolved")
             if kind == "ADD":
                 _check_remote(source, where, outbound)
+        if kind == "ADD" and any(_is_http(s) for s in sources):
+            _fetch_here(result, instruction, words, sources, where)
     return result
+
+
+def _is_http(source: str) -> bool:
+    return source.lower().startswith(("http://", "https://"))
+
+
+def _fetch_here(
+    result: DockerfilePlan, instruction: dict, words: list[str], sources: list[str], where: str
+) -> None:
+    """The engine would fetch an ADD URL itself: following redirects and looking the name up again,
+    past the policy checked here. So the file is fetched by the executor (guarded, every hop checked)
+    and the instruction becomes a COPY of it, as ADD of a URL writes it: not unpacked, mode 0600."""
+    if not all(_is_http(s) for s in sources):
+        raise DockerfileRefusedError(f"{where}: ADD mixes URLs with other sources; split it")
+    flags = [w for w in words if w.startswith("--")]
+    for flag in flags:
+        if not flag.startswith(_REMOTE_ADD_FLAGS):
+            raise DockerfileRefusedError(
+                f"{where}: ADD {flag.split('=', 1)[0]!r} is not supported with a URL"
+            )
+    destination = [w for w in words if not w.startswith("--")][-1]
+    names = []
+    for source in sources:
+        base = PurePosixPath(urlsplit(source).path).name
+        if not base or base in (".", "..") or any(ord(c) < 32 for c in base):
+            if len(sources) > 1 or destination.endswith("/"):
+                raise DockerfileRefusedError(
+                    f"{where}: ADD {source[:200]!r}: no file name in the URL for {destination!r}"
+                )
+            base = "download"
+        name = f"{REMOTE_ADD_DIR}/{len(result.remote_adds)}/{base}"
+        result.remote_adds.append(RemoteAdd(where, source, name))
+        names.append(name)
+    start, end = int(instruction["startline"]), int(instruction["endline"])
+    text = "COPY " + "".join(f"{flag} " for flag in flags) + json.dumps([*names, destination]) + "\n"
+    result._rewrites.append((start, end, lambda _ids, text=text: text))
 
 
 def _words(value: str, context: object, where: str) -> list[str]:

@@ -32,18 +32,24 @@ def client() -> docker.DockerClient:
     return docker.DockerClient.from_env(timeout=_API_TIMEOUT_SEC, max_pool_size=_POOL_SIZE)
 
 
-def engine_answers(timeout_sec: float = 2.0) -> bool:
-    """Whether a Docker engine answers a ping within `timeout_sec` (never raises)."""
-    try:
-        probe = docker.DockerClient.from_env(timeout=timeout_sec)
-    except (DockerException, RequestException, OSError):
-        return False
-    try:
-        return bool(probe.ping())
-    except (DockerException, RequestException, OSError, ValueError):
-        return False
-    finally:
-        probe.close()
+def engine_answers(timeout_sec: float = 10.0, tries: int = 2) -> bool:
+    """Whether a Docker engine answers a ping within `timeout_sec`, asked up to `tries` times (never
+    raises). Generous: an engine busy building or starting containers can take seconds to answer, and
+    `auto` decides from this once for the executor's life; an engine that is not there (no socket, a
+    refused connection) fails at once however long the timeout."""
+    for _ in range(max(tries, 1)):
+        try:
+            probe = docker.DockerClient.from_env(timeout=timeout_sec)
+        except (DockerException, RequestException, OSError):
+            continue
+        try:
+            if probe.ping():
+                return True
+        except (DockerException, RequestException, OSError, ValueError):
+            pass
+        finally:
+            probe.close()
+    return False
 
 
 def host_name() -> str:

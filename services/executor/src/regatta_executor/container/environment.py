@@ -29,13 +29,14 @@ compose's `main`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, override
+from typing import Any, ClassVar, override
 
 from docker.errors import APIError, DockerException, NotFound
 from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
@@ -43,10 +44,22 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.trial.config import ResourceMode
 from harbor.utils.env import resolve_env_vars
+from regatta_shared.events import AttemptImage
 from regatta_shared.outbound import OutboundPolicy
 
+from regatta_executor.attempt_image import write_image_record
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import allowlist, compose_run, dns, execs, files, janitor, tamper, tools
+from regatta_executor.container import (
+    allowlist,
+    compose_run,
+    dns,
+    execs,
+    file_listing,
+    files,
+    janitor,
+    tamper,
+    tools,
+)
 from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
 from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
@@ -72,6 +85,7 @@ from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mou
 from regatta_executor.container.storage_cap import StorageCap
 from regatta_executor.container.transfers import ContainerTransfers
 from regatta_executor.sandbox_faults import VerifierCannotRunError
+from regatta_executor.traits import EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
@@ -88,6 +102,14 @@ class ContainerEnvironment(ContainerTransfers):
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
+    TRAITS: ClassVar[EnvironmentTraits] = EnvironmentTraits(
+        builds_image=True,
+        runs_on_host=False,
+        runs_compose=True,
+        checks_compose=True,
+        takes_run_id=True,
+        takes_deployment_policy=True,
+    )
     # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
     # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
     _compose: ComposeProject | None = None
@@ -201,6 +223,8 @@ class ContainerEnvironment(ContainerTransfers):
             self.image = await self._image(force_build)
             network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
+        self._record_image(self.image)
+        await self._list_image_files()
         if self._storage_mb and "storage" not in self.enforced_limits:
             self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
             self._storage_cap.start()
@@ -210,6 +234,33 @@ class ContainerEnvironment(ContainerTransfers):
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
         await self._upload_environment_dir_after_start()
+
+    async def _list_image_files(self) -> None:
+        """The image's files, for the tamper check, from this container before anything of the agent's
+        runs (kept per image, so once per image and executor); then, only right after the image was
+        made, the wait that closes the listing's blind spot (file_listing.py)."""
+        assert self.image is not None, "started"
+        try:
+            listing = await execs.in_thread(
+                file_listing.of_image, self._client.api, self._running(), self.image.image_id
+            )
+        except (DockerException, file_listing.ListingError) as exc:
+            # The check then asks the engine for the changes instead.
+            self.logger.warning("the image's files could not be listed: %s", exc)
+            return
+        await asyncio.sleep(file_listing.seconds_to_wait(listing))
+
+    def _record_image(self, image: ResolvedImage | None) -> None:
+        """What the container runs, for the attempt's report (attempt_image.py)."""
+        if image is None:
+            return
+        record = AttemptImage(
+            reference=image.reference,
+            image_id=image.image_id,
+            registry_digest=image.registry_digest,
+            source=image.source,  # type: ignore[arg-type]
+        )
+        write_image_record(self.trial_paths.trial_dir, record)
 
     @property
     def _owners_dir(self) -> Path:
@@ -495,6 +546,8 @@ class ContainerEnvironment(ContainerTransfers):
                 workdir=cwd or self.task_env_config.workdir,
                 timeout_sec=timeout_sec,
                 max_output_bytes=self.options.max_output_mb * _MIB,
+                # Set only while a trial streams a phase's output (the live view: trials.py).
+                on_output=self._output_callback(),
             )
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command

@@ -10,11 +10,14 @@ call: an agent that replaced the image's /bin/sh, tr or grep cannot keep its pro
 from __future__ import annotations
 
 import asyncio
+import codecs
 import functools
+import logging
 import os
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +25,8 @@ from typing import Any
 import docker
 
 from regatta_executor.container.tools import platform_shell
+
+log = logging.getLogger("regatta.executor.container")
 
 EXEC_TOKEN = "REGATTA_EXEC"
 _KILL_GRACE_SEC = 10.0
@@ -117,6 +122,61 @@ class CommandTimeoutError(RuntimeError):
     pass
 
 
+# Harbor's output callback (harbor.environments.base.OutputCallback): a chunk of text and its stream.
+OnOutput = Callable[[str, str], Awaitable[None]]
+# Output read but not yet taken by the callback, at most: past it, chunks are dropped (and counted) rather
+# than the command's pipe held, so a chatty command never waits for its watchers.
+_RELAYED_BYTES = 1024 * 1024
+_STREAM_NAMES = ("stdout", "stderr")
+
+
+class _OutputRelay:
+    """Hands an exec's output, read in the exec's thread as the engine streams it, to an async callback
+    on the loop, in order and bounded."""
+
+    def __init__(self, callback: OnOutput, loop: asyncio.AbstractEventLoop) -> None:
+        self._callback = callback
+        self._loop = loop
+        self._queue: asyncio.Queue[tuple[str, str, int] | None] = asyncio.Queue()
+        self._lock = threading.Lock()
+        self._pending = 0
+        self.dropped = [0, 0]
+        self._decoders = [codecs.getincrementaldecoder("utf-8")("replace") for _ in _STREAM_NAMES]
+        self._task = loop.create_task(self._pump())
+
+    def feed(self, index: int, data: bytes) -> None:
+        """In the exec's thread: one piece of stdout (0) or stderr (1)."""
+        with self._lock:
+            if self._pending + len(data) > _RELAYED_BYTES:
+                self.dropped[index] += len(data)
+                return
+            self._pending += len(data)
+        text = self._decoders[index].decode(data)
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, (_STREAM_NAMES[index], text, len(data)))
+
+    async def _pump(self) -> None:
+        while (item := await self._queue.get()) is not None:
+            stream, text, size = item
+            try:
+                if text:
+                    await self._callback(text, stream)
+            except Exception as error:  # a watcher's view, never a reason for the command to fail
+                log.warning("command output not relayed: %r", error)
+            with self._lock:
+                self._pending -= size
+
+    async def close(self) -> None:
+        """Once the exec's thread is done: relay what is left, and say what was dropped."""
+        for index, count in enumerate(self.dropped):
+            if count:
+                self._queue.put_nowait((_STREAM_NAMES[index], f"\n[{count} bytes not relayed live]\n", 0))
+        self._queue.put_nowait(None)
+        await self._task
+
+    def abort(self) -> None:
+        self._task.cancel()
+
+
 def _run(
     api: docker.APIClient,
     container_id: str,
@@ -126,6 +186,7 @@ def _run(
     user: str,
     workdir: str | None,
     max_output_bytes: int,
+    on_chunk: Callable[[int, bytes], None] | None = None,
 ) -> Output:
     """Run one exec to its end. An exec the runtime failed to start (no process: pid 0) never ran,
     so it is tried again a few times: under load runc sometimes fails to start one right after another
@@ -133,7 +194,14 @@ def _run(
     file", or no message at all), and Harbor would take that for the command's own failure."""
     for delay in _START_RETRIES:
         output, started = _run_once(
-            api, container_id, argv, env=env, user=user, workdir=workdir, max_output_bytes=max_output_bytes
+            api,
+            container_id,
+            argv,
+            env=env,
+            user=user,
+            workdir=workdir,
+            max_output_bytes=max_output_bytes,
+            on_chunk=on_chunk,
         )
         if started:
             return output
@@ -156,6 +224,7 @@ def _run_once(
     user: str,
     workdir: str | None,
     max_output_bytes: int,
+    on_chunk: Callable[[int, bytes], None] | None = None,
 ) -> tuple[Output, bool]:
     exec_id = api.exec_create(
         container_id, argv, environment=env, user=user, workdir=workdir, stdout=True, stderr=True
@@ -163,6 +232,8 @@ def _run_once(
     streams: list[bytearray] = [bytearray(), bytearray()]
     for chunk in api.exec_start(exec_id, stream=True, demux=True):
         for index, data in enumerate(chunk):
+            if data and on_chunk is not None:
+                on_chunk(index, data)  # as it comes: the live view (bounded by the relay)
             # Keep reading past the cap (the command must not block on a full pipe), keep nothing more.
             if data and len(streams[index]) < max_output_bytes:
                 streams[index] += data[: max_output_bytes - len(streams[index])]
@@ -190,9 +261,12 @@ async def run_command(
     workdir: str | None,
     timeout_sec: float | None,
     max_output_bytes: int,
+    on_output: OnOutput | None = None,
 ) -> Output:
-    """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started)."""
+    """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started).
+    `on_output` hears the output while the command runs, as the engine streams it."""
     token = secrets.token_hex(12)
+    relay = _OutputRelay(on_output, asyncio.get_running_loop()) if on_output is not None else None
     running = asyncio.ensure_future(
         in_thread(
             _run,
@@ -203,16 +277,24 @@ async def run_command(
             user=user,
             workdir=workdir,
             max_output_bytes=max_output_bytes,
+            on_chunk=relay.feed if relay is not None else None,
         )
     )
     try:
-        return await asyncio.wait_for(asyncio.shield(running), timeout=timeout_sec)
+        output = await asyncio.wait_for(asyncio.shield(running), timeout=timeout_sec)
     except TimeoutError:
+        if relay is not None:
+            relay.abort()
         await _kill(api, container_id, token, running)
         raise CommandTimeoutError(f"Command timed out after {timeout_sec} seconds") from None
     except asyncio.CancelledError:
+        if relay is not None:
+            relay.abort()
         await _kill(api, container_id, token, running)
         raise
+    if relay is not None:
+        await relay.close()
+    return output
 
 
 async def _kill(api: docker.APIClient, container_id: str, token: str, running: asyncio.Future) -> None:

@@ -36,7 +36,7 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from regatta_shared.outbound import OutboundPolicy
 from requests.exceptions import ReadTimeout, RequestException
 
-from regatta_executor.container import dockerfile_policy
+from regatta_executor.container import dockerfile_policy, remote_adds
 from regatta_executor.container.build_context import BuildContext, BuildContextError, build_context
 from regatta_executor.container.build_failures import BuildFailures
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
@@ -105,6 +105,10 @@ class ResolvedImage:
     """The image's WORKDIR ("" when it names none)."""
     facts: tuple[str, ...] = ()
     """What the attempt's build log records of where the image came from (pulled digests, base ids)."""
+    source: str = "built"
+    """"pulled" (from its registry), "local" (an allow-listed image of the engine) or "built"."""
+    registry_digest: str | None = None
+    """`repository@sha256:…` of a named image, when the engine knows it (always after a pull)."""
 
     @classmethod
     def of(
@@ -114,6 +118,7 @@ class ResolvedImage:
         *,
         built: bool,
         facts: tuple[str, ...] = (),
+        located: LocatedImage | None = None,
     ) -> ResolvedImage:
         # One inspect per attempt: what the container's creation needs comes from the lookup itself.
         attrs = image if isinstance(image, dict) else image.attrs
@@ -121,7 +126,12 @@ class ResolvedImage:
         user = str(config.get("User") or "")
         entrypoint = tuple(str(part) for part in config.get("Entrypoint") or ())
         workdir = str(config.get("WorkingDir") or "")
-        return cls(reference, built, str(attrs["Id"]), user, entrypoint, workdir, facts)
+        image_id = str(attrs["Id"])
+        if located is None:
+            return cls(reference, built, image_id, user, entrypoint, workdir, facts)
+        source = "pulled" if located.pulled else "local"
+        digest = located.registry_digest
+        return cls(reference, built, image_id, user, entrypoint, workdir, facts, source, digest)
 
 
 def _fact(what: str, located: LocatedImage) -> str:
@@ -164,7 +174,11 @@ class ImageCache:
                 f"{self.max_image_bytes // 2**20} MiB an image may be"
             )
         return ResolvedImage.of(
-            located.reference.familiar, located.attrs, built=False, facts=(_fact("image", located),)
+            located.reference.familiar,
+            located.attrs,
+            built=False,
+            facts=(_fact("image", located),),
+            located=located,
         )
 
     def digest(
@@ -206,12 +220,15 @@ class ImageCache:
             ids[str(image)] = located.image_id
             facts.append(_fact("base image", located))
         try:
-            context = build_context(
-                environment_dir,
-                dockerfile=str(name),
-                dockerfile_bytes=plan.rewritten(ids),
-                build_args=buildargs,
-            )
+            with remote_adds.fetched(plan.remote_adds, self.outbound) as downloads:
+                context = build_context(
+                    environment_dir,
+                    dockerfile=str(name),
+                    dockerfile_bytes=plan.rewritten(ids),
+                    build_args=buildargs,
+                    extra_files=downloads,
+                    reserved=dockerfile_policy.REMOTE_ADD_DIR,
+                )
         except (BuildContextError, OSError) as exc:
             raise ImageRefusedError(
                 str(exc) if isinstance(exc, BuildContextError) else "the build context cannot be read"

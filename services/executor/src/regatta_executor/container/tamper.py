@@ -4,10 +4,12 @@ attempt `failed` (sandbox_faults.SandboxTamperedError), naming the files.
 
 Why: the agent is root in its container and the verifier runs there after it. A wrapper in place of
 `/bin/bash` (or a new `/usr/local/bin/bash`, earlier in PATH) that writes reward 1 after the test
-would grade the agent's work itself. The engine's changes API says what differs from the image
-(Kind 0 modified, 1 added, 2 deleted); the image's own files are read from a container of the image
-that never starts (nothing the agent did can reach it), and the container's through the engine's
-archive stat, never through a program in the container (the agent may have replaced it).
+would grade the agent's work itself. What differs from the image (modified, added, deleted) comes from
+two listings by the platform's own busybox, the image's at the first start of a container of it and
+the container's now (file_listing.py; the engine's changes API where no image listing was taken);
+single files of the image are read from a container of the image that never starts (nothing the agent
+did can reach it), and the container's through the engine's archive stat, never through a program of
+the container's (the agent may have replaced it).
 
 What is protected (docs/reliability.md says what this does and does not guarantee):
 - every file under the verifier's PATH directories (the image's PATH), the library directories
@@ -36,9 +38,10 @@ from dataclasses import dataclass
 import docker
 from docker.errors import NotFound
 
+from regatta_executor.container import file_listing
+from regatta_executor.container.file_listing import ADDED, DELETED, MODIFIED
 from regatta_executor.sandbox_faults import SandboxTamperedError
 
-MODIFIED, ADDED, DELETED = 0, 1, 2
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LIBRARY_ROOTS = re.compile(r"^/(lib[^/]*|usr/lib[^/]*|usr/local/lib[^/]*)(/|$)")
 SHARED_OBJECT = re.compile(r"\.so(\.|$)")
@@ -150,6 +153,7 @@ class TamperCheck:
     def __init__(self, api: docker.APIClient, container: str, image_id: str, labels: dict[str, str]) -> None:
         self.api = api
         self.container = container
+        self.image_id = image_id
         image = api.inspect_image(image_id)
         self.path = path_dirs(image)
         triplet = MULTIARCH.get(str(image.get("Architecture", "")))
@@ -166,9 +170,21 @@ class TamperCheck:
             or bool(LOADER_CONFIG.match(path))
         )
 
+    def changes(self) -> list[tuple[str, int]]:
+        image = file_listing.known(self.image_id)
+        if image is None:
+            changes = self.api.diff(self.container) or []
+            return [(str(c["Path"]), int(c["Kind"])) for c in changes if c.get("Path")]
+        try:
+            now = file_listing.take(self.api, self.container)
+        except file_listing.ListingError as exc:
+            # After the agent phase the container is the agent's doing: what stops the platform's
+            # own listing is its failure, and nothing it changed can be vouched for.
+            raise SandboxTamperedError(f"the container's files could not be checked: {exc}") from exc
+        return file_listing.changes(image.files, now.files)
+
     def findings(self) -> list[str]:
-        changes = self.api.diff(self.container) or []
-        entries = [(str(c["Path"]), int(c["Kind"])) for c in changes if c.get("Path")]
+        entries = self.changes()
         parents = {posixpath.dirname(path) for path, _ in entries}
         found: list[str] = []
         try:

@@ -14,8 +14,8 @@ import shutil
 import time
 from pathlib import Path
 
-from regatta_executor import storage
-from regatta_executor.limits import CgroupLeaf
+from regatta_executor.local import storage
+from regatta_executor.local.limits import CgroupLeaf
 
 LOCK_FILE = ".lock"
 ROOT_DIR = "root"

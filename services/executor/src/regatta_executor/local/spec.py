@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from regatta_executor.limits import Limits
+from regatta_executor.local.limits import Limits
 
 # Not /var: its lib/, log/, cache/ and spool/ hold other services' data; the sandbox gets empty ones.
 DEFAULT_HOST_DIRS = ("/usr", "/etc", "/opt")

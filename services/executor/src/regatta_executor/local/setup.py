@@ -13,13 +13,16 @@ import os
 import socket
 from pathlib import Path
 
-from regatta_executor import sandbox_command, sandbox_janitor, sandbox_logs, storage, subprocesses
-from regatta_executor.limits import CgroupLeaf
-from regatta_executor.sandbox_command import HOST_PATH
-from regatta_executor.sandbox_control import SandboxControl
-from regatta_executor.sandbox_files import SandboxFiles
-from regatta_executor.sandbox_network import RESOLV_CONF
-from regatta_executor.sandbox_spec import TESTS, VERIFIER_LOGS, Bind, SandboxSpec
+from regatta_executor.local import command as sandbox_command
+from regatta_executor.local import janitor as sandbox_janitor
+from regatta_executor.local import logs as sandbox_logs
+from regatta_executor.local import storage, subprocesses
+from regatta_executor.local.command import HOST_PATH
+from regatta_executor.local.control import SandboxControl
+from regatta_executor.local.files import SandboxFiles
+from regatta_executor.local.limits import CgroupLeaf
+from regatta_executor.local.network import RESOLV_CONF
+from regatta_executor.local.spec import TESTS, VERIFIER_LOGS, Bind, SandboxSpec
 
 _SKELETON = (
     "root", "tests", "solution", "logs/agent", "logs/verifier", "logs/artifacts", "run",
@@ -110,7 +113,7 @@ class SandboxSetup:
         return [f for f in (logs, verifier) if f in staged or any(s.parent == f for s in staged)]
 
     def _stage_log_folders(self) -> None:
-        """Hold the trial's log folders in the workspace while the sandbox runs (sandbox_logs.py)."""
+        """Hold the trial's log folders in the workspace while the sandbox runs (logs.py)."""
         for bind in self.spec.binds:
             staged = self._host_folder(bind)
             if staged != bind.source:

@@ -2,7 +2,7 @@
 
 Reach it from Harbor with::
 
-    environment={"import_path": "regatta_executor.local_environment:LocalEnvironment",
+    environment={"import_path": "regatta_executor.local.environment:LocalEnvironment",
                  "delete": True, "kwargs": {...LocalEnvironmentOptions fields...}}
 
 The task's Dockerfile is not built; only its last WORKDIR is used. The host's /usr, /etc and /opt are
@@ -17,7 +17,7 @@ mounted.
 
 The sandbox always has its own network namespace. `no-network` and `allowlist` tasks get loopback only
 (an allowlist is enforced as no network at all); `public` tasks get outbound access through slirp4netns,
-with the host's loopback, the host's addresses and private networks unreachable (sandbox_network.py).
+with the host's loopback, the host's addresses and private networks unreachable (network.py).
 
 The writable root is a tmpfs of `[environment].storage_mb` (else `default_storage_mb`), and so are the
 log folders /logs/agent and /logs/artifacts together, and /logs/verifier; see storage.py for why, and
@@ -33,7 +33,7 @@ import secrets
 import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any, override
+from typing import Any, ClassVar, override
 
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
@@ -42,9 +42,10 @@ from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 
 from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.limits import Limits
-from regatta_executor.sandbox import Sandbox
-from regatta_executor.sandbox_spec import DEFAULT_HOST_DIRS, TESTS, Bind, SandboxSpec
+from regatta_executor.local.limits import Limits
+from regatta_executor.local.sandbox import Sandbox
+from regatta_executor.local.spec import DEFAULT_HOST_DIRS, TESTS, Bind, SandboxSpec
+from regatta_executor.traits import EnvironmentTraits
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
 _MIB = 1024 * 1024
@@ -105,6 +106,15 @@ class LocalEnvironment(BaseEnvironment):
 
     options_model = LocalEnvironmentOptions
     options: LocalEnvironmentOptions
+    TRAITS: ClassVar[EnvironmentTraits] = EnvironmentTraits(
+        builds_image=False,
+        runs_on_host=True,
+        runs_compose=False,
+        checks_compose=False,
+        takes_run_id=False,
+        takes_deployment_policy=False,
+        agent_logs_on_host=True,
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("auto_mounting", True)

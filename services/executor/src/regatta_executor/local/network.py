@@ -29,8 +29,8 @@ import json
 import os
 import shutil
 
-from regatta_executor import subprocesses
-from regatta_executor.sandbox_command import HOST_PATH
+from regatta_executor.local import subprocesses
+from regatta_executor.local.command import HOST_PATH
 
 SLIRP_NETWORK = ipaddress.ip_network("10.0.2.0/24")
 DNS_SERVER = "10.0.2.3"

@@ -3,13 +3,13 @@
 A sandbox's workspace folder on the host holds `root/` (the sandbox's `/`, a size-limited tmpfs when a
 storage cap is set), `tests/` (the sandbox's /tests: a tmpfs of its own, so that an agent that filled
 its root cannot keep the verifier's tests out), `logs/` and `verifier-logs/` (the trial's log folders
-while the sandbox runs, on capped tmpfs mounts of their own; see sandbox_logs.py), `io/` (output
-files of running commands), `sandbox.log` (bubblewrap's own messages) and `.lock` (see sandbox_janitor).
+while the sandbox runs, on capped tmpfs mounts of their own; see logs.py), `io/` (output
+files of running commands), `sandbox.log` (bubblewrap's own messages) and `.lock` (see janitor.py).
 
 Everything inside runs as an unprivileged host uid of its own (`SandboxSpec.uid`), root only inside
-the sandbox's user namespace (see sandbox_command.py); what the executor puts inside belongs to it.
+the sandbox's user namespace (see command.py); what the executor puts inside belongs to it.
 
-Commands are not entered from outside with nsenter: pid 1 (sandbox_init.py, run by the host's python3)
+Commands are not entered from outside with nsenter: pid 1 (init.py, run by the host's python3)
 already sits in the sandbox's namespaces, cgroups and capability set and forks them itself, so a command
 costs one fork and one exec instead of a chain of five processes (measured: docs/performance.md).
 """
@@ -24,15 +24,17 @@ import signal
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from regatta_executor import sandbox_command, sandbox_janitor, subprocesses
-from regatta_executor.limits import CgroupLeaf
-from regatta_executor.sandbox_command import HOST_PATH
-from regatta_executor.sandbox_control import SandboxControl, StartFailed
-from regatta_executor.sandbox_files import SandboxFiles
-from regatta_executor.sandbox_network import SlirpNetwork
-from regatta_executor.sandbox_setup import SandboxSetup, check_reachable
-from regatta_executor.sandbox_spec import TESTS, VERIFIER_LOGS, CommandResult, SandboxSpec
-from regatta_executor.subprocesses import OutputCallback
+from regatta_executor.local import command as sandbox_command
+from regatta_executor.local import janitor as sandbox_janitor
+from regatta_executor.local import subprocesses
+from regatta_executor.local.command import HOST_PATH
+from regatta_executor.local.control import SandboxControl, StartFailed
+from regatta_executor.local.files import SandboxFiles
+from regatta_executor.local.limits import CgroupLeaf
+from regatta_executor.local.network import SlirpNetwork
+from regatta_executor.local.setup import SandboxSetup, check_reachable
+from regatta_executor.local.spec import TESTS, VERIFIER_LOGS, CommandResult, SandboxSpec
+from regatta_executor.local.subprocesses import OutputCallback
 
 _BASE_ENV = {"PATH": HOST_PATH, "HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
 # Processes kept free for a new command: pid 1's fork and what bash starts first.

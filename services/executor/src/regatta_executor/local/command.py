@@ -1,6 +1,6 @@
 """The command line that starts a sandbox: setpriv dropping to the sandbox's unprivileged host uid,
 bubblewrap's user namespace, mounts and other namespaces, setpriv's capability bounding set, and pid 1
-(sandbox_init.py, run by the host's python3) with its file descriptors.
+(init.py, run by the host's python3) with its file descriptors.
 
 bubblewrap runs as an unprivileged host uid and maps it to root in a new user namespace: "root" inside
 holds capabilities over the sandbox's own namespaces only. Host files owned by host root (kernel
@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from regatta_executor.sandbox_spec import SandboxSpec
+    from regatta_executor.local.spec import SandboxSpec
 
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Top-level folders that are symlinks on merged-/usr hosts: recreated as links in the sandbox's root.
@@ -64,7 +64,7 @@ def bwrap_argv(
         argv += ["--ro-bind-fd" if read_only else "--bind-fd", str(source_fd), str(target)]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     # The network namespace is always the sandbox's own: a public sandbox reaches out through
-    # slirp4netns (sandbox_network.py), never through the host's interfaces and loopback.
+    # slirp4netns (network.py), never through the host's interfaces and loopback.
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "sandbox"]
     argv += ["--die-with-parent", "--as-pid-1", "--chdir", str(spec.workdir), "--cap-drop", "ALL"]
     for capability in _CAPABILITIES:
@@ -97,7 +97,7 @@ def forbid_user_namespaces_argv(tools: dict[str, str], pid1: int) -> list[str]:
 
 @functools.cache
 def _init_source() -> str:
-    return resources.files("regatta_executor").joinpath("sandbox_init.py").read_text()
+    return resources.files("regatta_executor.local").joinpath("init.py").read_text()
 
 
 @functools.cache

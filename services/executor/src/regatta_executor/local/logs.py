@@ -13,7 +13,9 @@ import os
 import shutil
 from pathlib import Path
 
-from regatta_executor import sandbox_files, sandbox_janitor, storage
+from regatta_executor.local import files as sandbox_files
+from regatta_executor.local import janitor as sandbox_janitor
+from regatta_executor.local import storage
 
 
 def stage(workspace: Path, uid: int, host_folder: Path, staged: Path) -> None:

@@ -1,4 +1,4 @@
-"""The executor's end of the control socket to a sandbox's pid 1 (the other end: sandbox_init.py).
+"""The executor's end of the control socket to a sandbox's pid 1 (the other end: init.py).
 
 Messages are NUL-separated fields on a SOCK_SEQPACKET socket, so each one arrives whole; the output
 files of a command travel as file descriptors (SCM_RIGHTS), never through the socket.
@@ -20,7 +20,7 @@ class SandboxGone(RuntimeError):
 
 
 class SandboxControl:
-    """The executor's end of the control socket to the sandbox's pid 1 (protocol: sandbox_init.py)."""
+    """The executor's end of the control socket to the sandbox's pid 1 (protocol: init.py)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock

@@ -1,0 +1,182 @@
+"""Every file of a container's root filesystem as the platform's busybox lists it (path, ctime, mode,
+owner, size), and what differs from the listing its image had: the tamper check's changes (tamper.py).
+
+Why not the engine's changes API: this engine answers it by walking the image and the container in
+full, about 400 ms of the engine's CPU for debian:bookworm-slim and seconds for a large image, for
+every attempt, on the engine every attempt of the host shares. A listing costs the engine one exec
+(about 25 ms) and the container about 100 ms of its own CPU.
+
+Why a listing can be trusted:
+- it runs after the agent phase, once the agent's processes are gone (execs.end_other_processes), with
+  the platform's static busybox from the read-only tools mount (tools.py): no program of the image or
+  the agent's is involved;
+- each record starts with a nonce drawn for that listing, so a file name (which may hold line breaks)
+  cannot forge a record;
+- any change to a file (its content, mode or owner, a rename over it) sets its ctime to the current
+  time, and no process in the container can set a ctime (only by moving the clock, which needs
+  CAP_SYS_TIME, outside Docker's default set). A file of the image keeps the ctime of its layer's
+  extraction, so any field that differs from the image's record means a change;
+- the only blind spot, a change within the same second (ctime's resolution here) as the image file's
+  own ctime, is closed at the start: an attempt whose image's newest file is from the current second
+  waits for the next one before anything else runs (`wait_for_next_second`).
+
+The image's listing is taken from the first container of the image at its start (nothing of an agent
+has run there), and kept per image id: images are immutable.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import docker
+
+from regatta_executor.container.tools import BUSYBOX, platform_shell
+from regatta_executor.sandbox_faults import SandboxTamperedError
+
+MODIFIED, ADDED, DELETED = 0, 1, 2
+# A listing is about 100 bytes a file: this is about 600,000 files. More than that in a container is
+# the agent's doing (the image's own listing is taken before it runs), and the check fails closed.
+MAX_LISTING_BYTES = 64 * 1024 * 1024
+_MAX_IMAGES = 16
+_START_TRIES = 4
+
+type Record = tuple[int, int, int, int, int]  # ctime, raw mode, uid, gid, size
+
+
+@dataclass(frozen=True)
+class Listing:
+    files: dict[str, Record]
+    now: int  # the engine host's clock, in seconds, when the listing ended
+    taken_at: float  # time.monotonic() here when it ended
+
+    @property
+    def newest(self) -> int:
+        return max((record[0] for record in self.files.values()), default=0)
+
+
+_images: OrderedDict[str, Listing] = OrderedDict()
+_images_lock = threading.Lock()
+_per_image: dict[str, threading.Lock] = {}
+
+
+class ListingError(RuntimeError):
+    """The container's files could not be listed."""
+
+
+def script(nonce: str) -> str:
+    fields = f"{nonce} %Z %f %u %g %s %n"
+    return (
+        f"{BUSYBOX} find / -xdev -exec {BUSYBOX} stat -c '{fields}' {{}} + 2>/dev/null; "
+        f'{BUSYBOX} echo "{nonce} end $({BUSYBOX} date +%s)"'
+    )
+
+
+def parse(output: bytes, nonce: str) -> tuple[dict[str, Record], int]:
+    """Records are lines that start with the nonce; any other line continues the name before it."""
+    head = nonce.encode() + b" "
+    files: dict[str, Record] = {}
+    current: list[bytes] | None = None
+    end: int | None = None
+
+    def close() -> None:
+        if current is None:
+            return
+        fields = b"\n".join(current).split(b" ", 5)
+        if len(fields) != 6:
+            raise ListingError("a record of the listing is malformed")
+        ctime, mode, uid, gid, size, name = fields
+        path = name.decode("utf-8", "surrogateescape")
+        if not path.startswith("/") or path in files:
+            raise ListingError(f"the listing names {path!r} twice or not as an absolute path")
+        files[path] = (int(ctime), int(mode, 16), int(uid), int(gid), int(size))
+
+    for line in output.split(b"\n"):
+        if line.startswith(head):
+            close()
+            rest = line[len(head) :]
+            if rest.startswith(b"end "):
+                current, end = None, int(rest[4:].strip())
+                break
+            current = [rest]
+        elif current is not None:
+            current.append(line)
+    if end is None:
+        raise ListingError("the listing did not finish")
+    return files, end
+
+
+def take(api: docker.APIClient, container: str) -> Listing:
+    nonce = secrets.token_hex(16)
+    argv = platform_shell(script(nonce))
+    for attempt in range(_START_TRIES):
+        exec_id = api.exec_create(container, argv, user="0", workdir="/", stdout=True, stderr=False)["Id"]
+        output = bytearray()
+        for chunk in api.exec_start(exec_id, stream=True):
+            # Read past the cap (the command must not block on a full pipe), keep nothing more.
+            if len(output) <= MAX_LISTING_BYTES:
+                output += chunk
+        if len(output) > MAX_LISTING_BYTES:
+            raise SandboxTamperedError(
+                f"the container holds more files than the check reads (over {MAX_LISTING_BYTES // 2**20} "
+                "MiB of listing)"
+            )
+        state = api.exec_inspect(exec_id)
+        if state.get("Pid") or output:
+            files, now = parse(bytes(output), nonce)
+            return Listing(files, now, time.monotonic())
+        time.sleep(0.1 * 2**attempt)  # the runtime failed to start the exec: see execs._run
+    raise ListingError("the listing could not be started in the container")
+
+
+def of_image(api: docker.APIClient, container: str, image_id: str) -> Listing:
+    """The image's listing: kept, else taken from `container`, which has just started and in which
+    nothing but the image's own ENTRYPOINT has run."""
+    with _images_lock:
+        lock = _per_image.setdefault(image_id, threading.Lock())
+    with lock:
+        with _images_lock:
+            if image_id in _images:
+                _images.move_to_end(image_id)
+                return _images[image_id]
+        listing = take(api, container)
+        with _images_lock:
+            _images[image_id] = listing
+            while len(_images) > _MAX_IMAGES:
+                gone, _ = _images.popitem(last=False)
+                _per_image.pop(gone, None)
+        return listing
+
+
+def known(image_id: str) -> Listing | None:
+    with _images_lock:
+        return _images.get(image_id)
+
+
+def seconds_to_wait(listing: Listing) -> float:
+    """How long to wait before the agent may run, so that no change it makes falls in the second of
+    the image's newest file (the only change a listing could miss)."""
+    if listing.now > listing.newest:
+        return 0.0
+    return max(0.0, listing.taken_at + 1.0 + (listing.newest - listing.now) - time.monotonic())
+
+
+def changes(image: dict[str, Record], container: dict[str, Record]) -> list[tuple[str, int]]:
+    """The engine's changes (path, kind) between two listings: a deleted folder once, not its files."""
+    found = [
+        (path, ADDED if path not in image else MODIFIED)
+        for path, record in container.items()
+        if image.get(path) != record
+    ]
+    for path in image:
+        if path in container:
+            continue
+        parent = posixpath.dirname(path)
+        if parent != path and parent in image and parent not in container:
+            continue
+        found.append((path, DELETED))
+    return found

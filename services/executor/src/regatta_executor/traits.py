@@ -1,0 +1,44 @@
+"""What an environment does with a task (what it builds, where it runs it, what it takes from the
+deployment), as the environment class declares it (`TRAITS`). The executor asks an environment's traits
+instead of comparing its name: a class built on `local` or `container` inherits what it does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvironmentTraits:
+    # Whether the task's own environment is built (its Dockerfile or image): True, False, or None when
+    # Regatta cannot vouch for it (a Harbor or third-party environment).
+    builds_image: bool | None
+    # Whether the task runs on this host's own system: its Dockerfile, image and `user` are then ignored,
+    # and an attempt records which of them were (task_environment.py).
+    runs_on_host: bool
+    # Whether it runs a task's docker-compose.yaml (sidecar services).
+    runs_compose: bool
+    # Whether a compose task is checked by Regatta's own compose loader (container/compose.py) before
+    # the attempt, so a key it refuses errors the attempt once instead of on every retry.
+    checks_compose: bool
+    # Whether it takes the attempt's run id, to build a failing image once per run
+    # (container/build_failures.py).
+    takes_run_id: bool
+    # Whether it takes the deployment's local images and outbound policy (REGATTA_LOCAL_IMAGES,
+    # REGATTA_OUTBOUND_ALLOW) as kwargs.
+    takes_deployment_policy: bool
+    # Whether the agent's log folder is this host's while the agent runs (bind-mounted), so the live
+    # view follows its files (live_output.py); otherwise it streams the agent's commands' output as they
+    # print it (Harbor's output callbacks) and the folder's files come when the attempt ends.
+    agent_logs_on_host: bool = False
+
+
+# A Harbor environment type (docker, daytona, modal, …) or a class that declares nothing: it builds and
+# runs the task its own way, compose files included, and takes none of Regatta's kwargs.
+FOREIGN = EnvironmentTraits(
+    builds_image=None,
+    runs_on_host=False,
+    runs_compose=True,
+    checks_compose=False,
+    takes_run_id=False,
+    takes_deployment_policy=False,
+)
