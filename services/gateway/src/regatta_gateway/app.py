@@ -24,18 +24,22 @@ from sqlalchemy import text
 from regatta_gateway.admission.default_registry import DefaultRegistry
 from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.commands.hosted import add_hosted_benchmarks, all_workspaces
+from regatta_gateway.errors import Invalid, Refused, TooLarge
+from regatta_gateway.http.annotations import router as v1_annotations
 from regatta_gateway.http.audit import router as v1_audit
 from regatta_gateway.http.benchmarks import router as v1_benchmarks
 from regatta_gateway.http.budget import router as v1_budget
 from regatta_gateway.http.catalogue import router as v1_catalogue
+from regatta_gateway.http.contracts import router as contracts
 from regatta_gateway.http.downloads import router as v1_downloads
-from regatta_gateway.http.errors import ApiError, request_error
+from regatta_gateway.http.errors import request_error, response
 from regatta_gateway.http.guards import RequestGuard
 from regatta_gateway.http.identity import router as v1_identity
 from regatta_gateway.http.live import router as v1_live
 from regatta_gateway.http.osmosis.routes import router as cli
 from regatta_gateway.http.osmosis.scope import RawCliPaths
 from regatta_gateway.http.osmosis.signed_files import router as files
+from regatta_gateway.http.rescoring import router as v1_rescoring
 from regatta_gateway.http.runs import router as v1_runs
 from regatta_gateway.http.secrets import router as v1_secrets
 from regatta_gateway.http.webhooks import router as v1_webhooks
@@ -68,31 +72,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Regatta", version="0.1.0", lifespan=lifespan)
     app.state.hosted_models = hosted_models
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_request: Request, error: ApiError) -> JSONResponse:
-        return JSONResponse(error.body(), status_code=error.status)
+    @app.exception_handler(Refused)
+    async def _refused(_request: Request, error: Refused) -> JSONResponse:
+        return response(error)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(request_error(error).body(), status_code=400)
+        return response(request_error(error))
 
     @app.exception_handler(EventTooLarge)
     async def _too_large(_request: Request, error: EventTooLarge) -> JSONResponse:
-        refusal = ApiError(
-            413,
+        refusal = TooLarge(
             f"{error.field} is too large: the {error.event_type} it makes would be {error.size} bytes, "
             f"more than the event bus carries ({error.limit})",
             code="PAYLOAD_TOO_LARGE",
             field=error.field,
             max_bytes=error.limit,
         )
-        return JSONResponse(refusal.body(), status_code=413)
+        return response(refusal)
 
     @app.exception_handler(UnicodeDecodeError)
     async def _undecodable(_request: Request, _error: UnicodeDecodeError) -> JSONResponse:
-        return JSONResponse(
-            ApiError(400, "The request body is not valid UTF-8", field="(body)").body(), status_code=400
-        )
+        return response(Invalid("The request body is not valid UTF-8", field="(body)"))
 
     @app.get("/health", tags=["ops"])
     def health(request: Request) -> dict[str, Any]:
@@ -103,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(v1_benchmarks)
     app.include_router(v1_runs)
+    app.include_router(v1_annotations)
     app.include_router(v1_catalogue)
     app.include_router(v1_identity)
     app.include_router(v1_secrets)
@@ -111,6 +113,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v1_webhooks)
     app.include_router(v1_audit)
     app.include_router(v1_live)
+    app.include_router(v1_rescoring)
+    app.include_router(contracts)
     app.include_router(cli)
     app.include_router(files)
     app.add_middleware(RawCliPaths)

@@ -19,7 +19,7 @@ from regatta_shared.settings import Settings
 from regatta_shared.source_policy import SourcePolicy
 
 from regatta_gateway.admission.registry_catalog import Catalog, RegistryUnavailable, is_url, read_catalog
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid, Refused, Unavailable
 
 FAILURE_TTL = 30.0
 
@@ -90,9 +90,8 @@ def browse(registry: DefaultRegistry, query: str, limit: int, offset: int) -> di
         raise unavailable(registry, error) from None
 
 
-def unavailable(registry: DefaultRegistry, error: RegistryUnavailable) -> ApiError:
-    return ApiError(
-        503,
+def unavailable(registry: DefaultRegistry, error: RegistryUnavailable) -> Refused:
+    return Unavailable(
         f"The default registry cannot be reached: {error}",
         code="REGISTRY_UNAVAILABLE",
         registry=registry.location or None,
@@ -111,8 +110,7 @@ def resolve_named(source: BenchmarkSource, registry: DefaultRegistry) -> Benchma
     registry's JSON stays untrusted, so its tasks can never name paths on the registry-sync host."""
     name = source.dataset or ""
     if not registry.location:
-        raise ApiError(
-            400,
+        raise Invalid(
             "registry_path (a file) or registry_url is required: no default registry is configured",
             code="VALIDATION",
             field="registry_path",
@@ -129,16 +127,14 @@ def resolve_named(source: BenchmarkSource, registry: DefaultRegistry) -> Benchma
     if not versions:
         close = close_names(name, catalog.names())
         hint = f"; close names: {', '.join(close)}" if close else "; GET /api/v1/registry/datasets lists them"
-        raise ApiError(
-            400,
+        raise Invalid(
             f"dataset {name!r} is not in the default registry{hint}",
             code="VALIDATION",
             field="dataset",
             suggestions=close,
         )
     if source.version and source.version not in versions:
-        raise ApiError(
-            400,
+        raise Invalid(
             f"dataset {name!r} has no version {source.version!r} in the default registry "
             f"(available: {', '.join(versions)})",
             code="VALIDATION",

@@ -11,8 +11,8 @@ from regatta_shared.git_values import GitValueInvalid, url_kind
 from regatta_shared.outbound import OutboundRefused, check_url, resolve, url_endpoint
 from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Forbidden, Invalid
+from regatta_gateway.principals import Scope
 
 
 def admit_source(
@@ -25,8 +25,7 @@ def admit_source(
         for field, path in _host_paths(source):
             policy.check_host_path(path, field, trusted=trusted)
     except SourceRefused as error:
-        raise ApiError(
-            403,
+        raise Forbidden(
             f"{error.field}: host paths outside REGATTA_SOURCE_ROOTS are for platform administrators",
             code="FORBIDDEN",
             field=error.field,
@@ -37,7 +36,7 @@ def admit_source(
         if source.type == "git" and local_path_of(source.git_url or "") is None:
             _check_remote(source.git_url or "", policy)
     except OutboundRefused as error:
-        raise ApiError(400, str(error), code="VALIDATION", field=error.field) from None
+        raise Invalid(str(error), code="VALIDATION", field=error.field) from None
     return source.model_copy(update={"trusted": trusted})
 
 
@@ -57,7 +56,7 @@ def _check_remote(git_url: str, policy: SourcePolicy) -> None:
     try:
         kind = url_kind(git_url, "repo")
     except GitValueInvalid as error:
-        raise ApiError(400, str(error), code="VALIDATION", field="repo") from None
+        raise Invalid(str(error), code="VALIDATION", field="repo") from None
     if kind == "ssh" and not git_url.lower().startswith("ssh://"):
         resolve(git_url.split("@", 1)[1].split(":", 1)[0], 22, "repo", policy.outbound)
         return

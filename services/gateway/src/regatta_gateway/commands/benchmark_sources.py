@@ -16,7 +16,7 @@ from regatta_shared.events import BenchmarkMetadata, BenchmarkSource
 from regatta_shared.git_values import GitValueInvalid, check_ref, url_kind
 from regatta_shared.harnesses import HARNESSES
 
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid
 
 KINDS = ("registry", "folder", "git", "hub")
 GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
@@ -34,7 +34,7 @@ def parse_source(body: dict[str, Any]) -> BenchmarkSource:
     kind = body.get("source_type") or _infer(body)
     if kind not in KINDS:
         supported = ", ".join(KINDS)
-        raise ApiError(400, f"source_type {kind!r} is not supported (use {supported})", field="source_type")
+        raise Invalid(f"source_type {kind!r} is not supported (use {supported})", field="source_type")
     metadata = _metadata(body.get("metadata"))
     if kind == "registry":
         return _registry(body, metadata)
@@ -42,7 +42,7 @@ def parse_source(body: dict[str, Any]) -> BenchmarkSource:
         field = "path" if _text(body, "path") else "source_ref"
         path = _text(body, field)
         if not path:
-            raise ApiError(400, "path is required for a folder source", field="path")
+            raise Invalid("path is required for a folder source", field="path")
         return BenchmarkSource(type="folder", ref=host_path(path, field), metadata=metadata)
     if kind == "git":
         return _git(body, metadata)
@@ -69,11 +69,11 @@ def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> Benchmar
     registry = _text(body, field)
     dataset = _text(body, "dataset") or _text(body, "source_ref")
     if not dataset:
-        raise ApiError(400, "dataset (name[@version]) is required", field="dataset")
+        raise Invalid("dataset (name[@version]) is required", field="dataset")
     name, _, version = dataset.partition("@")
     if not name.strip() or len(dataset) > MAX_DATASET or CONTROL.search(dataset):
-        raise ApiError(
-            400, f"dataset must be name[@version], at most {MAX_DATASET} characters", field="dataset"
+        raise Invalid(
+            f"dataset must be name[@version], at most {MAX_DATASET} characters", field="dataset"
         )
     if not registry:
         # No registry named: the default registry's (admission.default_registry fills it in).
@@ -86,7 +86,7 @@ def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> Benchmar
         )
     url = registry if registry.startswith(("http://", "https://")) else None
     if "://" in registry and url is None:
-        raise ApiError(400, "registry_url must be an http(s) URL", field="registry_url")
+        raise Invalid("registry_url must be an http(s) URL", field="registry_url")
     if url is None:
         registry = host_path(registry, field)
     return BenchmarkSource(
@@ -103,25 +103,25 @@ def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> Benchmar
 def _git(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:
     location = _text(body, "repo") or _text(body, "git_url") or _text(body, "source_ref")
     if not location:
-        raise ApiError(400, "repo (a git URL or an absolute local path) is required", field="repo")
+        raise Invalid("repo (a git URL or an absolute local path) is required", field="repo")
     url, ref = _split_ref(location)
     ref = _text(body, "ref") or _text(body, "git_ref") or ref
     try:
         url_kind(url, "repo")
     except GitValueInvalid as error:
-        raise ApiError(400, f"{error} or an absolute path", field="repo") from None
+        raise Invalid(f"{error} or an absolute path", field="repo") from None
     if url.startswith("/"):
         host_path(url, "repo")
     if ref is not None and (not GIT_REF.match(ref) or ".." in ref or not _git_ref(ref)):
-        raise ApiError(400, "ref must be a branch, tag or commit SHA", field="ref")
+        raise Invalid("ref must be a branch, tag or commit SHA", field="ref")
     subdir = _text(body, "path") or _text(body, "subdir")
     registry_path = _text(body, "registry_path")
     for field, value in (("path", subdir), ("registry_path", registry_path)):
         if value is not None and (not REPO_PATH.match(value) or ".." in value.split("/")):
-            raise ApiError(400, f"{field} must be a relative path inside the repository", field=field)
+            raise Invalid(f"{field} must be a relative path inside the repository", field=field)
     dataset = _text(body, "dataset")
     if registry_path and not dataset:
-        raise ApiError(400, "dataset is required with registry_path", field="dataset")
+        raise Invalid("dataset is required with registry_path", field="dataset")
     name, _, version = (dataset or "").partition("@")
     return BenchmarkSource(
         type="git",
@@ -147,12 +147,12 @@ def _git_ref(ref: str) -> bool:
 def _hub(body: dict[str, Any], metadata: dict[str, Any] | None) -> BenchmarkSource:
     dataset = _text(body, "dataset") or _text(body, "source_ref")
     if not dataset:
-        raise ApiError(400, "dataset (org/name[@ref]) is required for a hub source", field="dataset")
+        raise Invalid("dataset (org/name[@ref]) is required for a hub source", field="dataset")
     name, _, ref = dataset.partition("@")
     if not HUB_NAME.match(name) or ".." in name:
-        raise ApiError(400, "dataset must be org/name[@ref]", field="dataset")
+        raise Invalid("dataset must be org/name[@ref]", field="dataset")
     if ref and not (ref.isdigit() or HUB_REF.match(ref)):
-        raise ApiError(400, "the ref must be a tag, a revision number or sha256:<64 hex>", field="dataset")
+        raise Invalid("the ref must be a tag, a revision number or sha256:<64 hex>", field="dataset")
     return BenchmarkSource(type="hub", ref=dataset, dataset=name, version=ref or None, metadata=metadata)
 
 
@@ -168,7 +168,7 @@ def host_path(path: str, field: str) -> str:
     elif any(part in (".", "..") for part in path.split("/")):
         problem = "must not contain '.' or '..' segments"
     if problem:
-        raise ApiError(400, f"{field} {problem}", code="VALIDATION", field=field)
+        raise Invalid(f"{field} {problem}", code="VALIDATION", field=field)
     return path
 
 
@@ -185,17 +185,17 @@ def _metadata(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ApiError(400, "metadata must be an object", field="metadata")
+        raise Invalid("metadata must be an object", field="metadata")
     try:
         BenchmarkMetadata.model_validate(value)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ApiError(400, f"metadata.{where}: {first['msg']}", field=f"metadata.{where}") from None
+        raise Invalid(f"metadata.{where}: {first['msg']}", field=f"metadata.{where}") from None
     harness = value.get("default_harness")
     if harness is not None and harness not in HARNESSES:
-        raise ApiError(
-            400, f"metadata.default_harness: unknown harness {harness!r}", field="metadata.default_harness"
+        raise Invalid(
+            f"metadata.default_harness: unknown harness {harness!r}", field="metadata.default_harness"
         )
     return value
 

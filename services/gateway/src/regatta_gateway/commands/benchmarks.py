@@ -22,8 +22,8 @@ from regatta_gateway.admission.default_registry import DefaultRegistry, needs_de
 from regatta_gateway.admission.sources import admit_source
 from regatta_gateway.commands import benchmark_decider
 from regatta_gateway.commands.benchmark_sources import parse_source
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound, Refused
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import benchmark_with_source, find_benchmark
 
 
@@ -39,13 +39,12 @@ def add_benchmark(
     source = admit_source(_source(body), scope, policy, hosted=hosted)
     if needs_default(source):
         if default_registry is None:
-            raise ApiError(400, "registry_path (a file) or registry_url is required", field="registry_path")
+            raise Invalid("registry_path (a file) or registry_url is required", field="registry_path")
         source = resolve_named(source, default_registry)
     name = _benchmark_name(body.get("name"), source)
     existing = benchmark_with_source(store, scope, source.model_dump())
     if existing is not None:
-        raise ApiError(
-            409,
+        raise Conflict(
             f"Benchmark {existing['name']!r} ({existing['id']}) already has this source and version; "
             f"sync it instead (regatta benchmark sync {existing['id']})",
             code="CONFLICT",
@@ -62,7 +61,7 @@ def add_benchmark(
             0,
         )
     except WrongExpectedVersion:
-        raise ApiError(409, "Benchmark id collision; retry", code="CONFLICT") from None
+        raise Conflict("Benchmark id collision; retry", code="CONFLICT") from None
     return benchmark_id
 
 
@@ -72,19 +71,19 @@ MAX_BENCHMARK_NAME = 200
 def _benchmark_name(given: Any, source: BenchmarkSource) -> str:
     """The name asked for, else the dataset's or the source's: a short single-line string."""
     if given is not None and not isinstance(given, str):
-        raise ApiError(400, "name must be a string", code="VALIDATION", field="name")
+        raise Invalid("name must be a string", code="VALIDATION", field="name")
     # A folder is named after itself, not its host path (which says nothing to a reader and leaks the
     # server's layout into every page).
     default = PurePosixPath(source.ref).name if source.type == "folder" else source.ref
     name = (given or source.dataset or default).strip()
     if not name:
-        raise ApiError(400, "name is required", code="VALIDATION", field="name")
+        raise Invalid("name is required", code="VALIDATION", field="name")
     if len(name) > MAX_BENCHMARK_NAME:
-        raise ApiError(
-            400, f"name must be at most {MAX_BENCHMARK_NAME} characters", code="VALIDATION", field="name"
+        raise Invalid(
+            f"name must be at most {MAX_BENCHMARK_NAME} characters", code="VALIDATION", field="name"
         )
     if re.search(r"[\x00-\x1f\x7f]", name):
-        raise ApiError(400, "name must not contain control characters", code="VALIDATION", field="name")
+        raise Invalid("name must not contain control characters", code="VALIDATION", field="name")
     return name
 
 
@@ -146,12 +145,12 @@ def _decide_on_benchmark(
             return
         except WrongExpectedVersion:
             continue
-    raise ApiError(409, "The benchmark changed while this request was handled; retry", code="CONFLICT")
+    raise Conflict("The benchmark changed while this request was handled; retry", code="CONFLICT")
 
 
-def _benchmark_refusal(refused: benchmark_decider.BenchmarkRefused, key: str) -> ApiError:
+def _benchmark_refusal(refused: benchmark_decider.BenchmarkRefused, key: str) -> Refused:
     if refused.reason == "hosted":
-        return ApiError(403, "Hosted benchmarks cannot be removed", code="FORBIDDEN")
+        return Forbidden("Hosted benchmarks cannot be removed", code="FORBIDDEN")
     if refused.reason == "sync_in_progress":
-        return ApiError(409, "A sync is already in progress", code="CONFLICT")
-    return ApiError(404, f"Benchmark {key!r} not found", code="NOT_FOUND")
+        return Conflict("A sync is already in progress", code="CONFLICT")
+    return NotFound(f"Benchmark {key!r} not found", code="NOT_FOUND")

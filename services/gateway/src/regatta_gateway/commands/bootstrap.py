@@ -17,7 +17,7 @@ from regatta_shared.ids import new_id, workspace_stream
 from regatta_shared.settings import Settings, refuse_known_default
 from sqlalchemy import Connection, select
 
-from regatta_gateway.http.auth import Principal, Scope, hash_token
+from regatta_gateway.principals import Principal, Scope, hash_token
 
 
 def bootstrap(store: EventStore, settings: Settings) -> Scope | None:

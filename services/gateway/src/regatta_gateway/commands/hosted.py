@@ -19,8 +19,8 @@ from sqlalchemy import select
 from regatta_gateway.admission.default_registry import DefaultRegistry
 from regatta_gateway.commands.benchmark_sources import parse_source
 from regatta_gateway.commands.benchmarks import add_benchmark
-from regatta_gateway.http.auth import Principal, Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Refused
+from regatta_gateway.principals import Principal, Scope
 from regatta_gateway.readmodels import tables as t
 
 log = logging.getLogger("regatta.gateway")
@@ -66,7 +66,7 @@ def add_hosted_benchmarks(
                 continue
             try:
                 add_benchmark(store, scope, body, policy, hosted=True, default_registry=registry)
-            except ApiError as error:
+            except Refused as error:
                 if error.code != "REGISTRY_UNAVAILABLE":
                     raise
                 log.warning(

@@ -1,6 +1,6 @@
 """Identity commands: API tokens, members, platform administrators. Each is decided on the workspace's
-stream (workspace_records.py) and appended at the version it read (workspace_appends.execute); reads
-use the read models. Workspaces themselves are decided in commands/workspace.py.
+stream (workspaces/records.py) and appended at the version it read (workspaces/appends.execute); reads
+use the read models. Workspaces themselves are decided in workspaces/aggregate.py.
 
 Tokens are shown once and stored only as SHA-256 hashes. A user's id is derived from their email, so
 the event store's event-id check settles a race of two requests adding the same new user instead of
@@ -20,12 +20,12 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id
 from sqlalchemy import func, select
 
-from regatta_gateway.commands import workspace as ws
-from regatta_gateway.commands import workspace_records as records
-from regatta_gateway.commands.workspace_appends import execute
-from regatta_gateway.http.auth import Principal, Scope, hash_token
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Forbidden, Invalid, NotFound
+from regatta_gateway.principals import Principal, Scope, hash_token
 from regatta_gateway.readmodels import tables as t
+from regatta_gateway.workspaces import aggregate as ws
+from regatta_gateway.workspaces import records
+from regatta_gateway.workspaces.appends import execute
 
 ROLES = ("admin", "member")
 MAX_TOKEN_SECONDS = 10 * 366 * 24 * 3600  # ten years; a larger one overflows the date arithmetic
@@ -40,7 +40,7 @@ def _text(body: dict[str, Any], key: str, *, required: bool = True, limit: int =
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip() or len(value.strip()) > limit:
-        raise ApiError(400, f"{key} must be a non-empty string of at most {limit} characters", field=key)
+        raise Invalid(f"{key} must be a non-empty string of at most {limit} characters", field=key)
     return value.strip()
 
 
@@ -48,11 +48,10 @@ def _expiry(body: dict[str, Any]) -> str | None:
     seconds = body.get("expires_in_seconds")
     raw = body.get("expires_at")
     if seconds is not None and raw is not None:
-        raise ApiError(400, "give expires_at or expires_in_seconds, not both", field="expires_at")
+        raise Invalid("give expires_at or expires_in_seconds, not both", field="expires_at")
     if seconds is not None:
         if isinstance(seconds, bool) or not isinstance(seconds, int) or not 0 < seconds <= MAX_TOKEN_SECONDS:
-            raise ApiError(
-                400,
+            raise Invalid(
                 f"expires_in_seconds must be an integer from 1 to {MAX_TOKEN_SECONDS}",
                 field="expires_in_seconds",
             )
@@ -62,11 +61,11 @@ def _expiry(body: dict[str, Any]) -> str | None:
     try:
         moment = datetime.fromisoformat(str(raw))
     except ValueError:
-        raise ApiError(400, "expires_at must be an ISO-8601 timestamp", field="expires_at") from None
+        raise Invalid("expires_at must be an ISO-8601 timestamp", field="expires_at") from None
     if moment.tzinfo is None:
-        raise ApiError(400, "expires_at needs a timezone", field="expires_at")
+        raise Invalid("expires_at needs a timezone", field="expires_at")
     if moment <= utcnow():
-        raise ApiError(400, "expires_at must be in the future", field="expires_at")
+        raise Invalid("expires_at must be in the future", field="expires_at")
     return isoformat(moment)
 
 
@@ -142,7 +141,7 @@ def revoke_token(store: EventStore, scope: Scope, token_id: str) -> None:
             )
         ).first()
     if row is None:
-        raise ApiError(404, f"Token {token_id!r} not found", code="NOT_FOUND")
+        raise NotFound(f"Token {token_id!r} not found", code="NOT_FOUND")
     if row[0]:
         return
     actor = scope.principal.user_id
@@ -173,10 +172,9 @@ def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
     workspace they belong to, so minting one is a platform administrator's act (and an existing user's
     own `POST /tokens` otherwise)."""
     if not scope.is_admin:
-        raise ApiError(403, "Only workspace admins can add members", code="FORBIDDEN")
+        raise Forbidden("Only workspace admins can add members", code="FORBIDDEN")
     if body.get("issue_token") and not scope.principal.platform_admin:
-        raise ApiError(
-            403,
+        raise Forbidden(
             "issue_token: only platform administrators issue tokens to other users",
             code="FORBIDDEN",
             field="issue_token",
@@ -184,10 +182,10 @@ def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
     email = _text(body, "email", limit=300)
     assert email is not None
     if "@" not in email:
-        raise ApiError(400, "email must be an email address", field="email")
+        raise Invalid("email must be an email address", field="email")
     role = body.get("role", "member")
     if role not in ROLES:
-        raise ApiError(400, "role must be admin or member", field="role")
+        raise Invalid("role must be admin or member", field="role")
     expires_at = _expiry(body) if body.get("issue_token") else None
     actor = scope.principal.user_id
     user = _user_by_email(store, email)
@@ -222,12 +220,12 @@ def add_member(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
 def grant_platform_admin(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
     """A platform administrator makes an existing user (by email) one too; idempotent."""
     if not scope.principal.platform_admin:
-        raise ApiError(403, "Only platform administrators can grant this", code="FORBIDDEN")
+        raise Forbidden("Only platform administrators can grant this", code="FORBIDDEN")
     email = _text(body, "email", limit=300)
     assert email is not None
     user = _user_by_email(store, email)
     if user is None:
-        raise ApiError(404, f"No user with email {email!r}", code="NOT_FOUND", field="email")
+        raise NotFound(f"No user with email {email!r}", code="NOT_FOUND", field="email")
     actor = scope.principal.user_id
     execute(
         store,
@@ -241,7 +239,7 @@ def grant_platform_admin(store: EventStore, scope: Scope, body: dict[str, Any]) 
 
 def list_platform_admins(store: EventStore, scope: Scope) -> list[dict[str, str]]:
     if not scope.principal.platform_admin:
-        raise ApiError(403, "Only platform administrators can list them", code="FORBIDDEN")
+        raise Forbidden("Only platform administrators can list them", code="FORBIDDEN")
     query = (
         select(t.users.c.id.label("user_id"), t.users.c.email, t.users.c.name)
         .join(t.platform_admins, t.platform_admins.c.user_id == t.users.c.id)

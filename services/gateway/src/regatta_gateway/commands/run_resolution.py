@@ -5,8 +5,9 @@ its execution settings (the LLM judge's requirements) and which field names a mi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from regatta_shared import execution_defaults as defaults
 from regatta_shared.ceilings import Ceilings
 from regatta_shared.events import AgentSpec, ExecutionSettings, ModelSpec, RunTask, TaskResources
 from regatta_shared.eventstore import EventStore
@@ -16,18 +17,48 @@ from regatta_shared.settings import load_settings
 from sqlalchemy import select
 
 from regatta_gateway.admission.hosted_models import admit_hosted
-from regatta_gateway.commands.runconfig import RunRequest
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.commands.runconfig import ExecutionConfig, RunRequest, TasksConfig
+from regatta_gateway.errors import Invalid
+from regatta_gateway.principals import Scope
+from regatta_gateway.queries.benchmarks import find_benchmark
 from regatta_gateway.queries.cached_reads import LRU
 from regatta_gateway.readmodels import tables as t
 
 
-def select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunRequest) -> list[RunTask]:
+class Selection(Protocol):
+    """What the task selection reads of a request: a submission's, or a preview's (run_preview.py)."""
+
+    @property
+    def tasks_config(self) -> TasksConfig | None: ...
+
+    @property
+    def execution_config(self) -> ExecutionConfig | None: ...
+
+
+def ready_benchmark(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
+    """The benchmark a request names, if its tasks are synced: a run is resolved against a ready sync."""
+    benchmark = find_benchmark(store, scope, key, field="experiment_config.benchmark")
+    if benchmark["status"] != "ready":
+        raise Invalid(f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
+            field="experiment_config.benchmark",
+            issues=[
+                {
+                    "key": "experiment.benchmark",
+                    "message": "benchmark is still syncing"
+                    if benchmark["status"] in ("pending", "syncing")
+                    else "benchmark sync failed",
+                }
+            ],
+        )
+    return benchmark
+
+
+def select_tasks(store: EventStore, benchmark: dict[str, Any], request: Selection) -> list[RunTask]:
     """The valid tasks the request selects, each within the operator's current ceilings."""
     synced = _synced_tasks(store, benchmark["id"], benchmark["ready_sync_id"])
     tasks = _selected(list(synced.tasks), synced.invalid, benchmark, request)
     execution = request.execution_config
-    multiplier = execution.timeout_multiplier if execution else 1.0
+    multiplier = execution.timeout_multiplier if execution else defaults.TIMEOUT_MULTIPLIER
     # Read per submission: a ceiling lowered since the sync applies to the next run, not the next sync.
     ceilings = Ceilings.from_settings(load_settings())
     issues = [
@@ -37,14 +68,14 @@ def select_tasks(store: EventStore, benchmark: dict[str, Any], request: RunReque
     ]
     if issues:
         more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
-        raise ApiError(
-            400, issues[0]["message"] + more, field="tasks", issues=issues[:100], code="VALIDATION"
+        raise Invalid(
+            issues[0]["message"] + more, field="tasks", issues=issues[:100], code="VALIDATION"
         )
     return tasks
 
 
 def _selected(
-    tasks: list[RunTask], invalid: dict[str, str], benchmark: dict[str, Any], request: RunRequest
+    tasks: list[RunTask], invalid: dict[str, str], benchmark: dict[str, Any], request: Selection
 ) -> list[RunTask]:
     selection = request.tasks_config
     if selection is None:
@@ -77,11 +108,11 @@ def _selected(
             issues.append({"key": "tasks.task_names", "message": f"unknown tasks: {', '.join(unknown[:20])}"})
         tasks = [task for task in tasks if task.name in set(selection.task_names)]
     if issues:
-        raise ApiError(
-            400, "Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION"
+        raise Invalid(
+            "Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION"
         )
     if not tasks:
-        raise ApiError(400, "The task selection is empty", field="tasks", code="VALIDATION")
+        raise Invalid("The task selection is empty", field="tasks", code="VALIDATION")
     return tasks
 
 
@@ -160,7 +191,7 @@ def agent_specs(
     if issues:
         # The first issue's message is the error's own: "Invalid agents" alone would hide why.
         message = f"Invalid agents: {issues[0]['key']}: {issues[0]['message']}"
-        raise ApiError(400, message, field=issues[0]["key"], issues=issues, code="VALIDATION")
+        raise Invalid(message, field=issues[0]["key"], issues=issues, code="VALIDATION")
     return agents, keys
 
 
@@ -171,8 +202,7 @@ def execution_settings(request: RunRequest, metadata: dict[str, Any]) -> Executi
     if not judged:
         for key in ("judge_model", "judge_api_key_secret"):
             if values.get(key):
-                raise ApiError(
-                    400,
+                raise Invalid(
                     f"{key} is only allowed for benchmarks with an LLM judge",
                     field=f"execution_config.{key}",
                     code="VALIDATION",
@@ -197,11 +227,11 @@ def execution_settings(request: RunRequest, metadata: dict[str, Any]) -> Executi
         ]
         if issues:
             key = issues[0]["key"].removeprefix("execution.")
-            raise ApiError(
-                400, issues[0]["message"], field=f"execution_config.{key}", code="VALIDATION", issues=issues
+            raise Invalid(
+                issues[0]["message"], field=f"execution_config.{key}", code="VALIDATION", issues=issues
             )
     if values.get("pass_threshold") is None:
-        values["pass_threshold"] = float(metadata.get("pass_threshold", 1.0))
+        values["pass_threshold"] = float(metadata.get("pass_threshold", defaults.PASS_THRESHOLD))
     return ExecutionSettings(**values)
 
 

@@ -10,8 +10,10 @@ import tomllib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from regatta_shared import execution_defaults as defaults
 
-SECRET_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+from regatta_gateway.secrets.names import SECRET_NAME
+
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # Every value is bounded: the whole submission becomes one event, which the bus must carry.
 MAX_TEXT = 2000
@@ -22,6 +24,7 @@ MAX_ENV = 128
 MAX_SELECTED = 10_000
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_RUN_NAME = 200
+MAX_AGENTS = 8
 MAX_SECRET_VALUE = 64 * 1024  # as for stored secrets
 
 
@@ -99,10 +102,10 @@ class TasksConfig(Strict):
 
 
 class ExecutionConfig(Strict):
-    attempts_per_task: int = Field(1, ge=1, le=100)
-    max_concurrent_attempts: int = Field(4, ge=1, le=10_000)
-    timeout_multiplier: float = Field(1.0, gt=0, le=100)
-    max_retries: int = Field(0, ge=0, le=10)
+    attempts_per_task: int = Field(defaults.ATTEMPTS_PER_TASK, ge=1, le=100)
+    max_concurrent_attempts: int = Field(defaults.MAX_CONCURRENT_ATTEMPTS, ge=1, le=10_000)
+    timeout_multiplier: float = Field(defaults.TIMEOUT_MULTIPLIER, gt=0, le=100)
+    max_retries: int = Field(defaults.MAX_RETRIES, ge=0, le=10)
     pass_threshold: float | None = Field(None, ge=0, le=1)
     judge_model: NonBlank | None = None
     judge_api_key_secret: Text | None = None
@@ -165,7 +168,7 @@ class RunRequest(Strict):
     """The JSON body of a submission (contract §4.4); the TOML maps onto it one to one."""
 
     experiment_config: Experiment
-    agents: list[AgentEntry] = Field(min_length=1, max_length=8)
+    agents: list[AgentEntry] = Field(min_length=1, max_length=MAX_AGENTS)
     tasks_config: TasksConfig | None = None
     execution_config: ExecutionConfig | None = None
     env_config: dict[Text, EnvValue] = Field(default_factory=dict, max_length=MAX_ENV)
@@ -197,9 +200,10 @@ def _issues(error: ValidationError) -> list[dict[str, str]]:
     return issues
 
 
-def parse_request(body: dict[str, Any]) -> RunRequest:
+def parse_request[M: BaseModel](body: dict[str, Any], model: type[M] = RunRequest) -> M:
+    """The body as `model`: a submission (RunRequest) unless told, or the parts of one a preview reads."""
     try:
-        return RunRequest.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as error:
         raise ConfigError(_issues(error)) from None
 

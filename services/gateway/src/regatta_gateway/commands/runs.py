@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import BaseModel
 from regatta_shared import run_keys
 from regatta_shared.clock import isoformat
 from regatta_shared.conditions import standard_conditions
@@ -14,7 +15,7 @@ from regatta_shared.events import RunStopRequested, RunSubmitted, TaskSelection
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
 from regatta_shared.hosted_models import HostedModel
 from regatta_shared.ids import new_id, run_stream
-from regatta_shared.runs import TERMINAL
+from regatta_shared.runs.status import PENDING, TERMINAL
 from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
 from sqlalchemy.exc import IntegrityError
 
@@ -22,24 +23,25 @@ from regatta_gateway.admission.model_names import model_warnings
 from regatta_gateway.commands.run_resolution import (
     agent_specs,
     execution_settings,
+    ready_benchmark,
     secret_field,
     select_tasks,
 )
 from regatta_gateway.commands.runconfig import ConfigError, RunRequest, parse_request, toml_to_request
 from regatta_gateway.commands.toml_terms import in_file_terms
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Invalid, NotFound, Refused
 from regatta_gateway.notifications.registry import check_budget
-from regatta_gateway.queries.benchmarks import find_benchmark, find_run
+from regatta_gateway.principals import Scope
+from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.queries.runtoml import resolved_toml
 from regatta_gateway.secrets.store import SecretVault, resolve_secrets
 
 
-def parse_submission(raw: bytes, content_type: str) -> RunRequest:
+def parse_submission[M: BaseModel](raw: bytes, content_type: str, model: type[M] = RunRequest) -> M:
     if "toml" in content_type:
         text = raw.decode("utf-8", errors="replace")
         try:
-            return parse_request(toml_to_request(text))
+            return parse_request(toml_to_request(text), model)
         except ConfigError as error:
             raise _invalid(in_file_terms(error.issues, text)) from None
     try:
@@ -51,14 +53,13 @@ def parse_submission(raw: bytes, content_type: str) -> RunRequest:
             raise ConfigError([{"key": "(body)", "message": f"malformed JSON: {error}"}]) from None
         if not isinstance(body, dict):
             raise ConfigError([{"key": "(body)", "message": "expected a JSON object"}])
-        return parse_request(body)
+        return parse_request(body, model)
     except ConfigError as error:
         raise _invalid(error.issues) from None
 
 
-def _invalid(issues: list[dict[str, Any]]) -> ApiError:
-    return ApiError(
-        400,
+def _invalid(issues: list[dict[str, Any]]) -> Refused:
+    return Invalid(
         "Invalid benchmark config",
         code="VALIDATION",
         issues=issues,
@@ -74,23 +75,7 @@ def submit_run(
     hosted: tuple[HostedModel, ...] = (),
 ) -> dict[str, Any]:
     """`hosted`: the deployment's declared hosted models (REGATTA_HOSTED_MODELS)."""
-    benchmark = find_benchmark(
-        store, scope, request.experiment_config.benchmark, field="experiment_config.benchmark"
-    )
-    if benchmark["status"] != "ready":
-        raise ApiError(
-            400,
-            f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
-            field="experiment_config.benchmark",
-            issues=[
-                {
-                    "key": "experiment.benchmark",
-                    "message": "benchmark is still syncing"
-                    if benchmark["status"] in ("pending", "syncing")
-                    else "benchmark sync failed",
-                }
-            ],
-        )
+    benchmark = ready_benchmark(store, scope, request.experiment_config.benchmark)
     metadata = benchmark["metadata"] or {}
     tasks = select_tasks(store, benchmark, request)
     agents, hosted_keys = agent_specs(request, metadata, hosted)
@@ -98,8 +83,7 @@ def submit_run(
     names = request.referenced_secrets()
     values, scopes, missing = resolve_secrets(vault, scope, names)
     if missing:
-        raise ApiError(
-            404,
+        raise NotFound(
             f"Secret(s) not found: {', '.join(missing)}",
             code="NOT_FOUND",
             field=secret_field(request, missing[0]),
@@ -144,11 +128,11 @@ def submit_run(
                 run_keys.save(conn, run_id, wrap_run_key(run_key, vault.sealing_key, run_id))
             stored = store.append_within(conn, run_stream(run_id), recorded, 0)
     except (WrongExpectedVersion, IntegrityError):
-        raise ApiError(409, "Run id collision; retry", code="CONFLICT") from None
+        raise Conflict("Run id collision; retry", code="CONFLICT") from None
     return {
         "id": run_id,
         "name": name,
-        "status": "pending",
+        "status": PENDING,
         "created_at": isoformat(stored[0].recorded_at),
         "task_count": len(tasks),
         "workflow_id": run_id,
@@ -163,7 +147,7 @@ def _slug(text: str) -> str:
 def stop_run(store: EventStore, scope: Scope, key: str, reason: str = "stopped by user") -> None:
     run = find_run(store, scope, key)
     if run["status"] in TERMINAL:
-        raise ApiError(409, f"Run is already {run['status']}", code="CONFLICT")
+        raise Conflict(f"Run is already {run['status']}", code="CONFLICT")
     requested = RunStopRequested(run_id=run["id"], reason=reason)
     store.append(
         run_stream(run["id"]),

@@ -1,7 +1,8 @@
 """Workspace commands: create, rename, delete; remove a member, change a member's role.
 
-Each folds the workspace's stream (workspace.py), decides, and appends with the version it folded as the
-expected version (workspace_appends.execute, the one way any command appends to a workspace's stream).
+Each folds the workspace's stream (workspaces/aggregate.py), decides, and appends with the version it
+folded as the expected version (workspaces/appends.execute, the one way any command appends to a
+workspace's stream).
 
 Names are unique across workspaces, a fact no single stream holds: create and rename decide it under the
 event store's append lock, from the naming events of the log itself (the read models may lag behind
@@ -18,19 +19,18 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.appends import loads
 from regatta_shared.eventstore.schema import events
 from regatta_shared.ids import new_id, workspace_stream
+from regatta_shared.runs.status import ACTIVE
 from regatta_shared.settings import Settings
 from sqlalchemy import Connection, func, select
 
 from regatta_gateway.admission.default_registry import DefaultRegistry
-from regatta_gateway.commands import workspace as ws
 from regatta_gateway.commands.hosted import add_hosted_benchmarks
 from regatta_gateway.commands.runs import stop_run
-from regatta_gateway.commands.workspace_appends import execute
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Forbidden, Refused
+from regatta_gateway.principals import Scope
 from regatta_gateway.readmodels import tables as t
-
-ACTIVE = ("pending", "queued", "running")
+from regatta_gateway.workspaces import aggregate as ws
+from regatta_gateway.workspaces.appends import execute
 
 
 def _names(conn: Connection) -> dict[str, str]:
@@ -57,7 +57,7 @@ def create_workspace(
     """A new workspace whose only member is its creator (admin), with the hosted benchmarks. Nobody's
     default workspace changes: that is the first one each user was given."""
     if not scope.is_admin:
-        raise ApiError(403, "Only workspace admins can create workspaces", code="FORBIDDEN")
+        raise Forbidden("Only workspace admins can create workspaces", code="FORBIDDEN")
     name = ws.clean_name(body.get("name"))
     workspace_id = new_id("ws")
     actor = scope.principal.user_id
@@ -96,7 +96,7 @@ def delete_workspace(store: EventStore, scope: Scope, confirm: str | None) -> di
             try:
                 stop_run(store, scope, run_id, reason="workspace deleted")
                 stopped += 1
-            except ApiError:  # it ended meanwhile
+            except Refused:  # it ended meanwhile
                 pass
     return {"id": scope.workspace_id, "name": scope.workspace_name, "deleted": True, "stopped_runs": stopped}
 

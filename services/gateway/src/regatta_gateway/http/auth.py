@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,36 +9,9 @@ from regatta_shared.clock import utcnow
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import and_, select, true
 
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import NotFound, Refused, Unauthorized
+from regatta_gateway.principals import Principal, Scope, hash_token
 from regatta_gateway.readmodels import tables as t
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Principal:
-    user_id: str
-    user_name: str
-    email: str
-    token_id: str
-    expires_at: str | None
-    # A platform administrator (not a workspace role): issues tokens to others, names any host path.
-    platform_admin: bool = False
-
-
-@dataclass(frozen=True)
-class Scope:
-    principal: Principal
-    workspace_id: str
-    workspace_name: str
-    role: str
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
-
 
 _PRINCIPAL_COLUMNS = (
     t.tokens.c.id,
@@ -55,24 +26,24 @@ _PRINCIPAL_COLUMNS = (
 
 def _bearer(authorization: str | None) -> str:
     if not authorization or not authorization.lower().startswith("bearer "):
-        raise ApiError(401, "Missing bearer token", code="AUTH_HEADER_MISSING")
+        raise Unauthorized("Missing bearer token", code="AUTH_HEADER_MISSING")
     return hash_token(authorization.split(" ", 1)[1].strip())
 
 
 def _principal(row: Any) -> Principal:
     if row is None:
-        raise ApiError(401, "Invalid token", code="TOKEN_INVALID")
+        raise Unauthorized("Invalid token", code="TOKEN_INVALID")
     if row["revoked"]:
-        raise ApiError(401, "Token revoked", code="TOKEN_REVOKED")
+        raise Unauthorized("Token revoked", code="TOKEN_REVOKED")
     if row["expires_at"] and datetime.fromisoformat(row["expires_at"]) <= utcnow():
-        raise ApiError(401, "Token expired", code="TOKEN_EXPIRED")
+        raise Unauthorized("Token expired", code="TOKEN_EXPIRED")
     return Principal(
         row["user_id"], row["name"], row["email"], row["id"], row["expires_at"], bool(row["platform_admin"])
     )
 
 
-def _no_workspace() -> ApiError:
-    return ApiError(404, "Workspace not found or not accessible", code="WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
+def _no_workspace() -> Refused:
+    return NotFound("Workspace not found or not accessible", code="WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
 
 
 def _workspace_filter(workspace: str | None) -> Any:
@@ -141,30 +112,3 @@ def authorize(store: EventStore, authorization: str | None, workspace: str | Non
     if row["workspace_id"] is None:
         raise _no_workspace()
     return Scope(principal, row["workspace_id"], row["workspace_name"], row["role"])
-
-
-def user_workspaces(store: EventStore, user_id: str) -> list[dict[str, Any]]:
-    """The workspaces `user_id` belongs to, by name, with the role; `default` marks the one they were
-    given first, where a request naming no workspace acts (a later workspace never moves them)."""
-    query = (
-        select(t.workspaces.c.id, t.workspaces.c.name, t.members.c.role, t.members.c.joined)
-        .join(t.members, t.members.c.workspace_id == t.workspaces.c.id)
-        .where(t.members.c.user_id == user_id)
-        .order_by(t.workspaces.c.name)
-    )
-    with store.read_engine.connect() as conn:
-        rows = [dict(row) for row in conn.execute(query).mappings()]
-    first = min(rows, key=lambda row: (row["joined"] or 0, row["name"]), default=None)
-    return [{"id": r["id"], "name": r["name"], "role": r["role"], "default": r is first} for r in rows]
-
-
-def member_list(store: EventStore, workspace_id: str) -> list[dict[str, str]]:
-    """Who belongs to a workspace, by email: id, email, name and role (never their tokens)."""
-    query = (
-        select(t.users.c.id.label("user_id"), t.users.c.email, t.users.c.name, t.members.c.role)
-        .join(t.members, t.members.c.user_id == t.users.c.id)
-        .where(t.members.c.workspace_id == workspace_id)
-        .order_by(t.users.c.email)
-    )
-    with store.read_engine.connect() as conn:
-        return [dict(row) for row in conn.execute(query).mappings()]

@@ -10,9 +10,9 @@ from regatta_shared.source_policy import SourcePolicy
 from regatta_gateway.admission.default_registry import DefaultRegistry, browse
 from regatta_gateway.commands import benchmarks as benchmark_commands
 from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.http.responses import JSONBytes
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import leaderboards as leaderboard_queries
-from regatta_gateway.queries.cached_reads import JSONBytes
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 

@@ -25,11 +25,11 @@ from collections import deque
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid, Refused, TooLarge, Unsupported
+from regatta_gateway.http.errors import response
 
 API_PREFIX = "/api/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -74,21 +74,20 @@ class RequestGuard:
             if refusal is None:
                 receive = _replay(body or b"", receive)
         if refusal is not None:
-            await JSONResponse(refusal.body(), status_code=refusal.status)(scope, receive, send)
+            await response(refusal)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _length_problem(self, headers: dict[str, str]) -> ApiError | None:
+    def _length_problem(self, headers: dict[str, str]) -> Refused | None:
         declared = headers.get("content-length")
         if declared is None:
             return None
         if not declared.strip().isdigit():
-            return ApiError(400, "Content-Length must be a number", code="VALIDATION", field="Content-Length")
+            return Invalid("Content-Length must be a number", code="VALIDATION", field="Content-Length")
         return self._too_large() if int(declared) > self.max_body_bytes else None
 
-    def _too_large(self) -> ApiError:
-        return ApiError(
-            413,
+    def _too_large(self) -> Refused:
+        return TooLarge(
             f"The request body is larger than the limit of {self.max_body_bytes} bytes",
             code="PAYLOAD_TOO_LARGE",
             field="(body)",
@@ -132,22 +131,22 @@ def _printable(text: str) -> str:
     return text.encode("unicode_escape").decode("ascii")[:200]
 
 
-def _url_problem(scope: Scope) -> ApiError | None:
+def _url_problem(scope: Scope) -> Refused | None:
     path: str = scope["path"]  # percent-decoded by the server, so %2e%2e%2f arrives as ../
     if CONTROL.search(path):
-        return ApiError(
-            400, "The URL path must not contain NUL or control characters", code="VALIDATION", field="path"
+        return Invalid(
+            "The URL path must not contain NUL or control characters", code="VALIDATION", field="path"
         )
     if any(part in (".", "..") for part in path.split("/")):
-        return ApiError(
-            400, "The URL path must not contain '.' or '..' segments", code="VALIDATION", field="path"
+        return Invalid(
+            "The URL path must not contain '.' or '..' segments", code="VALIDATION", field="path"
         )
     query = scope.get("query_string", b"").decode("latin-1")
     for name, value in parse_qsl(query, keep_blank_values=True):
         if CONTROL.search(name) or CONTROL.search(value):
             field = _printable(name)
-            return ApiError(
-                400, f"{field} must not contain NUL or control characters", code="VALIDATION", field=field
+            return Invalid(
+                f"{field} must not contain NUL or control characters", code="VALIDATION", field=field
             )
     return None
 
@@ -156,7 +155,7 @@ def _media_type(content_type: str | None) -> str | None:
     return content_type.split(";", 1)[0].strip().lower() if content_type is not None else None
 
 
-def _media_problem(scope: Scope, media: str | None) -> ApiError | None:
+def _media_problem(scope: Scope, media: str | None) -> Refused | None:
     # No Content-Type at all: the routes read the body as JSON, as they always did.
     if media is None or media == "application/json" or media.endswith("+json"):
         return None
@@ -164,8 +163,7 @@ def _media_problem(scope: Scope, media: str | None) -> ApiError | None:
     if reads_toml and "toml" in media:
         return None
     accepted = "application/json or application/toml" if reads_toml else "application/json"
-    return ApiError(
-        415,
+    return Unsupported(
         f"Content-Type {_printable(media)!r} is not accepted here; send {accepted}",
         code="UNSUPPORTED_MEDIA_TYPE",
         field="Content-Type",
@@ -180,7 +178,7 @@ def _may_be_hostile(body: bytes, media: str | None) -> bool:
     return bool(SUSPECT_ESCAPE.search(body)) or body.count(b"[") + body.count(b"{") >= MAX_DEPTH
 
 
-def _body_problem(body: bytes, media: str | None) -> ApiError | None:
+def _body_problem(body: bytes, media: str | None) -> Refused | None:
     """NUL, lone surrogates or absurd nesting in a JSON/TOML body; the routes name malformed bodies."""
     if not body:
         return None
@@ -196,7 +194,7 @@ def _body_problem(body: bytes, media: str | None) -> ApiError | None:
     if problem is None:
         return None
     field = _printable(problem[0])
-    return ApiError(400, f"{field} {problem[1]}", code="VALIDATION", field=field)
+    return Invalid(f"{field} {problem[1]}", code="VALIDATION", field=field)
 
 
 def _first_problem(document: Any) -> tuple[str, str] | None:

@@ -8,9 +8,11 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 
 from regatta_gateway.commands import identity
 from regatta_gateway.commands import workspace_handlers as workspaces
-from regatta_gateway.http.auth import Scope, authenticate, member_list, resolve_scope, user_workspaces
+from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.http.benchmarks import default_registry
 from regatta_gateway.http.dependencies import ScopeDep, settle
+from regatta_gateway.principals import Scope
+from regatta_gateway.queries.members import member_list, user_workspaces
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 JsonBody = Annotated[dict[str, Any], Body()]

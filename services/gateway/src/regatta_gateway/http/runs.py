@@ -1,4 +1,5 @@
-"""`/api/v1/runs`: submit, list, show, attempts, logs, stop. Thin: decode, call one function, return."""
+"""`/api/v1/runs`: submit, list, show, attempts, logs, stop, re-run errored attempts. Thin: decode, call
+one function, return."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from regatta_shared.runs.status import RunStatus
 from starlette.concurrency import run_in_threadpool
 
+from regatta_gateway.commands import annotations, run_preview
+from regatta_gateway.commands import rerun as rerun_commands
 from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
+from regatta_gateway.http.responses import JSONBytes
 from regatta_gateway.queries import compare as compare_queries
 from regatta_gateway.queries import run_activity
 from regatta_gateway.queries import runs as run_queries
-from regatta_gateway.queries.cached_reads import JSONBytes, to_json
+from regatta_gateway.queries.cached_reads import to_json
 from regatta_gateway.queries.run_detail import run_detail
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
@@ -26,7 +31,7 @@ def list_runs(
     limit: Limit = 50,
     offset: Offset = 0,
     benchmark: str | None = None,
-    status: Literal["pending", "queued", "running", "finished", "failed", "stopped"] | None = None,
+    status: RunStatus | None = None,
     submitter: Annotated[str | None, Query(min_length=1, max_length=300)] = None,
 ) -> dict[str, Any]:
     return run_queries.list_runs(
@@ -67,6 +72,19 @@ async def submit_run(request: Request, s: ScopeDep) -> dict[str, Any]:
     return await run_in_threadpool(submit)
 
 
+@router.post("/runs/preview")
+async def preview_run(request: Request, s: ScopeDep) -> dict[str, Any]:
+    """What submitting this body would schedule (the attempts it makes), recording nothing."""
+    raw = await request.body()
+    content_type = request.headers.get("content-type", "application/json")
+
+    def preview() -> dict[str, Any]:
+        parsed = run_commands.parse_submission(raw, content_type, run_preview.PreviewRequest)
+        return run_preview.preview_run(request.app.state.store, s, parsed)
+
+    return await run_in_threadpool(preview)
+
+
 # The run page's reads answer with orjson's bytes: FastAPI would walk the nested dict twice more
 # (validation against `dict[str, Any]`, then pydantic's serialiser), a large share of such a read's CPU.
 @router.get("/runs/{key}", response_class=JSONBytes)
@@ -85,6 +103,7 @@ def run_attempts(
     task: str | None = None,
     agent_index: Annotated[int | None, Query(ge=0)] = None,
     outcome: Literal["passed", "failed", "errored", "cancelled"] | None = None,
+    label: Annotated[str | None, Query(min_length=1, max_length=annotations.LABEL_MAX)] = None,
 ) -> JSONBytes:
     """Every attempt by default; `limit`/`offset` page (adding `next_offset`), the others filter."""
     page = run_activity.attempts_page(
@@ -96,8 +115,10 @@ def run_attempts(
         task=task,
         agent_index=agent_index,
         outcome=outcome,
+        label=label,
     )
     return JSONBytes(to_json(page))
+
 
 
 @router.get("/runs/{key}/logs", response_class=JSONBytes)
@@ -112,6 +133,15 @@ def stop_run(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
     run_commands.stop_run(request.app.state.store, s, key)
     settle(request)
     return {"status": "stopping"}
+
+
+@router.post("/runs/{key}/rerun-errored", status_code=202)
+def rerun_errored(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
+    """Run a finished run's errored attempts again (409, nothing recorded, when it has none or is not
+    finished)."""
+    accepted = rerun_commands.rerun_errored(request.app.state.store, s, key)
+    settle(request)
+    return accepted
 
 
 Participant = Annotated[str, Query(min_length=3, max_length=compare_queries.PARTICIPANT_MAX)]

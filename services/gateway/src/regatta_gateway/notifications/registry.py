@@ -1,4 +1,4 @@
-"""Webhook registration and budgets: validate, decide on the workspace's stream (workspace_records.py)
+"""Webhook registration and budgets: validate, decide on the workspace's stream (workspaces/records.py)
 and append at the version read; reads from the ops read models."""
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_url
 from regatta_shared.sealing import derive_key
 from sqlalchemy import func, select
 
-from regatta_gateway.commands import workspace as ws
-from regatta_gateway.commands import workspace_records as records
-from regatta_gateway.commands.workspace_appends import execute
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Forbidden, Invalid, NotFound
 from regatta_gateway.notifications.notices import KINDS
+from regatta_gateway.principals import Scope
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.operations import budgets, deliveries, webhooks
+from regatta_gateway.workspaces import aggregate as ws
+from regatta_gateway.workspaces import records
+from regatta_gateway.workspaces.appends import execute
 
 
 def _admin(scope: Scope) -> None:
     if not scope.is_admin:
-        raise ApiError(403, "Only workspace admins can change this", code="FORBIDDEN")
+        raise Forbidden("Only workspace admins can change this", code="FORBIDDEN")
 
 
 def signing_key(master: bytes, webhook_id: str) -> bytes:
@@ -40,14 +40,14 @@ def register_webhook(
     url = body.get("url")
     parsed = urlparse(url) if isinstance(url, str) else None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc or len(url) > 2000:
-        raise ApiError(400, "url must be an absolute http(s) URL", field="url", code="VALIDATION")
+        raise Invalid("url must be an absolute http(s) URL", field="url", code="VALIDATION")
     try:
         check_url(url, "url", outbound)
     except OutboundRefused as error:
-        raise ApiError(400, str(error), field="url", code="VALIDATION") from None
+        raise Invalid(str(error), field="url", code="VALIDATION") from None
     kinds = body.get("kinds") or list(KINDS)
     if not isinstance(kinds, list) or any(k not in KINDS for k in kinds):
-        raise ApiError(400, f"kinds must be a list of {', '.join(KINDS)}", field="kinds", code="VALIDATION")
+        raise Invalid(f"kinds must be a list of {', '.join(KINDS)}", field="kinds", code="VALIDATION")
     webhook_id = new_id("wh")
     registered = WebhookRegistered(
         webhook_id=webhook_id, workspace_id=scope.workspace_id, url=url, kinds=kinds
@@ -94,7 +94,7 @@ def find_webhook(store: EventStore, scope: Scope, webhook_id: str) -> dict[str, 
             .first()
         )
     if row is None:
-        raise ApiError(404, f"Webhook {webhook_id!r} not found", code="NOT_FOUND")
+        raise NotFound(f"Webhook {webhook_id!r} not found", code="NOT_FOUND")
     return dict(row)
 
 
@@ -149,8 +149,7 @@ def set_budget(store: EventStore, scope: Scope, body: dict[str, Any]) -> dict[st
     _admin(scope)
     value = body.get("budget_usd")
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-        raise ApiError(
-            400,
+        raise Invalid(
             "budget_usd must be a number ≥ 0, or null for no budget",
             field="budget_usd",
             code="VALIDATION",
@@ -190,8 +189,7 @@ def check_budget(store: EventStore, scope: Scope) -> None:
     """Billing is checked at submission: a workspace whose budget is spent learns it here (403)."""
     status = budget_status(store, scope.workspace_id)
     if status["exhausted"]:
-        raise ApiError(
-            403,
+        raise Forbidden(
             f"Workspace budget of ${status['budget_usd']:.2f} is spent "
             f"(${status['spent_usd']:.2f}); raise the budget to submit runs",
             code="BILLING_REQUIRED",

@@ -7,8 +7,8 @@ from typing import Any
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid
+from regatta_gateway.principals import Scope
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.operations import audit
 
@@ -34,7 +34,7 @@ def list_audit(
         query = query.where(audit.c.kind == kind)
     for value, name in ((since, "since"), (until, "until")):
         if value is not None and not _is_time(value):
-            raise ApiError(400, f"{name} must be an ISO-8601 timestamp", field=name, code="VALIDATION")
+            raise Invalid(f"{name} must be an ISO-8601 timestamp", field=name, code="VALIDATION")
     if since:
         query = query.where(audit.c.recorded_at >= since)
     if until:

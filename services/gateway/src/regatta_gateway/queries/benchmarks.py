@@ -7,12 +7,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from regatta_shared import execution_defaults as defaults
 from regatta_shared.conditions import standard_conditions
 from regatta_shared.eventstore import EventStore
+from regatta_shared.runs.status import RUNNING
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid, NotFound
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.leaderboards import leaderboard_rows
 from regatta_gateway.readmodels import tables as t
 
@@ -47,7 +49,7 @@ def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None 
             .all()
         )
     if not rows:
-        raise ApiError(404, f"Benchmark {key!r} not found", code="NOT_FOUND", field=field)
+        raise NotFound(f"Benchmark {key!r} not found", code="NOT_FOUND", field=field)
     exact = [r for r in rows if r["id"] == key] or rows
     return dict(exact[0])
 
@@ -90,8 +92,7 @@ def find_run(
     """The run named by `key` (id or name; the newest of a name). `columns` limits what is read: a big
     run's row holds hundreds of KB of JSON that most reads do not need."""
     if not run_key_shape(key):
-        raise ApiError(
-            400,
+        raise Invalid(
             "A run key is a run id or name: no leading '/', '.' or '..' segments, backslashes or control "
             "characters",
             code="VALIDATION",
@@ -106,7 +107,7 @@ def find_run(
     with store.read_engine.connect() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
-        raise ApiError(404, f"Benchmark run {key!r} not found", code="NOT_FOUND")
+        raise NotFound(f"Benchmark run {key!r} not found", code="NOT_FOUND")
     return dict(row)
 
 
@@ -145,7 +146,7 @@ def benchmark_summary(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
         .first()
     )
     counts = conn.execute(
-        select(func.count(), func.count().filter(t.runs.c.status == "running")).where(
+        select(func.count(), func.count().filter(t.runs.c.status == RUNNING)).where(
             t.runs.c.benchmark_id == row["id"]
         )
     ).one()
@@ -245,7 +246,7 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
         requires_harness=bool(metadata.get("requires_harness", False)),
         requires_judge_model=bool(metadata.get("requires_judge_model", False)),
         requires_judge_api_key=bool(metadata.get("requires_judge_api_key", False)),
-        pass_threshold=float(metadata.get("pass_threshold", 1.0)),
+        pass_threshold=float(metadata.get("pass_threshold", defaults.PASS_THRESHOLD)),
         scoring_conditions=standard_conditions(
             metadata.get("pass_threshold"), metadata.get("primary_reward_key")
         ).model_dump(),

@@ -15,17 +15,10 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
-from starlette.responses import Response
 
 
 def to_json(body: Any) -> bytes:
     return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
-
-
-class JSONBytes(Response):
-    """A JSON response whose body is serialised already (the routes' dict goes through pydantic)."""
-
-    media_type = "application/json"
 
 
 class LRU[K: Hashable, V]:

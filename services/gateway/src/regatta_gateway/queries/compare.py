@@ -19,8 +19,8 @@ from regatta_scoring.statistics import paired_permutation_test, score
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import func, select
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Invalid, NotFound
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.queries.run_rows import run_submissions
 from regatta_gateway.readmodels import tables as t
@@ -54,8 +54,7 @@ def parse_participant(value: str, field: str) -> Participant:
     """`RUN:AGENT_INDEX`, strictly: the index is mandatory, so a run named `x:1` is never misread."""
     match = _PARTICIPANT.fullmatch(value) if len(value) <= PARTICIPANT_MAX else None
     if match is None:
-        raise ApiError(
-            400,
+        raise Invalid(
             f"{field} must be RUN:AGENT_INDEX (a run id or name, ':' and an agent index of 1-4 digits)",
             code="VALIDATION",
             field=field,
@@ -71,8 +70,7 @@ def compare(store: EventStore, scope: Scope, a: Participant, b: Participant) -> 
         side_b["version"],
         side_b["digest"],
     ):
-        raise ApiError(
-            409,
+        raise Conflict(
             "The two participants ran different benchmarks or benchmark versions "
             f"({side_a['benchmark_name']} {side_a['version']} and {side_b['benchmark_name']} "
             f"{side_b['version']}): a task-by-task comparison needs the same tasks",
@@ -104,7 +102,7 @@ def _side(store: EventStore, scope: Scope, who: Participant, field: str) -> dict
     agents = {agent["index"]: agent for agent in submission.get("agents") or []}
     agent = agents.get(who.agent_index)
     if agent is None:
-        raise ApiError(404, f"Run {row['name']!r} has no agent {who.agent_index} ({field})", code="NOT_FOUND")
+        raise NotFound(f"Run {row['name']!r} has no agent {who.agent_index} ({field})", code="NOT_FOUND")
     model = agent.get("model") or {}
     tasks = submission.get("tasks") or []
     return {

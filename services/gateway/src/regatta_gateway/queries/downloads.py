@@ -20,9 +20,10 @@ from urllib.parse import quote, urlencode
 
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import run_stream
+from regatta_shared.runs.status import NOT_STARTED
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.queries.exports import logs_txt, results_csv, summary_csv
 from regatta_gateway.queries.run_snapshot import RunSnapshot, load_snapshot
@@ -54,8 +55,8 @@ def parse_types(raw: str | None) -> list[str]:
         return list(TYPES)
     unknown = [w for w in wanted if w not in TYPES]
     if unknown or not wanted:
-        raise ApiError(
-            400, f"types must be a comma list of {', '.join(TYPES)}", code="VALIDATION", field="types"
+        raise Invalid(
+            f"types must be a comma list of {', '.join(TYPES)}", code="VALIDATION", field="types"
         )
     return [t for t in TYPES if t in wanted]
 
@@ -77,8 +78,7 @@ def safe_path(path: str, field: str) -> str:
         or ENCODED.search(path)
         or any(part in ("", ".", "..") for part in path.split("/"))
     ):
-        raise ApiError(
-            400,
+        raise Invalid(
             f"{field} must be a relative output path: no leading '/', no '.', '..' or empty segments, "
             "no backslashes, percent-encoding or control characters",
             code="VALIDATION",
@@ -128,9 +128,9 @@ def files_of(snapshot: RunSnapshot, types: list[str]) -> list[OutputFile]:
 
 def downloadable_run(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
     run = find_run(store, scope, key)
-    if run["status"] in ("pending", "queued"):
-        raise ApiError(
-            409, "Outputs are not yet available for pending or queued benchmark runs.", code="CONFLICT"
+    if run["status"] in NOT_STARTED:
+        raise Conflict(
+            "Outputs are not yet available for pending or queued benchmark runs.", code="CONFLICT"
         )
     return run
 
@@ -168,8 +168,8 @@ def signed_urls(
 ) -> dict[str, Any]:
     """URLs for the requested manifest items; items that name no file of the run are left out."""
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_URL_ITEMS:
-        raise ApiError(
-            400, f"items must be a list of 1..{MAX_URL_ITEMS} objects", code="VALIDATION", field="items"
+        raise Invalid(
+            f"items must be a list of 1..{MAX_URL_ITEMS} objects", code="VALIDATION", field="items"
         )
     run = downloadable_run(store, scope, key)
     current = store.stream_version(run_stream(run["id"]))
@@ -178,7 +178,7 @@ def signed_urls(
     known: dict[int, set[str]] = {}
     for index, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("path"), str):
-            raise ApiError(400, "each item needs a path", code="VALIDATION", field="items")
+            raise Invalid("each item needs a path", code="VALIDATION", field="items")
         safe_path(item["path"], f"items.{index}.path")
         version = _version(item.get("token"), current)
         if version is None:
@@ -210,12 +210,12 @@ def sign_url(base_url: str, signing_key: bytes, run_id: str, path: str, version:
 def verify_url(signing_key: bytes, run_id: str, path: str, version: str, expires: str, sig: str) -> int:
     """The pinned version if the signature holds and has not expired; 403 otherwise."""
     if not (version.isdigit() and expires.isdigit()):
-        raise ApiError(403, "Download link is invalid", code="FORBIDDEN")
+        raise Forbidden("Download link is invalid", code="FORBIDDEN")
     expected = _signature(signing_key, run_id, path, int(version), int(expires))
     if not hmac.compare_digest(expected, sig):
-        raise ApiError(403, "Download link is invalid", code="FORBIDDEN")
+        raise Forbidden("Download link is invalid", code="FORBIDDEN")
     if int(expires) < time.time():
-        raise ApiError(403, "Download link has expired", code="FORBIDDEN")
+        raise Forbidden("Download link has expired", code="FORBIDDEN")
     return int(version)
 
 
@@ -223,4 +223,4 @@ def signed_file(store: EventStore, run_id: str, path: str, version: int) -> Outp
     for output in files_of(load_snapshot(store, run_id, version), [type_of(path)]):
         if output.path == path:
             return output
-    raise ApiError(404, "File not found", code="NOT_FOUND")
+    raise NotFound("File not found", code="NOT_FOUND")

@@ -71,6 +71,8 @@ RESULTS_COLUMNS = [
     "environment_built",
     "environment_note",
     "artifact_count",
+    "labels",
+    "label_notes",
 ]
 
 
@@ -178,6 +180,10 @@ def results_csv(submission: dict[str, Any], attempts: list[dict[str, Any]]) -> s
                 "environment_built": result.get("environment_built"),
                 "environment_note": result.get("environment_note"),
                 "artifact_count": len(result.get("artifacts") or []),
+                "labels": "; ".join(x["label"] for x in attempt.get("labels") or []),
+                "label_notes": " | ".join(
+                    f"{x['label']}: {x['note']}" for x in attempt.get("labels") or [] if x.get("note")
+                ),
             }
         )
     return _write(RESULTS_COLUMNS, rows)

@@ -9,7 +9,7 @@ from typing import Any
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid
 from regatta_gateway.queries.cached_reads import VersionedBodies
 from regatta_gateway.readmodels import tables as t
 
@@ -59,7 +59,7 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
     """Every row in one ranking, in the chosen metric's rank order (statistics.md §6). Scoring ranks all
     rows together and ties only rows of one comparison group (`section`)."""
     if sort not in SORTS:
-        raise ApiError(400, f"sort must be one of {', '.join(SORTS)}", field="sort")
+        raise Invalid(f"sort must be one of {', '.join(SORTS)}", field="sort")
     shaped = []
     for row in rows:
         ranking = (row.get("ranks") or {}).get(sort) or {}

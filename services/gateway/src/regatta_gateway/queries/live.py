@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from regatta_shared.runs import TERMINAL
-from starlette.concurrency import run_in_threadpool
 
 TERMINAL_RUN = TERMINAL
 TERMINAL_SYNC = ("ready", "failed")
@@ -25,7 +24,7 @@ async def changes(
     last = None
     waited = 0.0
     while waited <= max_seconds:
-        snapshot = await run_in_threadpool(read)
+        snapshot = await asyncio.to_thread(read)
         text = json.dumps(snapshot, sort_keys=True)
         if text != last:
             last = text

@@ -8,8 +8,9 @@ from typing import Any
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid, NotFound
+from regatta_gateway.principals import Scope
+from regatta_gateway.queries.annotations import run_labels
 from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.readmodels import tables as t
 
@@ -26,6 +27,7 @@ def list_attempts(
     task: str | None = None,
     agent_index: int | None = None,
     outcome: str | None = None,
+    label: str | None = None,
 ) -> list[dict[str, Any]]:
     """The run's attempts in (task, agent, attempt) order: all of them by default; `limit`/`offset`
     page through them and the filters narrow them, so a run of 100k attempts need not be one response.
@@ -38,6 +40,11 @@ def list_attempts(
         query = query.where(t.attempts.c.agent_index == agent_index)
     if outcome is not None:
         query = query.where(t.attempts.c.outcome == outcome)
+    if label is not None:
+        labelled = select(t.attempt_labels.c.attempt_id).where(
+            t.attempt_labels.c.run_id == run["id"], t.attempt_labels.c.label == label
+        )
+        query = query.where(t.attempts.c.attempt_id.in_(labelled))
     query = query.order_by(t.attempts.c.task, t.attempts.c.agent_index, t.attempts.c.attempt_index)
     if limit is not None:
         query = query.limit(limit)
@@ -45,6 +52,7 @@ def list_attempts(
         query = query.offset(offset)
     with store.read_engine.connect() as conn:
         rows = conn.execute(query).mappings().all()
+    labels = run_labels(store, run["id"], [r["attempt_id"] for r in rows] if limit is not None else None)
     return [
         {
             k: r[k]
@@ -61,7 +69,7 @@ def list_attempts(
                 "finished_at",
             )
         }
-        | {"result": r["result"]}
+        | {"result": r["result"], "labels": labels.get(r["attempt_id"], [])}
         for r in rows
     ]
 
@@ -76,10 +84,11 @@ def attempts_page(
     task: str | None = None,
     agent_index: int | None = None,
     outcome: str | None = None,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """GET /runs/{key}/attempts: `{"attempts": [...]}` as always; asked for a page (`limit` or `offset`),
     also `next_offset`, the offset of the next page or null after the last one."""
-    filters = {"task": task, "agent_index": agent_index, "outcome": outcome}
+    filters = {"task": task, "agent_index": agent_index, "outcome": outcome, "label": label}
     if limit is None and not offset:
         return {"attempts": list_attempts(store, scope, key, **filters)}
     # One row more than asked tells whether another page follows, without counting the run's attempts.
@@ -97,8 +106,8 @@ MAX_POSITION = 2**63 - 1  # the log's positions are BIGINT: a larger cursor over
 def _log_cursor(cursor: str) -> int:
     """A cursor is a log position this API handed out: a positive integer that fits a BIGINT."""
     if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 19 or not 0 < int(cursor) <= MAX_POSITION:
-        raise ApiError(
-            400, f"cursor must be a log position (1..{MAX_POSITION})", code="VALIDATION", field="cursor"
+        raise Invalid(
+            f"cursor must be a log position (1..{MAX_POSITION})", code="VALIDATION", field="cursor"
         )
     return int(cursor)
 
@@ -124,3 +133,19 @@ def run_logs(store: EventStore, scope: Scope, key: str, limit: int, cursor: str 
         for r in rows
     ]
     return {"logs": logs, "next_cursor": str(rows[0]["position"]) if more and rows else None}
+
+
+def find_attempt(store: EventStore, scope: Scope, key: str, attempt_id: str) -> dict[str, Any]:
+    """One attempt of the run named by `key` (in the caller's workspace), with its run's id and name."""
+    run = find_run(store, scope, key, (t.runs.c.id, t.runs.c.name))
+    query = select(t.attempts).where(t.attempts.c.run_id == run["id"], t.attempts.c.attempt_id == attempt_id)
+    with store.read_engine.connect() as conn:
+        row = conn.execute(query).mappings().first()
+    if row is None:
+        raise NotFound(f"Attempt {attempt_id[:80]!r} of run {key!r} not found", code="NOT_FOUND")
+    return {
+        **{k: row[k] for k in ("attempt_id", "agent_index", "task", "attempt_index", "status", "outcome")},
+        **{k: row[k] for k in ("try_number", "scheduled_at", "started_at", "finished_at")},
+        "run_id": run["id"],
+        "run_name": run["name"],
+    }

@@ -8,9 +8,10 @@ from typing import Any
 from regatta_shared.conditions import qualification
 from regatta_shared.eventstore import EventStore
 from regatta_shared.per_task import per_task_figures
+from regatta_shared.runs.status import ENDED_EARLY, FAILED, FINISHED, STOPPED, TERMINAL
 from sqlalchemy import func, select
 
-from regatta_gateway.http.auth import Scope
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.queries.cached_reads import LRU
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
@@ -102,11 +103,11 @@ def ranking(
     leaderboard takes a finished run's agents that have every attempt scored (scoring's leaderboard.py)."""
     if not qualifies["qualifies"]:
         summary = "Not ranked on the leaderboard: its conditions or task selection differ from the standard."
-    elif status == "finished":
+    elif status == FINISHED:
         summary = "Qualifies: its agents with every attempt scored rank on the leaderboard."
-    elif status == "stopped":
+    elif status == STOPPED:
         summary = "Not ranked: the run was stopped before every attempt finished."
-    elif status == "failed":
+    elif status == FAILED:
         summary = "Not ranked: the run failed."
     else:
         summary = "Qualifies: ranks once finished with every attempt scored."
@@ -116,9 +117,9 @@ def ranking(
         reason = None
         if not qualifies["qualifies"]:
             reason = "; ".join(qualifies["reasons"])
-        elif status in ("stopped", "failed"):
+        elif status in ENDED_EARLY:
             reason = f"the run {status}"
-        elif status != "finished":
+        elif status != FINISHED:
             reason = "the run has not finished"
         elif score is None or not score.get("complete"):
             missing = [
@@ -140,8 +141,8 @@ def environment_counts(counts: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _agent_status(row: dict[str, Any], score: dict[str, Any] | None) -> str:
-    if row["status"] in ("finished", "stopped", "failed"):
-        return row["status"] if not (score and score.get("complete")) else "finished"
+    if row["status"] in TERMINAL:
+        return row["status"] if not (score and score.get("complete")) else FINISHED
     return row["status"]
 
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regatta_shared.clock import isoformat
+from regatta_shared.events import AttemptLabelled, AttemptLabelRemoved
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.ids import run_stream
 from regatta_shared.runs import RunFold
+from regatta_shared.runs.status import PENDING, RunStatus
 from sqlalchemy import select
 
 from regatta_gateway.readmodels import tables as t
@@ -27,25 +29,34 @@ from regatta_gateway.readmodels.logs import log_entry
 class RunSnapshot:
     run_id: str
     version: int
-    status: str = "pending"
+    status: RunStatus = PENDING
     submission: dict[str, Any] = field(default_factory=dict)
     scores: list[dict[str, Any]] = field(default_factory=list)
     scores_final: bool = False
     attempts: dict[str, dict[str, Any]] = field(default_factory=dict)
     logs: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # label_id -> label, in order
 
     def attempt_rows(self) -> list[dict[str, Any]]:
-        """Shaped like run_activity.list_attempts, in its order."""
-        return sorted(self.attempts.values(), key=lambda a: (a["task"], a["agent_index"], a["attempt_index"]))
+        """Shaped like run_activity.list_attempts (labels included), in its order."""
+        by_attempt: dict[str, list[dict[str, Any]]] = {}
+        for label in self.labels.values():
+            by_attempt.setdefault(label["attempt_id"], []).append(
+                {k: label[k] for k in ("id", "label", "note", "by", "at")}
+            )
+        rows = [a | {"labels": by_attempt.get(a["attempt_id"], [])} for a in self.attempts.values()]
+        return sorted(rows, key=lambda a: (a["task"], a["agent_index"], a["attempt_index"]))
 
 
 def fold(run_id: str, events: list[StoredEvent], names: dict[str, str]) -> RunSnapshot:
     run = RunFold(run_id)
     logs = []
+    labels: dict[str, dict[str, Any]] = {}
     for event in events:
         at = isoformat(event.recorded_at) or ""
         run.apply(event.type, event.data, at)
         actor = event.actor
+        _fold_label(labels, event, names.get(actor, actor) if actor else None, at)
         entry = log_entry(event, names.get(actor, actor) if actor else None, at)
         if entry is not None:
             logs.append({k: entry[k] for k in ("timestamp", "level", "step", "message", "details")})
@@ -58,7 +69,25 @@ def fold(run_id: str, events: list[StoredEvent], names: dict[str, str]) -> RunSn
         scores_final=run.scores_final,
         attempts=run.attempts,
         logs=logs,
+        labels=labels,
     )
+
+
+def _fold_label(labels: dict[str, dict[str, Any]], event: StoredEvent, by: str | None, at: str) -> None:
+    """As annotation_handlers folds them into rm_attempt_labels."""
+    d = event.data
+    if event.type == AttemptLabelled.type_name:
+        labels.pop(d["label_id"], None)
+        labels[d["label_id"]] = {
+            "id": d["label_id"],
+            "attempt_id": d["attempt_id"],
+            "label": d["label"],
+            "note": d.get("note") or "",
+            "by": by,
+            "at": at,
+        }
+    elif event.type == AttemptLabelRemoved.type_name:
+        labels.pop(d["label_id"], None)
 
 
 _CACHE: OrderedDict[tuple[str, int], RunSnapshot] = OrderedDict()

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
+from regatta_shared.runs.status import ENDED_EARLY
 from sqlalchemy import func, or_, select
 
-from regatta_gateway.http.auth import Scope
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import page
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
 from regatta_gateway.readmodels import tables as t
@@ -38,7 +39,7 @@ def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:
         body["started_at"] = row["started_at"]
     if row["completed_at"]:
         body["completed_at"] = row["completed_at"]
-    if row.get("reason") and row["status"] in ("failed", "stopped"):
+    if row.get("reason") and row["status"] in ENDED_EARLY:
         body["status_reason"] = row["reason"]
     if best is not None:
         body["best_pass_at_1"] = best
@@ -47,7 +48,6 @@ def run_summary(row: dict[str, Any], base_url: str = "") -> dict[str, Any]:
     return body
 
 
-RUN_STATUSES = ("pending", "queued", "running", "finished", "failed", "stopped")
 SHOWN_TASK_NAMES = 10
 
 
@@ -82,7 +82,7 @@ def list_runs(
     status: str | None = None,
     submitter: str | None = None,
 ) -> dict[str, Any]:
-    """Newest first. `status` one of RUN_STATUSES; `submitter` a user's name or email, exactly."""
+    """Newest first. `status` one of runs.status.RUN_STATUSES; `submitter` a user's name or email, exactly."""
     where = [t.runs.c.workspace_id == scope.workspace_id]
     if benchmark:
         where.append(t.runs.c.benchmark_id == benchmark)

@@ -7,9 +7,12 @@ from typing import Any
 from regatta_shared.clock import isoformat
 from regatta_shared.events import (
     AttemptFinished,
+    AttemptLabelled,
+    AttemptLabelRemoved,
     AttemptRetried,
     AttemptScheduled,
     AttemptStarted,
+    ErroredAttemptsRerunRequested,
     ExecutorNoted,
     RunExecutionCompleted,
     RunFailed,
@@ -81,6 +84,14 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
             return "warning", "stop", f"Stop requested by {actor or 'unknown'}: {d.get('reason', '')}"
         case RunExecutionCompleted.type_name:
             return "info", "execute", "All attempts recorded"
+        case ErroredAttemptsRerunRequested.type_name:
+            count = len(d["attempt_ids"])
+            return (
+                "info",
+                "rerun",
+                f"Re-run of {count} errored attempt{'s' if count != 1 else ''} requested by "
+                f"{actor or 'unknown'}: they run again under the run's conditions",
+            )
         case RunScored.type_name:
             return ("info", "score", "Final scores recorded") if d["final"] else None
         case RunFinished.type_name:
@@ -89,6 +100,12 @@ def _message(event: StoredEvent, actor: str | None) -> tuple[str, str, str] | No
             return "warning", "stop", f"Run stopped: {d.get('reason', '')}; sandboxes cleaned"
         case RunFailed.type_name:
             return "error", "fail", f"Run failed: {d.get('reason', '')}"
+        case AttemptLabelled.type_name:
+            who = actor or "unknown"
+            return "info", "label", f"{who} labelled attempt {d['attempt_id']} “{d['label']}”"
+        case AttemptLabelRemoved.type_name:
+            who = actor or "unknown"
+            return "info", "label", f"{who} removed the label “{d['label']}” of {d['attempt_id']}"
     return None
 
 

@@ -92,7 +92,19 @@ OWNING_EVENTS = {RunSubmitted.type_name, BenchmarkAdded.type_name, WorkspaceCrea
 
 
 def _summary(event: StoredEvent) -> str:
-    keys = ("run_id", "benchmark_id", "attempt_id", "name", "reason", "outcome", "task", "url", "budget_usd")
+    keys = (
+        "run_id",
+        "benchmark_id",
+        "attempt_id",
+        "name",
+        "reason",
+        "outcome",
+        "task",
+        "url",
+        "budget_usd",
+        "label",
+        "note",
+    )
     parts = [f"{k}={str(event.data[k])[:300]}" for k in keys if event.data.get(k) is not None]
     return f"{event.type} " + " ".join(parts)
 

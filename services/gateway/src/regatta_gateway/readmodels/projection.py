@@ -1,6 +1,7 @@
 """The gateway's projection: folds every event into the read-model tables. This module holds the
 ReadModels class and the registry of handlers, which live by subject in identity_handlers.py,
-benchmark_handlers.py and run_handlers.py; attempt events, scores and log lines are folded in batch.py.
+benchmark_handlers.py, run_handlers.py and annotation_handlers.py; attempt events, scores and log lines
+are folded in batch.py.
 
 Deterministic (invariant 7): timestamps come from the events' recorded_at, never from the clock.
 Idempotent per event because the runner applies each position once, in order, with its checkpoint.
@@ -13,7 +14,12 @@ from collections.abc import Sequence
 from regatta_shared.eventstore import StoredEvent
 from sqlalchemy import Connection, insert
 
-from regatta_gateway.readmodels import benchmark_handlers, identity_handlers, run_handlers
+from regatta_gateway.readmodels import (
+    annotation_handlers,
+    benchmark_handlers,
+    identity_handlers,
+    run_handlers,
+)
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.batch import apply_batch
 from regatta_gateway.readmodels.handling import Handler, user_name
@@ -24,6 +30,7 @@ HANDLERS: dict[str, Handler] = {
     **identity_handlers.HANDLERS,
     **benchmark_handlers.HANDLERS,
     **run_handlers.HANDLERS,
+    **annotation_handlers.HANDLERS,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.events import (
+    ErroredAttemptsRerunRequested,
     RunFailed,
     RunFinished,
     RunQueued,
@@ -15,8 +16,13 @@ from regatta_shared.events import (
     RunSubmitted,
 )
 from regatta_shared.eventstore import StoredEvent
-from regatta_shared.runs import STATUS_BY_EVENT, expected_attempts, public_submission
-from sqlalchemy import Connection, insert, select, update
+from regatta_shared.runs import (
+    STATUS_BY_EVENT,
+    expected_attempts,
+    public_submission,
+    rerun_rows,
+)
+from sqlalchemy import Connection, delete, insert, select, update
 
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.handling import Handler, recorded_at, registrar
@@ -77,6 +83,30 @@ def _stop_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> Non
 def _run_ended(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
     _run(
         conn, d["run_id"], status=STATUS_BY_EVENT[e.type], completed_at=recorded_at(e), reason=d.get("reason")
+    )
+
+
+@handles(ErroredAttemptsRerunRequested)
+def _rerun_requested(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    """The errored rows go (their new AttemptScheduled insert fresh ones) and their new results are
+    expected on top, as regatta_shared.runs folds it; the run is running again."""
+    rows = conn.execute(
+        select(t.attempts.c.attempt_id, t.attempts.c.outcome).where(
+            t.attempts.c.run_id == d["run_id"], t.attempts.c.attempt_id.in_(d["attempt_ids"])
+        )
+    ).mappings()
+    attempts = {row["attempt_id"]: dict(row) for row in rows}
+    rerun = rerun_rows(attempts, d)
+    expected = conn.execute(select(t.runs.c.expected).where(t.runs.c.id == d["run_id"])).scalar_one_or_none()
+    if expected is None:
+        return
+    conn.execute(delete(t.attempts).where(t.attempts.c.attempt_id.in_([row["attempt_id"] for row in rerun])))
+    _run(
+        conn,
+        d["run_id"],
+        status=STATUS_BY_EVENT[e.type],
+        completed_at=None,
+        expected=expected + len(rerun),
     )
 
 

@@ -141,6 +141,21 @@ Index(
 )
 # A run's totals count its attempts by outcome (run_detail._totals): an index-only scan.
 Index("ix_rm_attempts_run_outcome", attempts.c.run_id, attempts.c.outcome)
+# Labels members put on attempts (AttemptLabelled/AttemptLabelRemoved); a removed label's row is deleted.
+attempt_labels = Table(
+    "rm_attempt_labels",
+    metadata,
+    Column("label_id", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("attempt_id", String(64), nullable=False),
+    Column("label", String(40)),
+    Column("note", Text),
+    Column("by_user", String(64)),
+    Column("by_name", String(300)),
+    Column("at", String(40)),
+    Column("position", BigInteger),
+)
+Index("ix_rm_attempt_labels_run", attempt_labels.c.run_id, attempt_labels.c.attempt_id)
 run_logs = Table(
     "rm_run_logs",
     metadata,

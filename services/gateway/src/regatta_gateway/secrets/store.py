@@ -35,14 +35,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from regatta_gateway.commands import workspace as ws
-from regatta_gateway.commands import workspace_records as records
-from regatta_gateway.commands.runconfig import SECRET_NAME
-from regatta_gateway.commands.workspace_appends import execute
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Broken, Forbidden, Invalid, NotFound
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import page
 from regatta_gateway.readmodels import tables as t
+from regatta_gateway.secrets.names import SECRET_NAME
+from regatta_gateway.workspaces import aggregate as ws
+from regatta_gateway.workspaces import records
+from regatta_gateway.workspaces.appends import execute
 
 SCOPES = ("workspace", "user")
 MAX_VALUE_LENGTH = 64 * 1024
@@ -93,14 +93,13 @@ def _bound_to(workspace_id: str, kind: str, owner: str, name: str) -> bytes:
 def validate_secret(name: Any, value: Any, kind: Any, *, with_value: bool = True) -> tuple[str, str, str]:
     """Checks a write (`with_value`) or a delete; messages never echo the value."""
     if not isinstance(name, str) or not 1 <= len(name) <= 255 or not SECRET_NAME.match(name):
-        raise ApiError(
-            400, "name must match ^[A-Z][A-Z0-9_]*$ (1-255 characters)", code="VALIDATION", field="name"
+        raise Invalid(
+            "name must match ^[A-Z][A-Z0-9_]*$ (1-255 characters)", code="VALIDATION", field="name"
         )
     if kind not in SCOPES:
-        raise ApiError(400, "scope must be 'user' or 'workspace'", code="VALIDATION", field="scope")
+        raise Invalid("scope must be 'user' or 'workspace'", code="VALIDATION", field="scope")
     if with_value and (not isinstance(value, str) or not value or len(value) > MAX_VALUE_LENGTH):
-        raise ApiError(
-            400,
+        raise Invalid(
             f"value must be a non-empty string of at most {MAX_VALUE_LENGTH} characters",
             code="VALIDATION",
             field="value",
@@ -110,8 +109,8 @@ def validate_secret(name: Any, value: Any, kind: Any, *, with_value: bool = True
 
 def _require_writer(scope: Scope, kind: str) -> None:
     if kind == "workspace" and not scope.is_admin:
-        raise ApiError(
-            403, "Only workspace admins can change workspace secrets", code="FORBIDDEN", field="scope"
+        raise Forbidden(
+            "Only workspace admins can change workspace secrets", code="FORBIDDEN", field="scope"
         )
 
 
@@ -177,7 +176,7 @@ def delete_secret(vault: SecretVault, scope: Scope, name: str, kind: str) -> Non
         secret_id = conn.execute(select(secret_values.c.id).where(where)).scalar_one_or_none()
         if secret_id is None:
             label = "personal" if kind == "user" else "workspace"
-            raise ApiError(404, f'Secret "{name}" not found in {label} scope', code="NOT_FOUND", field="name")
+            raise NotFound(f'Secret "{name}" not found in {label} scope', code="NOT_FOUND", field="name")
         conn.execute(delete(secret_values).where(secret_values.c.id == secret_id))
         deleted = SecretDeleted(
             secret_id=secret_id,
@@ -228,8 +227,7 @@ def resolve_secrets(
         try:
             values[name] = decrypt(row["ciphertext"], vault.key, bound).decode()
         except SealError:
-            raise ApiError(
-                500,
+            raise Broken(
                 f"Stored secret {name} cannot be decrypted; was REGATTA_MASTER_KEY changed?",
                 code="SECRET_UNREADABLE",
             ) from None
@@ -254,7 +252,7 @@ def _visible(scope: Scope, kind: str) -> Any:
     shared = t.secrets.c.scope == "workspace"
     chosen = {"all": or_(shared, mine), "workspace": shared, "user": mine}
     if kind not in chosen:
-        raise ApiError(400, "scope must be all, workspace or user", code="VALIDATION", field="scope")
+        raise Invalid("scope must be all, workspace or user", code="VALIDATION", field="scope")
     return and_(t.secrets.c.workspace_id == scope.workspace_id, chosen[kind])
 
 
@@ -284,5 +282,5 @@ def find_secret(store: EventStore, scope: Scope, secret_id: str) -> dict[str, An
             .first()
         )
     if row is None:
-        raise ApiError(404, "Secret not found", code="NOT_FOUND")
+        raise NotFound("Secret not found", code="NOT_FOUND")
     return secret_item(dict(row))

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
+from regatta_shared.runs.status import RUN_STATUSES
 from sqlalchemy import select
 
-from regatta_gateway.http.auth import Scope
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import runs as run_queries
 from regatta_gateway.readmodels import tables as t
@@ -54,7 +55,7 @@ def runs_of(
 ) -> dict[str, Any]:
     """One page of the benchmark's runs (newest first) with the filters applied, and what the pager
     and the filter form need."""
-    status = status if status in run_queries.RUN_STATUSES else None
+    status = status if status in RUN_STATUSES else None
     page = max(1, page)
     listed = run_queries.list_runs(
         store,
@@ -82,7 +83,7 @@ def runs_of(
         "last": first + len(runs) - 1 if runs else 0,
         "status": status or "",
         "submitter": submitter or "",
-        "statuses": run_queries.RUN_STATUSES,
+        "statuses": RUN_STATUSES,
         "submitters": run_queries.run_submitters(store, scope, benchmark_id),
     }
 

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+from regatta_shared.conditions import qualification
+from regatta_shared.events import AgentSpec
 from regatta_shared.eventstore import EventStore
+from sqlalchemy import select
 
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries import leaderboards as leaderboard_queries
+from regatta_gateway.queries.run_detail import ranking
+from regatta_gateway.queries.run_rows import detail_columns, run_submissions
+from regatta_gateway.readmodels import tables as t
 from regatta_gateway.web.labels import label
+
+# The benchmark's latest runs a "Not ranked" list looks at: an agent's reason is its newest run's.
+NOT_RANKED_RUNS = 100
 
 SORTS: dict[str, str] = {
     "pass_at_1": "Pass@1",
@@ -48,3 +59,47 @@ def rank_text(row: dict[str, Any]) -> str:
     if row.get("rank") is None:
         return "—"
     return f"{row['rank']}{'=' if row.get('tied') else ''}"
+
+
+def not_ranked(
+    store: EventStore, scope: Scope, benchmark_id: str, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each participant of the workspace's latest runs of the benchmark that has no leaderboard row, with
+    why its newest run does not rank (the run page's per-agent reason, queries.run_detail.ranking)."""
+    ranked = {row.get("participant") for row in rows}
+    columns = [c for c in detail_columns(store) if c.name in ("id", "name", "status", "scores")]
+    query = (
+        select(*columns)
+        .where(t.runs.c.workspace_id == scope.workspace_id, t.runs.c.benchmark_id == benchmark_id)
+        .order_by(t.runs.c.seq.desc())
+        .limit(NOT_RANKED_RUNS)
+    )
+    with store.read_engine.connect() as conn:
+        runs = [dict(run) for run in conn.execute(query).mappings()]
+    submissions = run_submissions(store, [run["id"] for run in runs])
+    found: dict[str, dict[str, Any] | None] = {}
+    for run in runs:
+        submission = submissions.get(run["id"]) or {}
+        agents = submission.get("agents") or []
+        scores = {s["agent_index"]: s for s in (run["scores"] or [])}
+        reasons = ranking(
+            run["status"], qualification(submission), scores, [{"agent_index": a["index"]} for a in agents]
+        )
+        for agent, why in zip(agents, reasons["agents"], strict=True):
+            try:
+                spec = AgentSpec.model_validate(agent)
+            except ValidationError:
+                continue
+            if spec.participant in ranked or spec.participant in found:
+                continue
+            if why["reason"] is None:
+                found[spec.participant] = None  # its newest run ranks: the leaderboard is being recomputed
+                continue
+            found[spec.participant] = {
+                "label": label(spec.harness, spec.model.display_name),
+                "run_id": run["id"],
+                "run_name": run["name"],
+                "status": run["status"],
+                "reason": why["reason"],
+            }
+    return [entry for entry in found.values() if entry is not None]

@@ -16,9 +16,11 @@ from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
+from regatta_shared.runs.status import TERMINAL
 
-from regatta_gateway.http.auth import Scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import NotFound, Refused
+from regatta_gateway.http import errors
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import compare as compare_queries
 from regatta_gateway.web import (
@@ -52,6 +54,8 @@ templates.env.globals.update(
     is_url=labels.is_url,
     page_query=labels.page_query,
     plural=labels.plural,
+    # The page scripts read which run statuses are final from the page (app.js: Regatta.TERMINAL).
+    terminal_statuses=" ".join(sorted(TERMINAL)),
 )
 ScopeDep = Annotated[Scope, Depends(web_scope)]
 
@@ -103,13 +107,14 @@ def fragments(request: Request, parts: dict[str, str], context: dict[str, Any]) 
 def guarded(
     request: Request, scope: Scope, build: Callable[[], Response], nav: str = "benchmarks"
 ) -> Response:
-    """An ApiError (say, an unknown benchmark) becomes an error page, or a JSON error for fragments."""
+    """A refusal (say, an unknown benchmark) becomes an error page, or a JSON error for fragments."""
     try:
         return build()
-    except ApiError as error:
+    except Refused as error:
         if request.query_params.get("fragment"):
-            return JSONResponse(error.body(), status_code=error.status)
-        return render(request, scope, "error.html", nav, error.status, error=error)
+            return errors.response(error)
+        status = errors.status_of(error)
+        return render(request, scope, "error.html", nav, status, error=error, error_status=status)
 
 
 # --- sign-in --------------------------------------------------------------------------------------
@@ -123,7 +128,12 @@ def home() -> RedirectResponse:
 @router.get("/signin")
 def signin_form(request: Request, next: str | None = None) -> HTMLResponse:
     return render(
-        request, None, "signin.html", "signin", next=safe_next(next), error=None,
+        request,
+        None,
+        "signin.html",
+        "signin",
+        next=safe_next(next),
+        error=None,
         token_file=embedded_token_file(request),
     )
 
@@ -135,14 +145,26 @@ def signin(
     target = safe_next(next)
     if not token.strip():
         return render(
-            request, None, "signin.html", "signin", 400, next=target, error="Enter an API token.",
+            request,
+            None,
+            "signin.html",
+            "signin",
+            400,
+            next=target,
+            error="Enter an API token.",
             token_file=embedded_token_file(request),
         )
     try:
         check_token(request, token)
-    except ApiError as error:
+    except Refused as error:
         return render(
-            request, None, "signin.html", "signin", 401, next=target, error=error.message,
+            request,
+            None,
+            "signin.html",
+            "signin",
+            401,
+            next=target,
+            error=error.message,
             token_file=embedded_token_file(request),
         )
     response = RedirectResponse(target, status_code=303)
@@ -162,8 +184,8 @@ def switch_workspace(request: Request, scope: ScopeDep, workspace: Annotated[str
     """Pages and their API calls act in the chosen workspace from now on. Its benchmarks list is where
     to land: the page the user was on belongs to the workspace they left."""
     if workspace not in {w["id"] for w in request.state.workspaces}:
-        error = ApiError(404, "Workspace not found or not accessible", field="workspace")
-        return render(request, scope, "error.html", "benchmarks", 404, error=error)
+        error = NotFound("Workspace not found or not accessible", field="workspace")
+        return render(request, scope, "error.html", "benchmarks", 404, error=error, error_status=404)
     response = RedirectResponse("/benchmarks", status_code=303)
     set_workspace(response, request, workspace)
     return response
@@ -230,6 +252,17 @@ def run_page(request: Request, scope: ScopeDep, run_key: str, tab: str = "overvi
     return guarded(request, scope, build)
 
 
+@router.get("/benchmarks/runs/{run_key}/attempts/{attempt_id}")
+def attempt_page(request: Request, scope: ScopeDep, run_key: str, attempt_id: str) -> Response:
+    """An attempt's own page: while it runs, its output and phase live (attempt.js reads the SSE stream)."""
+
+    def build() -> Response:
+        page = run_views.attempt_page(request.app.state.store, scope, run_key, attempt_id)
+        return render(request, scope, "attempt.html", "benchmarks", **page)
+
+    return guarded(request, scope, build)
+
+
 @router.get("/benchmarks/{key}/runs/new")
 def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
     def build() -> Response:
@@ -287,12 +320,14 @@ def benchmark_page(
         store = state.store
         detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
         chosen = sort if sort in leaderboard_views.SORTS else "pass_at_1"
+        rows = leaderboard_views.leaderboard(store, detail, chosen)
         context = {
             **_base(request, scope, "benchmarks"),
             "benchmark": detail,
             "source": benchmark_views.benchmark_source(store, scope, detail["id"]),
             "sort": chosen,
-            "leaderboard": leaderboard_views.leaderboard(store, detail, chosen),
+            "leaderboard": rows,
+            "not_ranked": leaderboard_views.not_ranked(store, scope, detail["id"], rows),
             "runs": benchmark_views.runs_of(
                 store,
                 scope,

@@ -10,7 +10,8 @@ from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
 from regatta_shared.runs import TERMINAL, attempts_per_agent
 
-from regatta_gateway.http.auth import Scope
+from regatta_gateway.commands.annotations import SUGGESTED_LABELS
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import run_activity
 from regatta_gateway.queries.run_detail import run_detail
@@ -59,6 +60,8 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "reason": row.get("reason"),
         "stop_requested": bool(row.get("stop_requested")),
         "terminal": terminal,
+        # Errored attempts a finished run offers to run again (commands/rerun.py).
+        "errored": sum(a.get("outcome") == "errored" for a in attempts),
         "execution": execution,
         "n_tasks": n_tasks,
         "agents": agents,
@@ -73,6 +76,7 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "categories": _categories(agents),
         "logs": run_activity.run_logs(store, scope, run["id"], 50, None),
         "routes": route_features(app),
+        "suggested_labels": list(SUGGESTED_LABELS),
     }
 
 
@@ -189,3 +193,18 @@ def _categories(agents: list[dict[str, Any]]) -> dict[str, Any]:
             sizes[name] = entry.get("n_tasks") or (entry.get("pass_at_1") or {}).get("n") or 0
             cells[(name, agent["agent_index"])] = entry.get("pass_at_1") or {}
     return {"names": sorted(names), "cells": cells, "sizes": sizes}
+
+
+def attempt_page(store: EventStore, scope: Scope, key: str, attempt_id: str) -> dict[str, Any]:
+    attempt = run_activity.find_attempt(store, scope, key, attempt_id)
+    run = benchmark_queries.find_run(store, scope, attempt["run_id"])
+    agents = (run.get("submission") or {}).get("agents") or []
+    agent = agents[attempt["agent_index"]] if attempt["agent_index"] < len(agents) else {}
+    harness = agent.get("harness") or f"agent {attempt['agent_index'] + 1}"
+    agent_label = label(harness, model_name(agent.get("model")))
+    return {
+        "attempt": attempt,
+        "run": {"id": run["id"], "name": run["name"], "benchmark_id": run.get("benchmark_id")},
+        "agent_label": agent_label,
+        "state": attempt.get("outcome") or attempt.get("status") or "scheduled",
+    }

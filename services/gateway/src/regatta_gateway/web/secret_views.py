@@ -7,7 +7,7 @@ from typing import Any
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
-from regatta_gateway.http.auth import Scope
+from regatta_gateway.principals import Scope
 from regatta_gateway.readmodels import tables as t
 
 

@@ -17,9 +17,11 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from regatta_gateway.http.auth import Principal, authenticate, user_workspaces
-from regatta_gateway.http.auth import Scope as ApiScope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Refused
+from regatta_gateway.http.auth import authenticate
+from regatta_gateway.principals import Principal
+from regatta_gateway.principals import Scope as ApiScope
+from regatta_gateway.queries.members import user_workspaces
 
 HERE = Path(__file__).resolve().parent
 STATIC_DIR = HERE / "static"
@@ -47,7 +49,7 @@ def not_signed_in(request: Request, _error: NotSignedIn) -> Response:
 
 
 def check_token(request: Request, token: str) -> Principal:
-    """Raises ApiError (401) for an unknown, revoked or expired token."""
+    """Raises Refused (401) for an unknown, revoked or expired token."""
     return authenticate(request.app.state.store, f"Bearer {token.strip()}")
 
 
@@ -61,7 +63,7 @@ def web_scope(request: Request) -> ApiScope:
         raise NotSignedIn()
     try:
         principal = check_token(request, token)
-    except ApiError:
+    except Refused:
         raise NotSignedIn() from None
     mine = user_workspaces(request.app.state.store, principal.user_id)
     if not mine:

@@ -17,11 +17,12 @@ from regatta_shared.events import EVENT_TYPES
 
 from regatta_gateway.commands import identity
 from regatta_gateway.commands.workspace_handlers import run_count
-from regatta_gateway.http.auth import Scope, member_list
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Forbidden, Invalid, NotFound, Refused
 from regatta_gateway.notifications import registry
 from regatta_gateway.notifications.notices import KINDS
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries import audit
+from regatta_gateway.queries.members import member_list
 from regatta_gateway.web.routes import fragments, guarded, render
 from regatta_gateway.web.session import web_scope
 
@@ -86,12 +87,12 @@ def tokens_page(request: Request, scope: ScopeDep) -> Response:
 def webhooks_page(request: Request, scope: ScopeDep, webhook: str | None = None) -> Response:
     def build() -> Response:
         if not scope.is_admin:
-            raise ApiError(403, "Only workspace admins can see webhooks", code="FORBIDDEN")
+            raise Forbidden("Only workspace admins can see webhooks", code="FORBIDDEN")
         store = request.app.state.store
         hooks = registry.list_webhooks(store, scope)
         chosen = next((h for h in hooks if h["id"] == webhook), None)
         if webhook and chosen is None:
-            raise ApiError(404, f"Webhook {webhook!r} not found", code="NOT_FOUND")
+            raise NotFound(f"Webhook {webhook!r} not found", code="NOT_FOUND")
         deliveries = registry.delivery_log(store, scope, webhook) if chosen else []
         return _page(
             request,
@@ -114,7 +115,7 @@ def _day(value: str | None, field: str, end: bool) -> str | None:
     try:
         day = date.fromisoformat(value)
     except ValueError:
-        raise ApiError(400, f"{field} must be a date (YYYY-MM-DD)", field=field, code="VALIDATION") from None
+        raise Invalid(f"{field} must be a date (YYYY-MM-DD)", field=field, code="VALIDATION") from None
     return f"{day.isoformat()}T23:59:59.999999+00:00" if end else f"{day.isoformat()}T00:00:00+00:00"
 
 
@@ -141,7 +142,7 @@ def audit_page(
             limit=AUDIT_PAGE,
             before=before,
         )
-    except ApiError as refused:
+    except Refused as refused:
         found, error = {"entries": [], "next_before": None}, refused.message
     query = {k: v for k, v in filters.items() if v}
     return _page(

@@ -1,7 +1,7 @@
 """`/api/cli`: the REST contract of the Osmosis CLI 0.3.8 (docs: osmosis-cli-contract.md §2-§4).
 
 Routes are thin: decode, call one function, return. Path parameters arrive percent-encoded (see
-cli_scope.RawCliPaths) and are decoded with `segment`. Every error is a flat body (errors.ApiError).
+cli_scope.RawCliPaths) and are decoded with `segment`. Every error is a flat body (errors.Refused).
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.commands import runs as run_commands
-from regatta_gateway.http.auth import Scope, authenticate
+from regatta_gateway.errors import Invalid, NotFound
+from regatta_gateway.http.auth import authenticate
 from regatta_gateway.http.dependencies import settle
-from regatta_gateway.http.errors import ApiError
 from regatta_gateway.http.osmosis import shapes as cli_shapes
 from regatta_gateway.http.osmosis.scope import cli_scope, segment, verify
+from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import downloads, run_activity
 from regatta_gateway.queries import runs as run_queries
@@ -48,7 +49,7 @@ def number(raw: str | None, name: str, default: int, low: int, high: int | None 
         value = low - 1
     if value < low or (high is not None and value > high):
         bounds = f"{low}..{high}" if high is not None else f">= {low}"
-        raise ApiError(400, f"{name} must be an integer in {bounds}", code="VALIDATION", field=name)
+        raise Invalid(f"{name} must be an integer in {bounds}", code="VALIDATION", field=name)
     return value
 
 
@@ -58,7 +59,7 @@ def json_object(raw: bytes) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError):
         body = None
     if not isinstance(body, dict):
-        raise ApiError(400, "The request body must be a JSON object", code="VALIDATION", field="(body)")
+        raise Invalid("The request body must be a JSON object", code="VALIDATION", field="(body)")
     return body
 
 
@@ -140,7 +141,7 @@ def run_logs(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     if direction not in (None, "", "older"):
-        raise ApiError(400, "direction must be 'older'", code="VALIDATION", field="direction")
+        raise Invalid("direction must be 'older'", code="VALIDATION", field="direction")
     size = number(limit, "limit", 50, 1, 200)
     return run_activity.run_logs(request.app.state.store, s, segment(key), size, cursor or None)
 
@@ -227,4 +228,4 @@ async def delete_secret(request: Request, s: CliScope) -> Response:
 def unknown_route(request: Request, rest: str, authorization: Annotated[str | None, Header()] = None) -> None:
     # Authenticated like every other route: a revoked token learns nothing, not even which routes exist.
     authenticate(request.app.state.store, authorization)
-    raise ApiError(404, f"No such route: /api/cli/{rest}", code="NOT_FOUND")
+    raise NotFound(f"No such route: /api/cli/{rest}", code="NOT_FOUND")

@@ -11,8 +11,9 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from regatta_gateway.http.auth import Principal, Scope, authenticate, resolve_scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid, NotFound
+from regatta_gateway.http.auth import authenticate, resolve_scope
+from regatta_gateway.principals import Principal, Scope
 from regatta_gateway.readmodels import tables as t
 
 CLI_PREFIX = "/api/cli/"
@@ -45,8 +46,7 @@ def cli_scope(store: EventStore, authorization: str | None, workspace: str | Non
     workspace = (workspace or "").strip() or None
     git = (git or "").strip() or None
     if workspace and git:
-        raise ApiError(
-            400,
+        raise Invalid(
             "Specify either a Git workspace or a workspace, not both",
             code="WORKSPACE_SCOPE_HEADER_CONFLICT",
         )
@@ -55,11 +55,11 @@ def cli_scope(store: EventStore, authorization: str | None, workspace: str | Non
     if git:
         scope = git_scope(store, principal, git)
         if scope is None:
-            raise ApiError(
-                404, f"No accessible workspace is connected to {git}", code="GIT_REPOSITORY_NOT_CONNECTED"
+            raise NotFound(
+                f"No accessible workspace is connected to {git}", code="GIT_REPOSITORY_NOT_CONNECTED"
             )
         return scope
-    raise ApiError(400, "X-Osmosis-Workspace or X-Osmosis-Git is required", code="GIT_SCOPE_HEADER_REQUIRED")
+    raise Invalid("X-Osmosis-Workspace or X-Osmosis-Git is required", code="GIT_SCOPE_HEADER_REQUIRED")
 
 
 def git_scope(store: EventStore, principal: Principal, git: str) -> Scope | None:
@@ -69,7 +69,7 @@ def git_scope(store: EventStore, principal: Principal, git: str) -> Scope | None
     cannot probe other teams' workspaces.
     """
     if not GIT_IDENTITY.match(git):
-        raise ApiError(400, "X-Osmosis-Git must be owner/repo", code="GIT_SCOPE_HEADER_INVALID")
+        raise Invalid("X-Osmosis-Git must be owner/repo", code="GIT_SCOPE_HEADER_INVALID")
     with store.read_engine.connect() as conn:
         row = (
             conn.execute(

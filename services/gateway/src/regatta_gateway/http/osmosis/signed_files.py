@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from nats.js.errors import NotFoundError
 from starlette.concurrency import run_in_threadpool
 
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Broken, NotFound
 from regatta_gateway.queries.downloads import DOWNLOAD_PREFIX, safe_path, signed_file, verify_url
 
 router = APIRouter(tags=["downloads"])
@@ -29,9 +29,9 @@ async def download(
         try:
             content = (await request.app.state.artifacts.get(output.digest)).data or b""
         except NotFoundError:
-            raise ApiError(404, "Artifact is no longer stored", code="NOT_FOUND") from None
+            raise NotFound("Artifact is no longer stored", code="NOT_FOUND") from None
     if len(content) != output.size:
-        raise ApiError(500, "Stored artifact does not match its recorded size", code="INTERNAL")
+        raise Broken("Stored artifact does not match its recorded size", code="INTERNAL")
     filename = path.rsplit("/", 1)[-1].replace('"', "_")
     return Response(
         content,

@@ -212,7 +212,7 @@ const Regatta = (() => {
     selectTab(list, tabs[(moves[event.key] + tabs.length) % tabs.length], { focus: true });
   });
 
-  // --- delegated behaviour: copy, dialogs, menus, clickable rows, sorting, stop -------------------
+  // --- delegated behaviour: copy, dialogs, menus, clickable rows, sorting, stop, re-run -------------------
   async function copyText(text) {
     try {
       await navigator.clipboard.writeText(text);
@@ -270,6 +270,22 @@ const Regatta = (() => {
       } else {
         stop.disabled = false;
         toast(errorText(result, "Could not stop the run"));
+      }
+      document.dispatchEvent(new CustomEvent("regatta:changed"));
+      return;
+    }
+
+    const rerun = target.closest("[data-rerun-errored]");
+    if (rerun) {
+      event.preventDefault();
+      rerun.disabled = true;
+      const result = await api(`/api/v1/runs/${encodeURIComponent(rerun.dataset.rerunErrored)}/rerun-errored`, { method: "POST", body: {} });
+      if (result.ok) {
+        rerun.textContent = "Re-running…";
+        toast(`Re-running ${result.data.attempts} errored attempt${result.data.attempts === 1 ? "" : "s"} of ${rerun.dataset.runName}`);
+      } else {
+        rerun.disabled = false;
+        toast(errorText(result, "Could not re-run the errored attempts"));
       }
       document.dispatchEvent(new CustomEvent("regatta:changed"));
       return;
@@ -420,7 +436,10 @@ const Regatta = (() => {
     setInterval(() => tickTimes(document), 30000);
   });
 
-  return { api, errorText, el, toast, fmt, refreshRegions, poll, enhance, selectTab, copyText };
+  // The run statuses that are final, as the server defines them (regatta_shared.runs.status).
+  const TERMINAL = (document.body.dataset.terminalStatuses || "").split(" ").filter(Boolean);
+
+  return { api, errorText, el, toast, fmt, refreshRegions, poll, enhance, selectTab, copyText, TERMINAL };
 })();
 
 /** Shows server `issues` (and single-field errors) next to the inputs they name; the rest in `summary`. */
@@ -448,4 +467,49 @@ Regatta.showIssues = function showIssues(form, issues, summary, normalise = (key
     summary.replaceChildren(...unplaced.map((i) => Regatta.el("div", {}, i.key ? `${i.key}: ` : "", i.message)));
   }
   return unplaced;
+};
+
+/** One step of Harbor's ATIF trajectory (system / user / agent, tool calls, observations) as a chat message. */
+Regatta.renderStep = function renderStep(step) {
+  const { el, fmt } = Regatta;
+  const text = (content) => {
+    if (content === null || content === undefined) return "";
+    if (typeof content === "string") return content;
+    if (Array.isArray(content)) return content.map((part) => part.text ?? (part.source ? `[${part.type}: ${part.source.path}]` : "")).join("\n");
+    return JSON.stringify(content, null, 2);
+  };
+  const source = ["system", "user", "agent"].includes(step.source) ? step.source : (step.source === "assistant" ? "agent" : "system");
+  const head = el("div", { class: "msg-head" }, el("span", {}, typeof step.source === "string" ? step.source : "message"),
+    typeof step.model_name === "string" ? el("span", {}, step.model_name) : null,
+    typeof step.timestamp === "string" ? el("span", {}, fmt.local(step.timestamp)) : null);
+  const message = el("div", { class: `msg msg-${source}` }, head);
+  const bodyText = text(step.message);
+  if (bodyText) message.append(el("div", { class: "msg-body" }, bodyText));
+  if (step.reasoning_content) message.append(el("details", {}, el("summary", {}, "Reasoning"), el("pre", {}, text(step.reasoning_content))));
+  for (const call of Array.isArray(step.tool_calls) ? step.tool_calls : []) {
+    message.append(el("pre", {}, `→ ${call?.function_name}(${JSON.stringify(call?.arguments ?? {}, null, 2)})`));
+  }
+  for (const observation of Array.isArray(step.observation?.results) ? step.observation.results : []) {
+    message.append(el("pre", {}, `← ${text(observation?.content)}`));
+  }
+  if (step.metrics && typeof step.metrics === "object") {
+    const m = step.metrics;
+    const bits = [m.prompt_tokens != null && `${m.prompt_tokens} prompt`, m.completion_tokens != null && `${m.completion_tokens} completion`,
+      m.cost_usd != null && fmt.money(m.cost_usd)].filter(Boolean);
+    if (bits.length) message.append(el("div", { class: "muted small" }, bits.join(" · ")));
+  }
+  return message;
+};
+
+/** A whole trajectory (ATIF steps, or a plain list of chat messages) as a conversation. */
+Regatta.renderTrajectory = function renderTrajectory(trajectory) {
+  const { el } = Regatta;
+  const box = el("div", { class: "conversation", "data-testid": "conversation" });
+  const steps = Array.isArray(trajectory?.steps) ? trajectory.steps
+    : Array.isArray(trajectory?.messages) ? trajectory.messages.map((m) => ({ source: m.role, message: m.content }))
+    : Array.isArray(trajectory) ? trajectory.map((m) => ({ source: m.role || m.source, message: m.content ?? m.message })) : null;
+  if (!steps) { box.append(el("pre", {}, JSON.stringify(trajectory, null, 2))); return box; }
+  for (const step of steps) box.append(Regatta.renderStep(step ?? {}));
+  if (!steps.length) box.append(el("p", { class: "muted" }, "The trajectory has no steps."));
+  return box;
 };

@@ -4,7 +4,7 @@
 
 (() => {
   const { api, errorText, poll, refreshRegions, toast } = Regatta;
-  const TERMINAL = ["finished", "failed", "stopped"];
+  const { TERMINAL } = Regatta;
   const header = document.getElementById("benchmark-header");
   const benchmarkId = header.dataset.benchmarkId;
 
@@ -54,6 +54,9 @@
       toast(result.ok ? "Sync requested" : errorText(result, "Could not start the sync"));
       if (result.ok) header.dataset.sync = "pending";
       await refreshRegions(["header"]);
+      // The header now says queued; a sync that fails again before the next probe would give the
+      // probe the key it had before the retry, and the header would never be redrawn.
+      live.reset(null);
       live.now();
     } else if (action.dataset.action === "remove") {
       const name = document.querySelector("h1")?.firstChild?.textContent.trim() || "this benchmark";

@@ -3,7 +3,7 @@
 
 (() => {
   const { api, el, errorText, poll, refreshRegions, toast } = Regatta;
-  const TERMINAL = ["finished", "failed", "stopped"];
+  const { TERMINAL } = Regatta;
 
   // What the table shows, as one string: a change means the rows need re-rendering.
   const snapshot = (benchmarks) =>

@@ -51,19 +51,18 @@
     const mode = taskMode();
     if (mode === "task_set") {
       const select = document.getElementById("task-set");
-      const option = select.selectedOptions[0];
-      return { config: { task_set: select.value }, count: Number(option?.dataset.count || 0), text: `task set ${select.value}` };
+      return { config: { task_set: select.value }, text: `task set ${select.value}` };
     }
     if (mode === "categories") {
       const chosen = Array.from(form.querySelectorAll("input[name=category]:checked"));
-      const count = chosen.reduce((sum, box) => sum + Number(box.dataset.count || 0), 0);
-      return { config: { categories: chosen.map((box) => box.value) }, count, text: chosen.length ? `${chosen.length === 1 ? "category" : "categories"} ${chosen.map((b) => b.value).join(", ")}` : "no category chosen" };
+      return { config: { categories: chosen.map((box) => box.value) }, text: chosen.length ? `${chosen.length === 1 ? "category" : "categories"} ${chosen.map((b) => b.value).join(", ")}` : "no category chosen" };
     }
     if (mode === "task_names") {
       const chosen = Array.from(taskList.querySelectorAll("input:checked")).map((box) => box.value);
-      return { config: { task_names: chosen }, count: chosen.length, text: chosen.length ? chosen.join(", ") : "no task chosen" };
+      // An empty list selects nothing out: the server counts (and a submission runs) every task.
+      return { config: { task_names: chosen }, text: chosen.length ? chosen.join(", ") : "no task named, so every task" };
     }
-    return { config: null, count: bm.task_count || bm.tasks.length, text: "all tasks" };
+    return { config: null, text: "all tasks" };
   }
 
   // --- agents -----------------------------------------------------------------------------------------
@@ -357,25 +356,55 @@
   // --- summary ------------------------------------------------------------------------------------------
   const plural = (count, word) => `${count} ${word}${count === 1 ? "" : "s"}`;
 
-  function update() {
-    syncTaskMode();
+  // The attempt count is the server's (POST /api/v1/runs/preview: the submission's own task selection and
+  // settings, the scheduler's count), never worked out here; only the latest answer is shown.
+  let counted = null;
+  let asked = 0;
+  let waiting = null;
+  async function askCount() {
+    const mine = ++asked;
+    const result = await api("/api/v1/runs/preview", { method: "POST", body: body() });
+    if (mine !== asked) return;
+    const issue = result.ok ? null : (result.data.issues || [])[0];
+    const refused = issue ? `${normalise(issue.key)}: ${issue.message}` : errorText(result);
+    counted = result.ok ? result.data : { refused };
+    renderSummary();
+  }
+
+  function renderSummary() {
     const chosen = selection();
     const cards = Array.from(agentsBox.querySelectorAll("[data-agent]"));
-    const attempts = Number(document.getElementById("s-attempts").value) || 1;
-    const total = chosen.count * cards.length * attempts;
-    const references = referencedSecrets();
+    const count = counted && !counted.refused ? counted : null;
+    let tasks = `… (${chosen.text})`;
+    let total = "Counting attempts…";
+    let perTask = "…";
+    if (count) {
+      tasks = count.tasks ? `${plural(count.tasks, "task")} (${chosen.text})` : `none: ${chosen.text}`;
+      perTask = `${plural(count.attempts_per_task, "attempt")} per task`;
+      total = `${plural(count.tasks, "task")} × ${plural(count.agents, "agent")} × ${plural(count.attempts_per_task, "attempt")} = ${plural(count.expected_attempts, "attempt")}`;
+    } else if (counted) {
+      tasks = `none: ${chosen.text}`;
+      total = `No attempts: ${counted.refused}`;
+    }
     const parts = [
       el("dl", { class: "summary-list" },
         el("dt", {}, "Benchmark"), el("dd", {}, bm.name),
-        el("dt", {}, "Tasks"), el("dd", { "data-testid": "summary-tasks" }, chosen.count ? `${plural(chosen.count, "task")} (${chosen.text})` : `none: ${chosen.text}`),
+        el("dt", {}, "Tasks"), el("dd", { "data-testid": "summary-tasks" }, tasks),
         el("dt", {}, "Agents"), el("dd", {}, cards.length ? el("ol", { class: "plain-list" }, cards.map((card) => el("li", {}, agentLabel(card)))) : "none"),
-        el("dt", {}, "Attempts"), el("dd", {}, `${plural(attempts, "attempt")} per task`)),
-      el("p", { class: "summary-total", "data-testid": "summary-total" },
-        `${plural(chosen.count, "task")} × ${plural(cards.length, "agent")} × ${plural(attempts, "attempt")} = ${plural(total, "attempt")}`),
+        el("dt", {}, "Attempts"), el("dd", {}, perTask)),
+      el("p", { class: "summary-total", "data-testid": "summary-total" }, total),
     ];
     // replaceChildren() writes a null argument as the text "null": only real nodes are passed.
-    if (chosen.count > 1) parts.push(el("button", { type: "button", class: "btn btn-small", id: "one-task", title: "Select a single task to check agents and secrets cheaply" }, "Try one task first"));
+    if (count && count.tasks > 1) parts.push(el("button", { type: "button", class: "btn btn-small", id: "one-task", title: "Select a single task to check agents and secrets cheaply" }, "Try one task first"));
     summary.replaceChildren(...parts);
+  }
+
+  function update() {
+    syncTaskMode();
+    const references = referencedSecrets();
+    renderSummary();
+    clearTimeout(waiting);
+    waiting = setTimeout(askCount, 150);
     flagRequiredJudge();
     renderSecretFlags(references);
     flagTabs();

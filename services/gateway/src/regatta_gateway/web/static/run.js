@@ -7,7 +7,7 @@
   const data = JSON.parse(document.getElementById("run-data").textContent);
   const runId = data.id;
   const runPath = `/api/v1/runs/${encodeURIComponent(runId)}`;
-  const TERMINAL = ["finished", "failed", "stopped"];
+  const { TERMINAL } = Regatta;
   let terminal = data.terminal;
   const labels = Object.fromEntries(data.agent_indexes.map((index, i) => [index, data.agents[i]]));
 
@@ -22,11 +22,13 @@
     agent: document.getElementById("results-agent"),
     task: document.getElementById("results-task"),
     outcome: document.getElementById("results-outcome"),
+    label: document.getElementById("results-label"),
   };
   const PAGE = 300; // rows rendered at once; "Show more" adds pages, so huge runs stay responsive
   let shown = PAGE;
   let attempts = null;
   const open = new Set();
+  const conversations = new Map(); // attempt id → its rendered conversation, once loaded
 
   // Filters live in the URL too, so a filtered view can be shared or reloaded.
   const params = new URL(location.href).searchParams;
@@ -62,8 +64,11 @@
     if (filters.agent.value !== "" && String(a.agent_index) !== filters.agent.value) return false;
     if (filters.task.value && a.task !== filters.task.value) return false;
     if (filters.outcome.value && state(a) !== filters.outcome.value) return false;
+    if (filters.label.value === "(none)" && (a.labels || []).length) return false;
+    if (filters.label.value && filters.label.value !== "(none)" && !(a.labels || []).some((x) => x.label === filters.label.value)) return false;
     if (!q) return true;
-    const haystack = [a.task, labels[a.agent_index], state(a), result(a).exception_type, result(a).exception_message, result(a).environment, a.attempt_id]
+    const haystack = [a.task, labels[a.agent_index], state(a), result(a).exception_type, result(a).exception_message, result(a).environment, a.attempt_id,
+      ...(a.labels || []).map((x) => x.label)]
       .filter(Boolean).join(" ").toLowerCase();
     return q.split(/\s+/).every((word) => haystack.includes(word));
   }
@@ -93,7 +98,8 @@
               : null,
             result(a).environment_built === false
               ? [" ", el("span", { class: "tag", title: result(a).environment_note || "", "data-testid": "not-built-tag" }, "env not built")]
-              : null),
+              : null,
+            (a.labels || []).flatMap((x) => [" ", el("span", { class: "tag tag-label", title: x.note || `labelled by ${x.by}`, "data-testid": "attempt-label" }, x.label)])),
           el("td", { class: "num" }, reward === null || reward === undefined ? "—" : String(+reward.toFixed(4))),
           el("td", { class: "num" }, a.status === "running" && a.started_at
             ? el("span", { dataset: { duration: "", start: a.started_at, end: "" } }, "…")
@@ -185,6 +191,7 @@
       if (fullLog && data.downloads) linkArtifacts(a, block);
       blocks.push(block);
     }
+    blocks.push(labelBlock(a));
     const timings = r.timings || {};
     blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Timings"),
       kv([
@@ -206,6 +213,8 @@
     blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Attempt"),
       kv([
         ["Attempt id", el("span", { class: "mono" }, a.attempt_id)],
+        ["Output", el("a", { href: `/benchmarks/runs/${encodeURIComponent(data.id)}/attempts/${encodeURIComponent(a.attempt_id)}`,
+          "data-testid": "watch-attempt" }, a.outcome ? "Attempt page" : "Watch live")],
         ["Try", String(a.try_number || 1)],
         ["Scheduled", a.scheduled_at ? fmt.local(a.scheduled_at) : null],
         ["Started", a.started_at ? fmt.local(a.started_at) : null],
@@ -232,8 +241,10 @@
     const trajectory = artifacts.find((artifact) => artifact.path.endsWith("trajectory.json"));
     if (trajectory) {
       const holder = el("div", { class: "detail-block detail-wide" }, el("h4", {}, "Conversation"));
-      if (data.downloads) {
-        const button = el("button", { type: "button", class: "btn btn-small", "data-testid": "show-conversation" }, "Show conversation");
+      if (conversations.has(a.attempt_id)) {
+        holder.append(conversations.get(a.attempt_id));
+      } else if (data.downloads) {
+        const button = el("button", { type: "button", class: "btn btn-small", "data-testid": "show-conversation", dataset: { conversation: a.attempt_id } }, "Show conversation");
         button.addEventListener("click", async () => {
           button.disabled = true;
           button.textContent = "Loading…";
@@ -242,7 +253,13 @@
           if (file?.url) {
             try {
               const response = await fetch(local(file.url), { credentials: "same-origin" });
-              if (response.ok) { button.replaceWith(renderTrajectory(await response.json())); return; }
+              if (response.ok) {
+                // The table may have been drawn again while the file loaded (the page's first poll redraws
+                // it): the conversation replaces whichever button is on the page now, and stays across redraws.
+                conversations.set(a.attempt_id, Regatta.renderTrajectory(await response.json()));
+                body.querySelector(`[data-conversation="${CSS.escape(a.attempt_id)}"]`)?.replaceWith(conversations.get(a.attempt_id));
+                return;
+              }
               problem = `HTTP ${response.status}`;
             } catch (error) {
               problem = "it is not valid JSON";
@@ -260,46 +277,6 @@
     return el("div", { class: "detail-grid" }, blocks);
   }
 
-  /** Harbor's ATIF trajectory (steps of system / user / agent, tool calls, observations) as a chat. */
-  function renderTrajectory(trajectory) {
-    const box = el("div", { class: "conversation", "data-testid": "conversation" });
-    const text = (content) => {
-      if (content === null || content === undefined) return "";
-      if (typeof content === "string") return content;
-      if (Array.isArray(content)) return content.map((part) => part.text ?? (part.source ? `[${part.type}: ${part.source.path}]` : "")).join("\n");
-      return JSON.stringify(content, null, 2);
-    };
-    const steps = Array.isArray(trajectory?.steps) ? trajectory.steps
-      : Array.isArray(trajectory?.messages) ? trajectory.messages.map((m) => ({ source: m.role, message: m.content }))
-      : Array.isArray(trajectory) ? trajectory.map((m) => ({ source: m.role || m.source, message: m.content ?? m.message })) : null;
-    if (!steps) { box.append(el("pre", {}, JSON.stringify(trajectory, null, 2))); return box; }
-    for (const step of steps) {
-      const source = ["system", "user", "agent"].includes(step.source) ? step.source : (step.source === "assistant" ? "agent" : "system");
-      const head = el("div", { class: "msg-head" }, el("span", {}, step.source || "message"),
-        step.model_name ? el("span", {}, step.model_name) : null,
-        step.timestamp ? el("span", {}, fmt.local(step.timestamp)) : null);
-      const message = el("div", { class: `msg msg-${source}` }, head);
-      const bodyText = text(step.message);
-      if (bodyText) message.append(el("div", { class: "msg-body" }, bodyText));
-      if (step.reasoning_content) message.append(el("details", {}, el("summary", {}, "Reasoning"), el("pre", {}, step.reasoning_content)));
-      for (const call of step.tool_calls || []) {
-        message.append(el("pre", {}, `→ ${call.function_name}(${JSON.stringify(call.arguments ?? {}, null, 2)})`));
-      }
-      for (const observation of step.observation?.results || []) {
-        message.append(el("pre", {}, `← ${text(observation.content)}`));
-      }
-      if (step.metrics) {
-        const m = step.metrics;
-        const bits = [m.prompt_tokens != null && `${m.prompt_tokens} prompt`, m.completion_tokens != null && `${m.completion_tokens} completion`,
-          m.cost_usd != null && fmt.money(m.cost_usd)].filter(Boolean);
-        if (bits.length) message.append(el("div", { class: "muted small" }, bits.join(" · ")));
-      }
-      box.append(message);
-    }
-    if (!steps.length) box.append(el("p", { class: "muted" }, "The trajectory has no steps."));
-    return box;
-  }
-  Regatta.renderTrajectory = renderTrajectory; // exposed for tests and for other pages
 
   body.addEventListener("click", (event) => {
     const toggle = event.target.closest("[data-toggle]");
@@ -323,7 +300,55 @@
     const response = await api(`${runPath}/attempts`);
     if (!response.ok) { count.textContent = errorText(response, "Could not load the results"); return; }
     attempts = response.data.attempts;
+    labelOptions();
     renderResults();
+  }
+
+  // --- Labels: a member's judgement of an attempt (POST/DELETE .../attempts/{id}/labels) -------------
+  const attemptPath = (a) => `${runPath}/attempts/${encodeURIComponent(a.attempt_id)}/labels`;
+
+  let linkedLabel = params.get("label"); // from a shared URL: an option only once the attempts are in
+
+  function labelOptions() {
+    const names = [...new Set(attempts.flatMap((a) => (a.labels || []).map((x) => x.label)))].sort();
+    const chosen = filters.label.value || linkedLabel || "";
+    linkedLabel = null;
+    const keep = [...filters.label.options].slice(0, 2);
+    if (chosen && chosen !== "(none)" && !names.includes(chosen)) names.push(chosen);
+    filters.label.replaceChildren(...keep, ...names.map((name) => el("option", { value: name }, name)));
+    filters.label.value = chosen;
+  }
+
+  function labelBlock(a) {
+    const block = el("div", { class: "detail-block detail-wide", "data-testid": "labels-block" }, el("h4", {}, "Labels"));
+    const list = el("ul", { class: "label-list" });
+    for (const x of a.labels || []) {
+      const remove = el("button", { type: "button", class: "btn btn-small", "aria-label": `Remove the label ${x.label}` }, "Remove");
+      remove.addEventListener("click", async () => {
+        remove.disabled = true;
+        const response = await api(`${attemptPath(a)}/${encodeURIComponent(x.id)}`, { method: "DELETE" });
+        if (!response.ok) { remove.disabled = false; message.textContent = errorText(response, "Could not remove the label"); return; }
+        await loadAttempts();
+      });
+      list.append(el("li", {}, el("span", { class: "tag tag-label" }, x.label), " ",
+        x.note ? el("span", { class: "label-note" }, x.note) : null, " ",
+        el("span", { class: "muted small" }, `${x.by || "unknown"}, ${fmt.local(x.at)}`), " ", remove));
+    }
+    const choices = `labels-${a.attempt_id}`;
+    const name = el("input", { type: "text", list: choices, maxlength: "40", required: "", placeholder: "flaky task", "aria-label": "Label", "data-testid": "label-input" });
+    const note = el("input", { type: "text", maxlength: "2000", placeholder: "Why (optional)", "aria-label": "Note", "data-testid": "label-note" });
+    const message = el("p", { class: "small", role: "status", "data-testid": "label-message" });
+    const form = el("form", { class: "label-form" },
+      el("datalist", { id: choices }, data.suggested_labels.map((value) => el("option", { value }))),
+      name, note, el("button", { type: "submit", class: "btn btn-small", "data-testid": "label-add" }, "Add label"));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const response = await api(attemptPath(a), { method: "POST", body: { label: name.value, note: note.value } });
+      if (!response.ok) { message.textContent = errorText(response, "Could not add the label"); return; }
+      await loadAttempts();
+    });
+    block.append((a.labels || []).length ? list : el("p", { class: "muted small" }, "No labels yet."), form, message);
+    return block;
   }
 
   // --- Logs ------------------------------------------------------------------------------------------

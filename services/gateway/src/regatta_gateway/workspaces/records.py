@@ -1,7 +1,7 @@
 """Decisions on what a workspace records for its members: who joins, their API tokens and secrets, its
-budget, its webhooks, platform administrators. Pure, like workspace.py, whose state they decide on; the
-handlers (identity.py, notifications/registry.py, secrets/store.py) append what they return through
-workspace_appends.execute.
+budget, its webhooks, platform administrators. Pure, like aggregate.py, whose state they decide on; the
+handlers (commands/identity.py, notifications/registry.py, secrets/store.py) append what they return through
+appends.execute.
 
 Each comes with what it reads (workspace.Reads), so two requests conflict only when one changed what
 the other decided on: two admins adding the same person at once get one success and one 409, two adding
@@ -24,8 +24,8 @@ from regatta_shared.events import (
     WorkspaceBudgetSet,
 )
 
-from regatta_gateway.commands.workspace import Reads, WorkspaceState, not_found, require_admin
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, NotFound
+from regatta_gateway.workspaces.aggregate import Reads, WorkspaceState, not_found, require_admin
 
 
 def _require_member(state: WorkspaceState, actor: str) -> None:
@@ -59,8 +59,7 @@ def decide_add_member(
     if current == added.role:
         joined: list[Event] = []
     elif current == "admin" and state.admins() == {added.user_id}:
-        raise ApiError(
-            409,
+        raise Conflict(
             "The last admin cannot become a member; make another member admin first",
             code="LAST_ADMIN",
             field="role",
@@ -127,5 +126,5 @@ def decide_register_webhook(state: WorkspaceState, actor: str, registered: Webho
 def decide_remove_webhook(state: WorkspaceState, actor: str, webhook_id: str) -> list[Event]:
     require_admin(state, actor, "change this")
     if webhook_id not in state.webhooks:
-        raise ApiError(404, f"Webhook {webhook_id!r} not found", code="NOT_FOUND")
+        raise NotFound(f"Webhook {webhook_id!r} not found", code="NOT_FOUND")
     return [WebhookRemoved(webhook_id=webhook_id, workspace_id=state.workspace_id)]

@@ -1,4 +1,4 @@
-"""The one way a command appends to a workspace's stream: fold it (workspace.py), decide, and append
+"""The one way a command appends to a workspace's stream: fold it (aggregate.py), decide, and append
 at the version folded, so that of two requests deciding on the same state only one is recorded as
 decided. The workspace, identity, budget, webhook and secret commands all append through `execute`.
 """
@@ -13,8 +13,8 @@ from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVers
 from regatta_shared.ids import workspace_stream
 from sqlalchemy import Connection
 
-from regatta_gateway.commands import workspace as ws
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Refused
+from regatta_gateway.workspaces import aggregate as ws
 
 Decide = Callable[[ws.WorkspaceState], list[Event]]
 # Appends to a workspace's stream that change nothing a decision reads (a token, a budget, a webhook)
@@ -26,9 +26,8 @@ def load(store: EventStore, workspace_id: str) -> ws.WorkspaceState:
     return ws.fold(workspace_id, store.read_stream(workspace_stream(workspace_id)))
 
 
-def _concurrent(what: str) -> ApiError:
-    return ApiError(
-        409,
+def _concurrent(what: str) -> Refused:
+    return Conflict(
         f"{what}: changed by another request while this one was decided; reload and try again",
         code="CONCURRENT_CHANGE",
     )

@@ -1,6 +1,6 @@
 """The workspace aggregate: fold a workspace's stream into its state, and decide what a command appends.
 
-Pure functions, no I/O (the handlers in workspace_handlers.py read, decide and append). A decision is
+Pure functions, no I/O (the handlers in commands/workspace_handlers.py read, decide and append). A decision is
 made against the folded stream, never against the read models, and appended with the stream's version
 as the expected version: two admins acting at once on the same workspace cannot both pass a check
 that only one of them may pass (say, demoting each other, the last two admins).
@@ -29,7 +29,7 @@ from regatta_shared.events import (
     WorkspaceRenamed,
 )
 
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound, Refused
 
 ROLES = ("admin", "member")
 MAX_NAME = 200
@@ -125,16 +125,16 @@ def workspace_names(events: Iterable[tuple[str, dict[str, str]]]) -> dict[str, s
 
 def clean_name(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value.strip()) > MAX_NAME:
-        raise ApiError(400, f"name must be a non-empty string of at most {MAX_NAME} characters", field="name")
+        raise Invalid(f"name must be a non-empty string of at most {MAX_NAME} characters", field="name")
     name = value.strip()
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise ApiError(400, "name must not contain control characters", field="name")
+        raise Invalid("name must not contain control characters", field="name")
     return name
 
 
 def clean_role(value: object) -> str:
     if value not in ROLES:
-        raise ApiError(400, "role must be admin or member", field="role")
+        raise Invalid("role must be admin or member", field="role")
     return str(value)
 
 
@@ -145,20 +145,20 @@ def name_taken(name: str, names: dict[str, str], except_id: str | None = None) -
 # --- decisions ------------------------------------------------------------------------------------
 
 
-def not_found() -> ApiError:
-    return ApiError(404, "Workspace not found or not accessible", code="WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
+def not_found() -> Refused:
+    return NotFound("Workspace not found or not accessible", code="WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
 
 
 def require_admin(state: WorkspaceState, actor: str, doing: str) -> None:
     if not state.exists or actor not in state.members:
         raise not_found()
     if state.members[actor] != "admin":
-        raise ApiError(403, f"Only workspace admins can {doing}", code="FORBIDDEN")
+        raise Forbidden(f"Only workspace admins can {doing}", code="FORBIDDEN")
 
 
 def decide_create(workspace_id: str, name: str, names: dict[str, str], actor: str) -> list[Event]:
     if name_taken(name, names):
-        raise ApiError(409, f"A workspace named {name!r} exists", code="CONFLICT", field="name")
+        raise Conflict(f"A workspace named {name!r} exists", code="CONFLICT", field="name")
     return [
         WorkspaceCreated(workspace_id=workspace_id, name=name),
         MemberAdded(workspace_id=workspace_id, user_id=actor, role="admin"),
@@ -170,7 +170,7 @@ def decide_rename(state: WorkspaceState, actor: str, name: str, names: dict[str,
     if name == state.name:
         return []
     if name_taken(name, names, except_id=state.workspace_id):
-        raise ApiError(409, f"A workspace named {name!r} exists", code="CONFLICT", field="name")
+        raise Conflict(f"A workspace named {name!r} exists", code="CONFLICT", field="name")
     return [WorkspaceRenamed(workspace_id=state.workspace_id, name=name)]
 
 
@@ -180,8 +180,7 @@ def decide_delete(state: WorkspaceState, actor: str, confirm: str | None, run_co
     require_admin(state, actor, "delete the workspace")
     assert state.name is not None
     if run_count and confirm != state.name:
-        raise ApiError(
-            409,
+        raise Conflict(
             f"Workspace {state.name!r} has {run_count} run{'s' if run_count != 1 else ''}; "
             f"repeat its name as confirm to delete it",
             code="CONFIRMATION_REQUIRED",
@@ -199,10 +198,9 @@ def decide_remove_member(state: WorkspaceState, actor: str, user_id: str) -> lis
     elif not state.exists or actor not in state.members:
         raise not_found()
     if user_id not in state.members:
-        raise ApiError(404, f"User {user_id!r} is not a member of this workspace", code="NOT_FOUND")
+        raise NotFound(f"User {user_id!r} is not a member of this workspace", code="NOT_FOUND")
     if state.admins() == {user_id}:
-        raise ApiError(
-            409,
+        raise Conflict(
             "The last admin cannot be removed; make another member admin first",
             code="LAST_ADMIN",
             field="user_id",
@@ -214,12 +212,11 @@ def decide_change_role(state: WorkspaceState, actor: str, user_id: str, role: st
     require_admin(state, actor, "change roles")
     current = state.members.get(user_id)
     if current is None:
-        raise ApiError(404, f"User {user_id!r} is not a member of this workspace", code="NOT_FOUND")
+        raise NotFound(f"User {user_id!r} is not a member of this workspace", code="NOT_FOUND")
     if current == role:
         return []
     if role != "admin" and state.admins() == {user_id}:
-        raise ApiError(
-            409,
+        raise Conflict(
             "The last admin cannot become a member; make another member admin first",
             code="LAST_ADMIN",
             field="role",
