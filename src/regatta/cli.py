@@ -11,11 +11,13 @@ import typer
 from rich.markup import escape
 
 from .cli_account import secret, token
+from .cli_admin import admin
 from .cli_benchmark import benchmark
 from .cli_common import console
 from .cli_run import run
 from .cli_workspace import workspace
 from .client import DEFAULT_URL, ApiFailure, forget_stack, register_stack, select_workspace
+from .services import NAMES as SERVICE_NAMES
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 projections = typer.Typer(no_args_is_help=True)
@@ -25,6 +27,7 @@ app.add_typer(projections, name="projections", help="Maintain read models")
 app.add_typer(secret, name="secret", help="Secret records (values are never shown)")
 app.add_typer(token, name="token", help="API tokens")
 app.add_typer(workspace, name="workspace", help="Workspaces and their members")
+app.add_typer(admin, name="admin", help="Platform administration (platform administrators only)")
 
 
 @app.callback()
@@ -84,9 +87,8 @@ def try_command(url: str) -> str:
     return f"{prefix}regatta run submit examples/runs/demo.toml --wait"
 
 
-@app.command()
+@app.command(help=f"Run one service in the foreground ({', '.join(SERVICE_NAMES)}).")
 def service(name: str) -> None:
-    """Run one service in the foreground (relay, registry-sync, run-scheduler, executor, scoring, gateway)."""
     from .services import run_service
 
     run_service(name)

@@ -247,8 +247,9 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         p1 = r.get("pass_at_1") or {}
         pk = (r.get("pass_at_k") or [{}])[-1]
-        rank = f"{r.get('rank')}{'*' if r.get('tied') else ''}"
         section = r.get("section") or {}
+        # Rows of older scoring rules are not ranked: the reason stands in for the rank.
+        rank = section.get("unranked_reason") or f"{r.get('rank')}{'*' if r.get('tied') else ''}"
         task_set = section.get("task_set") or r.get("task_set") or "full"
         table.add_row(
             rank,

@@ -1,13 +1,16 @@
-"""`regatta run …`: submit (and follow), list, show, compare, logs, stop, download."""
+"""`regatta run …`: submit (and follow), list, show, attempts, label, unlabel, compare, logs, stop,
+rerun-errored, download."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import httpx
 import typer
+from regatta_shared.attempt_labels import normal_label
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -127,6 +130,94 @@ def run_show(key: str, as_json: JsonOpt = False) -> None:
     _results_table(detail)
 
 
+def _attempt_path(key: str, attempt_id: str) -> str:
+    return f"/runs/{quote(key, safe='')}/attempts/{quote(attempt_id, safe='')}"
+
+
+def _all_attempts(client: Client, key: str, **filters: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.get(f"/runs/{quote(key, safe='')}/attempts", limit=1000, offset=offset, **filters)
+        found += page["attempts"]
+        offset = page.get("next_offset")
+    return found
+
+
+def _labels_cell(labels: list[dict[str, Any]]) -> str:
+    # Labels and notes are typed by people: never rich markup.
+    return "\n".join(
+        escape(f"{item['label']}: {item['note']}" if item.get("note") else item["label"]) for item in labels
+    )
+
+
+@run.command("attempts")
+def run_attempts(
+    key: str,
+    label: Annotated[str | None, typer.Option(help="Only the attempts with this label")] = None,
+    task: Annotated[str | None, typer.Option(help="Only this task's attempts")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's attempts with their outcome, reward and labels (notes after a colon)."""
+    attempts = _all_attempts(Client(), key, label=label, task=task)
+    if as_json:
+        return print_json({"attempts": attempts})
+    table = folding_table("Attempt", "Task", "Agent", "#", "Outcome", "Reward", "Labels")
+    for a in attempts:
+        reward = (a.get("result") or {}).get("primary_reward")
+        table.add_row(
+            a["attempt_id"],
+            escape(a["task"]),
+            str(a["agent_index"]),
+            str(a["attempt_index"] + 1),
+            a.get("outcome") or a.get("status") or "scheduled",
+            "–" if reward is None else f"{reward:g}",
+            _labels_cell(a.get("labels") or []),
+        )
+    console.print(table)
+    return None
+
+
+@run.command("label")
+def run_label(
+    key: Annotated[str, typer.Argument(help="Run id or name")],
+    attempt: Annotated[str, typer.Argument(help="Attempt id (`regatta run attempts RUN`)")],
+    label: Annotated[str, typer.Argument(help='e.g. "reward hacking", "flaky task", "infra"')],
+    note: Annotated[str | None, typer.Option(help="Why (up to 2,000 characters)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put a label on an attempt, with an optional note; it is an event in the run's and audit logs."""
+    body: dict[str, Any] = {"label": label}
+    if note is not None:
+        body["note"] = note
+    made = Client().post(f"{_attempt_path(key, attempt)}/labels", json=body)
+    if as_json:
+        return print_json(made)
+    console.print(f"Labelled {escape(attempt)}: {escape(made['label'])} ({made['id']})")
+    return None
+
+
+@run.command("unlabel")
+def run_unlabel(
+    key: Annotated[str, typer.Argument(help="Run id or name")],
+    attempt: Annotated[str, typer.Argument(help="Attempt id")],
+    label: Annotated[str, typer.Argument(help="The label (any case or spacing) or its id")],
+) -> None:
+    """Take a label off an attempt."""
+    client = Client()
+    found = next((a for a in _all_attempts(client, key) if a["attempt_id"] == attempt), None)
+    if found is None:
+        console.print(f"[red]Error:[/red] run {escape(key)} has no attempt {escape(attempt)}")
+        raise typer.Exit(1)
+    wanted = normal_label(label)
+    match = next((x for x in found.get("labels") or [] if wanted in (x["label"], x["id"].lower())), None)
+    if match is None:
+        console.print(f"[red]Error:[/red] attempt {escape(attempt)} has no label {escape(label)!r}")
+        raise typer.Exit(1)
+    client.request("DELETE", f"{_attempt_path(key, attempt)}/labels/{quote(match['id'], safe='')}")
+    console.print(f"Removed {escape(match['label'])} from {escape(attempt)}")
+
+
 def _participant(value: str) -> str:
     """`RUN[:AGENT]` as the API's `RUN:AGENT`: without a numeric agent suffix, agent 0."""
     run_key, _, agent = value.rpartition(":")
@@ -188,6 +279,14 @@ def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
 def run_stop(key: str) -> None:
     Client().post(f"/runs/{key}/stop")
     console.print("Stop requested")
+
+
+@run.command("rerun-errored")
+def run_rerun_errored(key: str) -> None:
+    """Run a finished run's errored attempts again, under its unchanged conditions."""
+    accepted = Client().post(f"/runs/{key}/rerun-errored")
+    count = accepted["attempts"]
+    console.print(f"Re-running {count} errored attempt{'s' if count != 1 else ''} of {accepted['id']}")
 
 
 @run.command("download")

@@ -35,10 +35,13 @@ from regatta_shared.bus import (
     REPORT_SUBJECT,
     TASKS_BUCKET,
 )
+from regatta_shared.live import LIVE_SUBJECT_PREFIX
+
+from .services import NAMES
 
 # `admin`: tests and operators' tools (the `nats` CLI); never given to a service.
-PLATFORM_USERS = ("admin", "relay", "registry-sync", "run-scheduler", "scoring", "gateway")
 EXECUTOR_USER = "executor"
+PLATFORM_USERS = ("admin", *(name for name in NAMES if name != EXECUTOR_USER))
 USERS = (*PLATFORM_USERS, EXECUTOR_USER)
 CREDENTIALS_FILE = "nats-credentials.json"
 CONFIG_FILE = "nats.conf"
@@ -53,6 +56,7 @@ EXECUTOR_PERMISSIONS: dict[str, Any] = {
         "allow": [
             REPORT_SUBJECT,  # its attempt reports (a stored JetStream publish)
             f"{CLAIM_SUBJECT_PREFIX}.*",  # "I hold this attempt" (core NATS)
+            f"{LIVE_SUBJECT_PREFIX}.*.*",  # an attempt's live output (core NATS, kept by the LIVE stream)
             # The shared JOBS work queue: look up its durable, fetch, ack/nak/heartbeat.
             f"$JS.API.STREAM.INFO.{JOBS_STREAM}",
             f"$JS.API.CONSUMER.INFO.{JOBS_STREAM}.{EXECUTORS_DURABLE}",

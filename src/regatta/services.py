@@ -1,25 +1,42 @@
-"""How each service process is started: `regatta service <name>` and `regatta up` use the same table."""
+"""The platform's services, listed once: `regatta service <name>` and `regatta up` start them from this
+list, the embedded NATS server gives each its user, compose.yaml runs the same ones
+(tests/unit/test_service_list.py holds it to this list)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
-SERVICES = {
-    "relay": "regatta_relay",
-    "registry-sync": "regatta_registry_sync",
-    "run-scheduler": "regatta_run_scheduler",
-    "executor": "regatta_executor",
-    "scoring": "regatta_scoring",
-    "gateway": "regatta_gateway",
-}
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    module: str  # `python -m <module>` runs it
+    # Whether it answers its health check on REGATTA_HEALTH_PORT: the gateway answers on its own
+    # HTTP port, and the relay has no check.
+    health_port: bool = True
+
+
+# In the order `regatta up` starts them: the relay first, so that what the others append is published;
+# the gateway last, so that it answers once the rest run.
+SERVICES = (
+    Service("relay", "regatta_relay", health_port=False),
+    Service("registry-sync", "regatta_registry_sync"),
+    Service("run-scheduler", "regatta_run_scheduler"),
+    Service("scoring", "regatta_scoring"),
+    Service("executor", "regatta_executor"),
+    Service("gateway", "regatta_gateway", health_port=False),
+)
+BY_NAME = {service.name: service for service in SERVICES}
+NAMES = tuple(BY_NAME)
 
 
 def command(name: str) -> list[str]:
-    return [sys.executable, "-m", SERVICES[name]]
+    return [sys.executable, "-m", BY_NAME[name].module]
 
 
 def run_service(name: str) -> None:
-    if name not in SERVICES:
-        raise SystemExit(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
+    if name not in BY_NAME:
+        raise SystemExit(f"unknown service {name!r}; choose one of {', '.join(NAMES)}")
     os.execv(sys.executable, command(name))

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import nats_server
-from .services import command
+from .services import BY_NAME, NAMES, command
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-ORDER = ["relay", "registry-sync", "run-scheduler", "scoring", "executor", "gateway"]
 # Local images the embedded stack's executors may use without a pull (scripts/test-image.sh makes them).
 DEVELOPMENT_LOCAL_IMAGES = "debian:bookworm-slim,debian:bookworm,debian:12-slim,debian:12"
 # How long a stop waits for a service after SIGTERM before it kills it; executors get their grace
@@ -66,6 +65,11 @@ class Stack:
     environment_reason: str = ""
     # Told what start-up is doing and waiting for (`regatta up` prints it: a start under load takes a while).
     say: Callable[[str], None] = field(default=lambda _message: None, repr=False)
+    # How long start-up waits for the gateway to answer: a start on a loaded machine takes longer.
+    ready_timeout: float = 60.0
+    # The gateway's port was picked free by the caller (tests), so another may be picked if it is taken.
+    port_is_picked: bool = False
+    log_offsets: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -163,8 +167,8 @@ class Stack:
             if not self.nats_url or self.nats is not None:
                 self.say("Starting nats-server…")
             self.start_nats()
-            self.say(f"Starting {', '.join(ORDER).replace('executor', f'{self.executors} executor(s)')}…")
-            for name in ORDER:
+            self.say(f"Starting {', '.join(NAMES).replace('executor', f'{self.executors} executor(s)')}…")
+            for name in NAMES:
                 if name == "executor":
                     for index in range(self.executors):
                         self.start_service("executor", f"executor-{index + 1}")
@@ -178,9 +182,10 @@ class Stack:
     def start_service(self, service: str, key: str | None = None) -> subprocess.Popen[bytes]:
         key = key or service
         log = (self.logs / f"{key}.log").open("ab")
+        self.log_offsets[key] = log.tell()
         env = self.env()
         env["NATS_URL"] = self.service_nats_url(service)
-        if service not in ("gateway", "relay"):
+        if BY_NAME[service].health_port:
             self.health_ports.setdefault(key, nats_server.free_port())
             env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])
         process = subprocess.Popen(
@@ -203,10 +208,12 @@ class Stack:
         service = "executor" if key.startswith("executor") else key
         self.start_service(service, key)
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float | None = None) -> None:
         import httpx
 
+        timeout = self.ready_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        repicks = 0
         self.say(f"Waiting for the gateway to answer at {self.url}/health (up to {timeout:.0f} s)…")
         while time.monotonic() < deadline:
             try:
@@ -214,12 +221,32 @@ class Stack:
                     return
             except httpx.HTTPError:
                 pass
-            for key, process in self.processes.items():
+            for key, process in list(self.processes.items()):
                 if process.poll() is not None:
+                    if self.lost_its_port(key) and repicks < 3:
+                        repicks += 1
+                        self.restart(key)
+                        continue
                     log = self.logs / f"{key}.log"
                     raise RuntimeError(f"{key} exited with {process.returncode}; see {log}")
             time.sleep(0.1)
         raise TimeoutError("the gateway did not become healthy")
+
+    def lost_its_port(self, key: str) -> bool:
+        """A port picked free is only reserved until the service binds it, seconds later on a loaded
+        machine; an outgoing connection may take it meanwhile. Such a port is picked again (True)."""
+        log = self.logs / f"{key}.log"
+        with log.open("rb") as handle:
+            handle.seek(self.log_offsets.get(key, 0))
+            if b"address already in use" not in handle.read():
+                return False
+        if key in self.health_ports:
+            self.health_ports[key] = nats_server.free_port()
+            return True
+        if key == "gateway" and self.port_is_picked:
+            self.port = nats_server.free_port()
+            return True
+        return False
 
     def supervise(self) -> None:
         """Restart any service that dies until interrupted."""
