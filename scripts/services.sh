@@ -1,14 +1,9 @@
 #!/usr/bin/env bash
-# Starts the machine's Postgres, NATS and Docker engine if they are not running (tests use all three).
+# Starts the Docker engine if it is not running, with the settings the container environment needs.
+# The tests need nothing else of the machine: their Postgres and NATS run in containers of their own
+# (tests/support/service_containers.py), `make up` runs its own nats-server and SQLite, and the compose
+# deployment brings its own Postgres and NATS (compose.yaml).
 set -euo pipefail
-if command -v pg_ctlcluster >/dev/null 2>&1 && ! pg_isready -q -h 127.0.0.1 -p 5432; then
-  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
-  for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
-fi
-if [ -x /usr/sbin/nats-server ] && ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
-  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
-    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
-fi
 if command -v dockerd >/dev/null 2>&1; then
   # The engine's settings live in daemon.json (dockerd refuses a setting given both there and as a
   # flag). userns-remap: root in a container is an unprivileged host uid (the `dockremap` user's

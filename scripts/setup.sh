@@ -11,6 +11,8 @@ if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
   # The container environment's tests: a Docker engine, and debootstrap to make their base image
   # offline (scripts/test-image.sh); slirp4netns and passt for user-mode networking.
   packages+=(docker-compose chromium docker.io iptables debootstrap slirp4netns passt)
+  # npm, unless a Node.js install brought its own: the AsyncAPI schema below.
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
 missing=()
 for package in "${packages[@]}"; do
@@ -30,3 +32,12 @@ if ! "$PYTHON" -m uv --version >/dev/null 2>&1; then
   "$PYTHON" -m pip install -q uv
 fi
 "$PYTHON" -m uv sync --frozen --all-packages -q
+
+if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
+  # The AsyncAPI 3.0 JSON schema, from its publisher's package, for tests/unit/test_asyncapi.py.
+  specs=.tools/asyncapi/node_modules/@asyncapi/specs/package.json
+  if ! grep -q '"version": "6.11.1"' "$specs" 2>/dev/null; then
+    echo "setup: installing @asyncapi/specs"
+    npm install --silent --no-audit --no-fund --no-save --prefix .tools/asyncapi @asyncapi/specs@6.11.1 >/dev/null
+  fi
+fi

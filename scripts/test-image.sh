@@ -5,6 +5,8 @@
 # that name is used without a pull). Skipped when the image exists. Run it after scripts/services.sh: the
 # image goes into the running engine's storage, which userns-remap makes its own
 # (/var/lib/docker/<uid>.<gid>), so an engine restarted with other settings gets it again from the cache.
+# Then the tests' Postgres and NATS images are built FROM it (Debian's postgresql; the wheel's
+# nats-server), each tagged by a digest of its content, so they are rebuilt only when that changes.
 set -euo pipefail
 
 IMAGE=${REGATTA_TEST_IMAGE:-regatta-test-base:bookworm}
@@ -40,3 +42,5 @@ for name in "${PUBLIC_NAMES[@]}"; do
     docker tag "$IMAGE" "$name"
   fi
 done
+echo "test-image: the tests' Postgres and NATS images"
+(cd "$(dirname "$0")/.." && .venv/bin/python -m tests.support.service_containers >/dev/null)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harbor.environments.base import SandboxBuildFailedError
-from regatta_executor.local_environment import LocalEnvironment, LocalEnvironmentOptions
+from regatta_executor.local.environment import LocalEnvironment, LocalEnvironmentOptions
 
 
 class FlakyOptions(LocalEnvironmentOptions):

@@ -1,66 +1,61 @@
-"""A Postgres cluster of the test's own, for tests that crash or restart the database.
+"""A Postgres server of the test's own, for tests that crash or restart the database.
 
-The machine's Postgres on 5432 is shared with everything else running (other tests, a demo stack):
-restarting it with `-m immediate` would break them. A test that needs a database to crash starts its own
-cluster (initdb as the `postgres` user, on a free port, its socket in the cluster's folder), restarts that
-one, and removes it at the end.
+The session's Postgres (tests/conftest.py) is shared by every test of the process: restarting it would
+break them. A test that needs a database to crash starts its own container from the same image
+(tests/support/service_containers.py), at a host port fixed for its life so its URL outlives restarts,
+crashes that one, and removes it at the end.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+import secrets
+
+import docker
+import docker.errors
 
 from regatta import nats_server
 from tests.conftest import unavailable
-
-
-def _bin_dir() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-    return Path(found[-1]).parent if found else None
+from tests.support import service_containers
 
 
 class OwnPostgres:
     def __init__(self) -> None:
-        bin_dir = _bin_dir()
-        if bin_dir is None or shutil.which("runuser") is None or os.geteuid() != 0:
-            unavailable("an own Postgres cluster needs root, runuser and /usr/lib/postgresql/*/bin")
-        assert bin_dir is not None
-        self.bin = bin_dir
-        # Not under pytest's tmp_path: the `postgres` user must reach the folder, and root's is 0700.
-        self.root = Path(tempfile.mkdtemp(prefix="regatta-own-pg-"))
-        self.data = self.root / "data"
+        try:
+            self.client = service_containers.engine()
+            self.image = service_containers.postgres_image(self.client)
+        except docker.errors.ImageNotFound:
+            base = service_containers.BASE_IMAGE
+            unavailable(f"{base} is not on the engine (scripts/test-image.sh makes it)")
+        except docker.errors.DockerException as error:
+            unavailable(f"an own Postgres runs in a container, and no Docker engine answers: {error}")
         self.port = nats_server.free_port()
-        shutil.chown(self.root, "postgres", "postgres")
-        self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _as_postgres(self, tool: str, *args: str) -> None:
-        subprocess.run(
-            ["runuser", "-u", "postgres", "--", str(self.bin / tool), *args],
-            check=True,
-            capture_output=True,
-            timeout=180,
+        self.password = secrets.token_hex(16)
+        self.url = f"postgresql+psycopg://postgres:{self.password}@127.0.0.1:{self.port}/postgres"
+        self.container = self.client.containers.create(
+            self.image,
+            service_containers.POSTGRES_SETTINGS,
+            name=service_containers.container_name("own-postgres"),
+            labels=service_containers.labels("own-postgres"),
+            environment={"POSTGRES_PASSWORD": self.password},
+            ports={"5432/tcp": ("127.0.0.1", self.port)},
+            shm_size="256m",
         )
 
-    def _ctl(self, action: str, *args: str) -> None:
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        log = str(self.root / "postgres.log")
-        self._as_postgres("pg_ctl", action, "-D", str(self.data), "-l", log, "-o", options, "-w", *args)
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        service_containers.wait_until_accepting(self.container, timeout)
 
     def start(self) -> None:
-        self._ctl("start")
+        self.container.start()
+        self._wait_ready()
 
     def restart_immediately(self) -> None:
-        """A crash and recovery: `-m immediate` skips the shutdown checkpoint, as a power cut would."""
-        self._ctl("restart", "-m", "immediate")
+        """A crash and recovery: SIGQUIT is Postgres' immediate shutdown, no checkpoint, as a power cut
+        would leave it; the next start recovers from the WAL."""
+        self.container.kill(signal="SIGQUIT")
+        self.container.wait(timeout=60)
+        self.start()
 
     def stop(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):  # not running
-            self._ctl("stop", "-m", "immediate")
-        shutil.rmtree(self.root, ignore_errors=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            self.container.remove(force=True, v=True)
