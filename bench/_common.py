@@ -51,6 +51,7 @@ from regatta_shared.events import (
 )
 from regatta_shared.eventstore import NewEvent
 from regatta_shared.ids import attempt_id, benchmark_stream, leaderboard_stream, run_stream, workspace_stream
+from regatta_shared.scoring_rules import RULES_VERSION
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -470,7 +471,8 @@ class RunLog:
             )
         if final:
             self.leaderboard_scores = agents
-        return _new(RunScored(run_id=self.plan.run_id, final=final, agents=agents), SCORING)
+        scored = RunScored(run_id=self.plan.run_id, final=final, agents=agents, rules_version=RULES_VERSION)
+        return _new(scored, SCORING)
 
 
 def leaderboard_event(benchmark_id: str, runs: Sequence[RunLog]) -> tuple[str, list[NewEvent]]:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-LOCAL = "regatta_executor.local_environment:LocalEnvironment"
+LOCAL = "regatta_executor.local.environment:LocalEnvironment"
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -21,9 +21,11 @@ from typing import Any
 from _procs import cpu_by_command, machine_busy_seconds
 from _stack import StackClient, write_trivial_tasks
 
-LOCAL = "regatta_executor.local_environment:LocalEnvironment"
+from regatta.services import SERVICES as PLATFORM_SERVICES
+
+LOCAL = "regatta_executor.local.environment:LocalEnvironment"
 # How the stack's processes are told apart by their command line (executors: one line for all).
-SERVICES = ("gateway", "executor", "run_scheduler", "relay", "scoring", "registry_sync", "nats-server")
+SERVICES = (*(service.module.removeprefix("regatta_") for service in PLATFORM_SERVICES), "nats-server")
 
 
 async def harbor_job(tasks: Path, attempts: int, concurrency: int, jobs_dir: Path) -> float:

@@ -22,6 +22,7 @@ from ..integration.registry_sync_support import (
     init_repo,
     write_task,
 )
+from .web_ui_support import ACK_WAIT
 
 RUN = (
     '[experiment]\nbenchmark = "{benchmark}"\n[[agents]]\nharness = "oracle"\n'
@@ -113,11 +114,11 @@ def _gated_tasks(root: Path, gate: Path, count: int) -> None:
         )
 
 
-def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(make_stack, api_for, tmp_path) -> None:
+def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(shared_stack, api_for, tmp_path) -> None:
     gate = Path("/var/tmp") / f"regatta-gate-{uuid.uuid4().hex}"
     tasks = tmp_path / "locked"
     _gated_tasks(tasks, gate, 3)
-    stack = make_stack(executors=1)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     benchmark_id = _add(api, {"source_type": "folder", "path": str(tasks), "name": "locked"})
     before = _settled(api, benchmark_id)

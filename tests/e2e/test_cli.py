@@ -7,16 +7,19 @@ import os
 import subprocess
 import sys
 
+from tests.e2e.web_ui_support import ACK_WAIT
 from tests.integration.registry_sync_support import commit_all, generate_registry, init_repo, write_task
 from tests.support.tasks import run_toml
 
 
 def regatta(stack, *args: str, token: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as the stack's admin (or `token`'s user); in the test's workspace on a shared stack."""
     environment = {
         **os.environ,
         "REGATTA_URL": stack.url,
         "REGATTA_TOKEN": token or stack.token,
         "COLUMNS": "200",
+        **({"REGATTA_WORKSPACE": stack.workspace} if getattr(stack, "workspace", None) else {}),
         **env,
     }
     return subprocess.run(
@@ -28,8 +31,8 @@ def regatta(stack, *args: str, token: str | None = None, **env: str) -> subproce
     )
 
 
-def test_cli_manages_secrets_tokens_and_downloads(make_stack, api_for, tmp_path) -> None:
-    stack = make_stack(executors=1)
+def test_cli_manages_secrets_tokens_and_downloads(shared_stack, api_for, tmp_path) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
 

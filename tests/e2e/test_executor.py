@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
+from tests.e2e.web_ui_support import ACK_WAIT
 from tests.support.processes import descendants
 from tests.support.tasks import run_toml, write_task, write_tasks
 
@@ -84,8 +85,8 @@ def _sandbox_processes(stack) -> list[str]:
     ]
 
 
-def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(make_stack, api_for, tmp_path) -> None:
-    stack = make_stack(executors=1)
+def test_stop_cancels_in_flight_attempts_and_keeps_finished_results(shared_stack, api_for, tmp_path) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     tasks = tmp_path / "tasks"
     write_tasks(tasks, 2, prefix="fast")

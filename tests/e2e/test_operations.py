@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from regatta_gateway.notifications.notices import SIGNATURE_HEADER, verify
 
 from tests.e2e.test_spine import DEMO
+from tests.e2e.web_ui_support import ACK_WAIT
 from tests.support.tasks import run_toml
 
 
@@ -94,8 +95,8 @@ def test_webhooks_are_signed_retried_and_never_block_runs(make_stack, api_for) -
         bad.close()
 
 
-def test_budget_refuses_submission_and_audit_records_who_did_what(make_stack, api_for) -> None:
-    stack = make_stack(executors=1)
+def test_budget_refuses_submission_and_audit_records_who_did_what(shared_stack, api_for) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
     events_before = api.get("/audit", limit=500)["entries"]
@@ -121,8 +122,8 @@ def test_budget_refuses_submission_and_audit_records_who_did_what(make_stack, ap
     assert api.http.get("/api/v1/audit", params={"since": "yesterday"}).status_code == 400
 
 
-def test_live_progress_is_streamed_until_the_run_ends(make_stack, api_for) -> None:
-    stack = make_stack(executors=1)
+def test_live_progress_is_streamed_until_the_run_ends(shared_stack, api_for) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
     created = api.submit_toml(DEMO)

@@ -17,7 +17,8 @@ from regatta_shared.sealing import SealError, load_master_key, sealing_key, unse
 from regatta_shared.settings import Settings
 from sqlalchemy import create_engine, text
 
-from regatta.stack import Stack
+from tests.e2e.conftest import Tenant
+from tests.e2e.web_ui_support import ACK_WAIT
 
 from .test_spine import _write_slow_tasks
 
@@ -66,8 +67,9 @@ lora_model_name = "none"
 class Osmosis:
     """Runs the CLI as a user would: env token bound to the platform URL, `--workspace`, no `.env` above."""
 
-    def __init__(self, stack: Stack, cwd: Path) -> None:
+    def __init__(self, stack: Tenant, cwd: Path) -> None:
         self.cwd = cwd
+        self.workspace = stack.workspace
         cwd.mkdir(parents=True, exist_ok=True)
         assert not [p for p in (cwd, *cwd.parents) if (p / ".env").exists()], "a .env would change the CLI"
         home = cwd / "home"
@@ -88,7 +90,7 @@ class Osmosis:
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [str(OSMOSIS), "--workspace", "default", *args],
+            [str(OSMOSIS), "--workspace", self.workspace, *args],
             cwd=self.cwd,
             env={**self.env, **(env or {})},
             capture_output=True,
@@ -114,18 +116,18 @@ def wait_status(api: Any, run_id: str, wanted: tuple[str, ...], timeout: float =
     api.wait_for(lambda: api.get(f"/runs/{run_id}")["benchmark_run"]["status"] in wanted, timeout, 0.3)
 
 
-def manifest_sizes(stack: Stack, run_id: str) -> dict[str, int]:
+def manifest_sizes(stack: Tenant, run_id: str) -> dict[str, int]:
     response = httpx.get(
         f"{stack.url}/api/cli/benchmark-runs/{run_id}/outputs/manifest",
         params={"types": "summary,results,artifacts,logs"},
-        headers={"Authorization": f"Bearer {stack.token}", "X-Osmosis-Workspace": "default"},
+        headers={"Authorization": f"Bearer {stack.token}", "X-Osmosis-Workspace": stack.workspace},
     )
     response.raise_for_status()
     return {item["path"]: item["size"] for item in response.json()["files"]}
 
 
-def test_osmosis_cli_lists_submits_follows_downloads_and_stops(make_stack, api_for, tmp_path: Path) -> None:
-    stack = make_stack(executors=1)
+def test_osmosis_cli_lists_submits_follows_downloads_and_stops(shared_stack, api_for, tmp_path: Path) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
     cli = Osmosis(stack, tmp_path / "work")
@@ -200,7 +202,7 @@ def test_osmosis_cli_lists_submits_follows_downloads_and_stops(make_stack, api_f
     assert final["benchmark_run"]["status"] == "stopped"
 
 
-def _assert_secret_only_sealed(stack: Stack, run_id: str, cli: Osmosis, downloads: Path) -> None:
+def _assert_secret_only_sealed(stack: Tenant, run_id: str, cli: Osmosis, downloads: Path) -> None:
     engine = create_engine(stack.database_url or "")
     with engine.connect() as conn:
         events = conn.execute(text("SELECT data::text || metadata::text FROM events")).scalars().all()
@@ -224,7 +226,7 @@ def _assert_secret_only_sealed(stack: Stack, run_id: str, cli: Osmosis, download
     assert SECRET_VALUE not in logs
 
 
-def _run_key_purged(stack: Stack, run_id: str, timeout: float = 30.0) -> bool:
+def _run_key_purged(stack: Tenant, run_id: str, timeout: float = 30.0) -> bool:
     """The purge consumer acts on the run's end event shortly after the API shows the run ended."""
     engine = create_engine(stack.database_url or "")
     deadline = time.monotonic() + timeout

@@ -91,7 +91,7 @@ def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
     """SIGKILL (no drain at all) of one of two executors mid-attempt: its job comes back after
     ack_wait, runs on an executor, and counts once; the survivor's attempt is untouched."""
     stack = make_stack(
-        executors=2, REGATTA_JOB_ACK_WAIT="3", REGATTA_EXECUTOR_SLOTS="1", REGATTA_STARTED_REPORT_DELAY="0.5"
+        executors=2, REGATTA_JOB_ACK_WAIT="5", REGATTA_EXECUTOR_SLOTS="1", REGATTA_STARTED_REPORT_DELAY="0.5"
     )
     api = api_for(stack)
     tasks = tmp_path / "tasks"
@@ -129,8 +129,10 @@ def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
         for aid in finished
     }
     survivor = next(aid for aid in finished if aid != victim)
-    assert deliveries[victim] == [1, 2]
-    assert deliveries[survivor] == [1], "heartbeats kept the live 12 s attempt from redelivery (ack_wait 3 s)"
+    # The job came back after the kill; a late heartbeat on a loaded host may bring it once more
+    # (at-least-once delivery), and it still counts once (above).
+    assert deliveries[victim][:2] == [1, 2] and deliveries[victim] == sorted(set(deliveries[victim]))
+    assert deliveries[survivor] == [1], "heartbeats kept the live 12 s attempt from redelivery (ack_wait 5 s)"
 
 
 def test_a_container_removed_under_an_attempt_is_retried_and_the_agent_ranks(

@@ -12,6 +12,8 @@ import httpx
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from sqlalchemy import create_engine, text
 
+from tests.e2e.web_ui_support import ACK_WAIT
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = (ROOT / "examples" / "runs" / "demo.toml").read_text()
 
@@ -21,8 +23,8 @@ def _metrics_by_harness(detail: dict) -> dict[str, dict]:
     return {agents[m["benchmark_run_agent_id"]]["harness"]: m for m in detail["agent_metrics"]}
 
 
-def test_demo_run_goes_pending_queued_running_finished(make_stack, api_for) -> None:
-    stack = make_stack(executors=1)
+def test_demo_run_goes_pending_queued_running_finished(shared_stack, api_for) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     benchmark = api.benchmark_ready("regatta-examples")
     assert benchmark["sync_status"] == "ready"
@@ -140,8 +142,8 @@ def test_projections_rebuild_reproduces_read_models(make_stack, api_for) -> None
     assert _dump(stack.database_url) == before
 
 
-def test_every_service_answers_its_health_check(make_stack) -> None:
-    stack = make_stack(executors=1)
+def test_every_service_answers_its_health_check(shared_stack) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     assert set(stack.health_ports) == {"registry-sync", "run-scheduler", "scoring", "executor-1"}
     for key, port in stack.health_ports.items():
         response = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
@@ -150,10 +152,16 @@ def test_every_service_answers_its_health_check(make_stack) -> None:
     assert httpx.get(f"{stack.url}/openapi.json", timeout=5).json()["openapi"].startswith("3.1")
 
 
-def test_cli_submit_wait_prints_the_results_table(make_stack, api_for) -> None:
-    stack = make_stack(executors=2)
+def test_cli_submit_wait_prints_the_results_table(shared_stack, api_for) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api_for(stack).benchmark_ready("regatta-examples")
-    env = {**os.environ, "REGATTA_URL": stack.url, "REGATTA_TOKEN": stack.token, "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "REGATTA_URL": stack.url,
+        "REGATTA_TOKEN": stack.token,
+        "REGATTA_WORKSPACE": stack.workspace,
+        "COLUMNS": "200",
+    }
     result = subprocess.run(
         [
             sys.executable,
@@ -176,3 +184,33 @@ def test_cli_submit_wait_prints_the_results_table(make_stack, api_for) -> None:
     nop = next(line for agent, line in lines.items() if agent.startswith("nop"))
     assert "100.0% (72.2%–100.0%)" in oracle
     assert "0.0% (0.0%–27.8%)" in nop
+
+
+def test_a_service_whose_picked_port_was_taken_starts_on_another(tmp_path: Path) -> None:
+    """Ports are picked free well before a loaded machine's service binds them; one taken meanwhile
+    (here by a listener of the test's own) is picked again rather than failing the start."""
+    import socket
+
+    from tests.e2e.conftest import _new_stack, _start
+
+    taken = [socket.socket(), socket.socket()]
+    for sock in taken:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+    health_taken, gateway_taken = (sock.getsockname()[1] for sock in taken)
+    stack = _new_stack(tmp_path / "stack", "", 1, {})
+    stack.database_url = None
+    stack.health_ports["scoring"] = health_taken
+    stack.port = gateway_taken
+    try:
+        _start(stack)
+        assert stack.health_ports["scoring"] != health_taken
+        assert stack.port != gateway_taken
+        assert httpx.get(f"http://127.0.0.1:{stack.health_ports['scoring']}/health", timeout=5).is_success
+        assert httpx.get(f"{stack.url}/health", timeout=5).json()["status"] == "ok"
+        logs = (stack.logs / "scoring.log").read_text() + (stack.logs / "gateway.log").read_text()
+        assert logs.count("address already in use") >= 2
+    finally:
+        stack.stop()
+        for sock in taken:
+            sock.close()

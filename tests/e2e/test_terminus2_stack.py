@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import EXAMPLES
@@ -23,11 +24,13 @@ def test_terminus2_run_with_a_sealed_key_records_tokens_and_cost(make_stack, api
     toml = tasks / "hello-file" / "task.toml"
     toml.write_text(toml.read_text().replace("timeout_sec = 60", "timeout_sec = 300"))
     script = [
-        terminus_reply(["printf 'Hello, Regatta!\\n' > /app/hello.txt\n"]),
+        terminus_reply(["printf 'Hello, Regatta!\\n' > /app/hello.txt\n"], duration=2.0),
         terminus_reply(["cat /app/hello.txt\n"], duration=1.0),
         terminus_reply(task_complete=True),
         terminus_reply(task_complete=True),
     ]
+    # A stack of its own, at the default ack wait: a redelivered copy of the attempt (the shared stacks'
+    # short ack wait, on a loaded host) would take replies from the same scripted model.
     stack = make_stack(executors=1)
     api = api_for(stack)
     response = api.http.post(
@@ -74,7 +77,11 @@ def test_terminus2_run_with_a_sealed_key_records_tokens_and_cost(make_stack, api
     events = [(kind, data if isinstance(data, dict) else json.loads(data)) for kind, data in rows]
     assert all(API_KEY not in json.dumps(data) for _, data in events), "no secret in the event log"
     (finished,) = [data for kind, data in events if kind == "AttemptFinished"]
-    assert finished["outcome"] == "passed", (finished["exception_type"], finished["exception_message"])
+    if finished["outcome"] != "passed":
+        pytest.fail(
+            f"{finished['outcome']}: {finished['exception_type']} {finished['exception_message']}, "
+            f"{calls} model calls\n{api.artifact_texts(run_id)}"
+        )
     usage = finished["usage"]
     # Every call is billed 1000 in / 50 out; how many of them terminus-2 counts depends on its turns.
     turns = usage["input_tokens"] // 1000

@@ -21,9 +21,9 @@ from tests.e2e.web_ui_support import (
 
 
 def test_sign_in_add_benchmark_and_watch_the_sync_live(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
 

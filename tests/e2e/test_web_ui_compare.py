@@ -1,5 +1,6 @@
 """Issue 30, Compare: two agents of one run task by task on the web page (reached from the run page), its
-filters, its CSV, and the same comparison from `regatta run compare`.
+filters, its CSV, and the same comparison from `regatta run compare`. Then Annotate, on the same finished
+run: a label put on an attempt from the run page shows on the results table, filters it, and comes off.
 
 The tasks make the outcome known: on `up-*` the oracle passes and nop fails; `down` passes only when
 nothing is done, so there the oracle (which writes the file) fails and nop passes. B = oracle against
@@ -13,6 +14,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import Page, expect
 
@@ -20,8 +22,6 @@ from tests.e2e.test_cli import regatta
 from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import ACK_WAIT, RUN, add_folder_benchmark, sign_in
 from tests.support.tasks import run_toml, write_task
-
-NO_ENGINE = "unix:///nonexistent/docker.sock"
 
 
 def _tasks(root: Path) -> Path:
@@ -34,10 +34,10 @@ def _tasks(root: Path) -> Path:
     return root
 
 
-def test_compare_page_shows_improved_and_regressed_tasks_filters_and_the_cli_table(
-    make_stack, api_for, page: Page, tmp_path: Path
+def test_compare_page_shows_improved_and_regressed_tasks_filters_the_cli_table_and_labels(
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1, DOCKER_HOST=NO_ENGINE, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     add_folder_benchmark(api, _tasks(tmp_path / "tasks"), "compare-me")
     api.benchmark_ready("compare-me")
@@ -105,3 +105,46 @@ def test_compare_page_shows_improved_and_regressed_tasks_filters_and_the_cli_tab
     assert "2 improved, 1 regressed, 0 same" in shown.stdout
     as_json = json.loads(regatta(stack, "run", "compare", f"{run_id}:0", f"{run_id}:1", "--json").stdout)
     assert as_json["summary"]["difference"] == 1 / 3 and as_json["summary"]["p_value"] == 1.0
+
+    _label_an_attempt_on_the_run_page(page, stack.url, api, run_id)
+
+
+def _label_an_attempt_on_the_run_page(page: Page, url: str, api: Any, run_id: str) -> None:
+    page.goto(f"{url}/benchmarks/runs/{run_id}?tab=results")
+    rows = page.get_by_test_id("results-table").locator("tr[data-attempt-id]")
+    expect(rows).to_have_count(6)
+    down = rows.filter(has_text="down").filter(has_text="oracle")
+    down.get_by_role("button").first.click()
+    labels = page.get_by_test_id("labels-block")
+    expect(labels).to_contain_text("No labels yet.")
+    labels.get_by_test_id("label-input").fill("Reward Hacking")
+    labels.get_by_test_id("label-note").fill("wrote the file the test looks for")
+    labels.get_by_test_id("label-add").click()
+    expect(down.get_by_test_id("attempt-label")).to_have_text("reward hacking")
+    expect(down.get_by_test_id("attempt-label")).to_have_attribute(
+        "title", "wrote the file the test looks for"
+    )
+    # The same label again is refused, with the reason on the page.
+    labels = page.get_by_test_id("labels-block")
+    labels.get_by_test_id("label-input").fill("reward hacking")
+    labels.get_by_test_id("label-add").click()
+    expect(labels.get_by_test_id("label-message")).to_contain_text("already has the label")
+    assert_readable(page, "run-labels", ["reward hacking", "wrote the file the test looks for"])
+
+    page.get_by_test_id("label-filter").select_option("reward hacking")
+    expect(rows).to_have_count(1)
+    expect(page).to_have_url(f"{url}/benchmarks/runs/{run_id}?tab=results&label=reward+hacking")
+    page.reload()
+    expect(rows).to_have_count(1)  # the filter is in the URL, kept across a reload
+    page.get_by_test_id("label-filter").select_option("(none)")
+    expect(rows).to_have_count(5)
+    labelled = [a for a in api.get(f"/runs/{run_id}/attempts")["attempts"] if a["labels"]]
+    assert [(a["task"], a["agent_index"], [x["label"] for x in a["labels"]]) for a in labelled] == [
+        ("down", 1, ["reward hacking"])
+    ]
+
+    page.get_by_test_id("label-filter").select_option("")
+    down.get_by_role("button").first.click()
+    page.get_by_test_id("labels-block").get_by_role("button", name="Remove the label reward hacking").click()
+    expect(down.get_by_test_id("attempt-label")).to_have_count(0)
+    assert all(not a["labels"] for a in api.get(f"/runs/{run_id}/attempts")["attempts"])

@@ -14,8 +14,6 @@ from playwright.sync_api import Page, expect
 from tests.e2e.web_ui_support import ACK_WAIT, RUN, WAIT, add_folder_benchmark, shot, sign_in
 from tests.support.tasks import run_toml, write_task
 
-NO_ENGINE = "unix:///nonexistent/docker.sock"
-
 
 def _tasks(root: Path) -> Path:
     write_task(root, "plain")
@@ -34,10 +32,9 @@ def _tasks(root: Path) -> Path:
 
 
 def test_local_records_its_environment_and_labels_unbuilt_tasks_everywhere(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    # `auto` with no engine at DOCKER_HOST: the stack chooses `local` for its executor.
-    stack = make_stack(executors=1, DOCKER_HOST=NO_ENGINE, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     assert stack.environment == "local"
     api = api_for(stack)
     add_folder_benchmark(api, _tasks(tmp_path / "tasks"), "env-honesty")

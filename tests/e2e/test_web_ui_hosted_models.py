@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import create_engine, text
 
 from tests.conftest import EXAMPLES
-from tests.e2e.web_ui_support import LONG, phone_shot, shot, sign_in
+from tests.e2e.web_ui_support import ACK_WAIT, LONG, phone_shot, shot, sign_in
 from tests.support.scripted_llm import ScriptedLLM, terminus_reply
 
 HOSTED_KEY = "sk-hosted-" + "0c9e2b7d41a6f583"
@@ -60,7 +60,7 @@ def test_a_declared_hosted_model_serves_a_terminus2_run_from_the_new_run_form(
     make_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
     script = [
-        terminus_reply(["printf 'Hello, Regatta!\\n' > /app/hello.txt\n"]),
+        terminus_reply(["printf 'Hello, Regatta!\\n' > /app/hello.txt\n"], duration=2.0),
         terminus_reply(["cat /app/hello.txt\n"], duration=1.0),
         terminus_reply(task_complete=True),
         terminus_reply(task_complete=True),
@@ -160,9 +160,9 @@ def test_a_declared_hosted_model_serves_a_terminus2_run_from_the_new_run_form(
 
 
 def test_without_declared_hosted_models_the_type_is_not_offered_and_refused_at_submission(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     _add(api, _hello_file(tmp_path / "tasks"), "t2")
     assert api.get("/hosted-models") == {"hosted_models": []}

@@ -41,5 +41,6 @@ def test_a_page_without_faults_is_readable_at_both_widths(page: Page) -> None:
 def test_each_fault_a_person_would_see_fails_the_check(page: Page, fault: str) -> None:
     page.set_content(f"<main><h1>Page</h1>{FAULTS[fault]}</main>")
     expected = ["Expected"] if fault == "not visible" else []
+    # set_content returns with the page drawn, so nothing is still to come: a short wait suffices.
     with pytest.raises(AssertionError, match=fault):
-        assert_readable(page, f"layout-check-{fault.replace(' ', '-')}", expected)
+        assert_readable(page, f"layout-check-{fault.replace(' ', '-')}", expected, wait=500)

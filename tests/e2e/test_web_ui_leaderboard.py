@@ -58,9 +58,9 @@ max_concurrent_attempts = 4
 
 
 def test_leaderboard_shows_tied_ranks_with_the_comparison_and_sorts_by_each_metric(
-    make_stack, api_for, page: Page
+    shared_stack, api_for, page: Page
 ) -> None:
-    stack = make_stack(executors=2, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     benchmark = api.benchmark_ready("regatta-examples")
     created = api.submit_toml(TIE_RUN)
@@ -126,11 +126,11 @@ def one_agent_run(name: str, threshold: float | None) -> str:
 
 
 def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(
-    make_stack, api_for, page: Page
+    shared_stack, api_for, page: Page
 ) -> None:
     """The same agent (nop, which passes nothing) at the benchmark's threshold 1.0 and at 0.0, where every
     scored attempt passes: only the honest run ranks, the API and both pages say why the other does not."""
-    stack = make_stack(executors=1, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     benchmark = api.benchmark_ready("regatta-examples")
     honest = api.submit_toml(one_agent_run("honest", None))
@@ -217,9 +217,9 @@ def submit(api: Any, benchmark: str, agents: list[dict[str, Any]], **extra: Any)
 
 
 def test_leaderboard_sections_rank_apart_in_the_chosen_sort_with_the_tooltip_above_its_row(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=2, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     folder = tmp_path / "sets"
     write_tasks(folder, 6)
@@ -333,11 +333,11 @@ def test_leaderboard_sections_rank_apart_in_the_chosen_sort_with_the_tooltip_abo
 
 
 def test_the_runs_list_pages_past_50_and_filters_by_status_and_submitter(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
     """No executor: runs stay queued, except the ones stopped here, so the list holds exactly what this
     test submitted and stopped."""
-    stack = make_stack(executors=0)
+    stack = shared_stack(executors=0)
     api = api_for(stack)
     write_tasks(tmp_path / "many", 2)
     benchmark_id = add_folder_benchmark(api, tmp_path / "many", "many")

@@ -13,8 +13,8 @@ from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import sign_in
 
 
-def test_the_new_run_form_shows_the_submission_s_model_warning(make_stack, api_for, page: Page) -> None:
-    stack = make_stack(executors=0)
+def test_the_new_run_form_shows_the_submission_s_model_warning(shared_stack, api_for, page: Page) -> None:
+    stack = shared_stack(executors=0)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
     body = {"name": "WARN_KEY", "value": "sk-test", "scope": "workspace"}
@@ -42,10 +42,10 @@ def test_the_new_run_form_shows_the_submission_s_model_warning(make_stack, api_f
     expect(page).to_have_url(re.compile(r"/benchmarks/runs/run_"))
 
 
-def test_regatta_run_submit_prints_the_warning_on_stderr(make_stack, api_for, tmp_path) -> None:
+def test_regatta_run_submit_prints_the_warning_on_stderr(shared_stack, api_for, tmp_path) -> None:
     from tests.e2e.test_cli import regatta
 
-    stack = make_stack(executors=0)
+    stack = shared_stack(executors=0)
     api = api_for(stack)
     api.benchmark_ready("regatta-examples")
     body = {"name": "WARN_KEY", "value": "sk-test", "scope": "workspace"}

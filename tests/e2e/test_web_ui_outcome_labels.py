@@ -11,14 +11,14 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.test_cli import regatta
 from tests.e2e.test_executor import add_folder
-from tests.e2e.web_ui_support import RUN, shot, sign_in
+from tests.e2e.web_ui_support import ACK_WAIT, RUN, shot, sign_in
 from tests.support.tasks import run_toml, write_task
 
 
 def test_a_failure_without_a_verdict_is_labelled_with_its_reason(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     root = tmp_path / "tasks"
     write_task(root, "fine")

@@ -59,9 +59,9 @@ def _add(api, root: Path, name: str) -> dict:
 
 
 def test_runs_that_cannot_produce_a_result_end_failed_with_their_reason_and_keep_results(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
 
     # 1. Every attempt errored: both tasks need sidecar services the `local` environment does not run.
@@ -158,7 +158,7 @@ def test_runs_that_cannot_produce_a_result_end_failed_with_their_reason_and_keep
     assert rows["task-0"]["outcome"] == "passed" and rows["task-1"]["outcome"] == "errored"
     assert f"Run failed: {reason}" in _logs_download(api, vanished_run)
     # The CLI contract's run detail shows `failed` (its "See logs with" hint) and the same logs.
-    workspace = {"X-Osmosis-Workspace": "default"}
+    workspace = {"X-Osmosis-Workspace": stack.workspace}
     cli = api.http.get(f"/api/cli/benchmark-runs/{vanished_run}", headers=workspace).json()
     assert cli["benchmark_run"]["status"] == "failed"
     cli_logs = api.http.get(

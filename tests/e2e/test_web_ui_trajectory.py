@@ -28,9 +28,9 @@ ORACLE_RUN = (
 
 
 def test_a_trajectory_reads_as_a_conversation_and_a_running_run_can_be_stopped(
-    make_stack, api_for, page: Page, tmp_path: Path
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
-    stack = make_stack(executors=1, **ACK_WAIT)
+    stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     write_talking_task(tmp_path / "talk")
     add_folder_benchmark(api, tmp_path / "talk", "talk")

@@ -150,9 +150,9 @@ def look(page: Page, selector: str = "body") -> dict[str, Any]:
     return page.evaluate(LOOK, selector)
 
 
-def _readable_at_this_size(page: Page, name: str, texts: Sequence[str], selector: str) -> None:
+def _readable_at_this_size(page: Page, name: str, texts: Sequence[str], selector: str, wait: float) -> None:
     with suppress(Error):  # a timeout: the assertions below say what is missing
-        page.wait_for_function(_SHOWN, arg=[selector, list(texts)], timeout=WAIT)
+        page.wait_for_function(_SHOWN, arg=[selector, list(texts)], timeout=wait)
     seen = look(page, selector)
     assert not seen["problems"], f"{name}: " + "; ".join(seen["problems"])
     assert seen["texts"], f"{name}: no visible text in {selector}"
@@ -174,12 +174,14 @@ def assert_readable(
     *,
     selector: str = "body",
     scroll_to: str | None = None,
+    wait: float = WAIT,
 ) -> None:
     """At 1280, 1440 and 1600 × 900 and at a phone's 390 × 844: each of `texts` drawn in `selector` and
     everything in it readable (see the module's doc), the page no wider than the screen, and at the
     desktop widths no table scrolling sideways. Screenshots `name`, `name-1440`, `name-1600` and
     `name-phone`, each taken before its check so a failure leaves the picture of what was wrong.
     `scroll_to` is what a person would scroll to first (the smaller screen may show it only then).
+    `wait` (ms, more than 0) bounds how long the texts may take to be drawn.
     The page is left at the size it had."""
     assert not isinstance(texts, str), "texts is a list of texts"
     # A toast floats over the page for a few seconds by design; a person reads the page once it is gone.
@@ -193,7 +195,7 @@ def assert_readable(
             if scroll_to:
                 page.locator(scroll_to).scroll_into_view_if_needed()
             shot(page, f"{name}{suffix}")
-            _readable_at_this_size(page, f"{name}{suffix}", texts, selector)
+            _readable_at_this_size(page, f"{name}{suffix}", texts, selector, wait)
     finally:
         if size:
             page.set_viewport_size(size)

@@ -48,7 +48,12 @@ def phone_shot(page: Page, name: str) -> None:
 
 
 def sign_in(page: Page, stack: Any) -> None:
+    """Signed in as the stack's admin; on a shared stack (a `Tenant`) in the test's own workspace, by the
+    cookie the workspace switcher sets (so the pages and their scripts' API calls act in it)."""
     page.set_default_timeout(WAIT)
+    workspace_id = getattr(stack, "workspace_id", None)
+    if workspace_id:
+        page.context.add_cookies([{"name": "regatta_workspace", "value": workspace_id, "url": stack.url}])
     page.goto(f"{stack.url}/benchmarks")
     expect(page).to_have_url(re.compile(r"/signin\?next=%2Fbenchmarks$"))
     page.get_by_label("API token").fill(stack.token)

@@ -55,12 +55,12 @@ def zeros_bomb(extra: list[tuple[tarfile.TarInfo, io.IOBase | None]]) -> bytes:
 
 
 @contextmanager
-def small_disk(folder: Path) -> Iterator[Path]:
-    """An 8 MiB tmpfs of 2,000 inodes at `folder`: code that wrote a bomb's bytes (or files) before
-    refusing it would hit ENOSPC (an OSError, not the refusal a test expects)."""
+def small_disk(folder: Path, size: str = "8m") -> Iterator[Path]:
+    """An 8 MiB (or `size`) tmpfs of 2,000 inodes at `folder`: code that wrote a bomb's bytes (or files)
+    before refusing it would hit ENOSPC (an OSError, not the refusal a test expects)."""
     folder.mkdir(parents=True)
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=2000", "tmpfs", str(folder)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},nr_inodes=2000", "tmpfs", str(folder)],
         capture_output=True,
         text=True,
     )

@@ -19,13 +19,13 @@ from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.paths import TrialPaths
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
-from regatta_executor.limits import leaf_parents
-from regatta_executor.local_environment import LocalEnvironment
+from regatta_executor.local.environment import LocalEnvironment
+from regatta_executor.local.limits import leaf_parents
 from regatta_executor.outcome import classify
 
 from tests.conftest import EXAMPLES, unavailable
 
-LOCAL_ENVIRONMENT = "regatta_executor.local_environment:LocalEnvironment"
+LOCAL_ENVIRONMENT = "regatta_executor.local.environment:LocalEnvironment"
 
 
 def require_sandbox_host(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -244,6 +244,8 @@ class _GitHttpBackend(BaseHTTPRequestHandler):
             "PATH_INFO": path,
             "QUERY_STRING": query,
             "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            # git gzips a request of many wants; http-backend inflates it when told.
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
             "CONTENT_LENGTH": str(len(body)),
             "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
             "REMOTE_ADDR": "127.0.0.1",

@@ -11,9 +11,10 @@ import pytest
 import yaml
 from regatta_shared.settings import Settings
 
+from regatta.services import NAMES
 from tests.conftest import ROOT, unavailable
 
-SERVICES = {"nats", "postgres", "relay", "registry-sync", "run-scheduler", "scoring", "executor", "gateway"}
+SERVICES = {"nats", "postgres", *NAMES}  # the platform's services (regatta.services) and what they use
 
 
 SECRETS = {"REGATTA_BOOTSTRAP_TOKEN": "a" * 40, "REGATTA_MASTER_KEY": "b" * 40}

@@ -36,7 +36,7 @@ from tests.integration.container_support import (
     write_task,
 )
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed")]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("built_images_removed"), pytest.mark.serial]
 
 
 def _leftovers(engine: docker.DockerClient, result: TrialResult) -> dict[str, list[str]]:
@@ -182,15 +182,24 @@ async def test_main_built_from_the_task_root(engine: docker.DockerClient, tmp_pa
     assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
 
 
+REFUSED_KEYS = [
+    ("privileged: true", "services.db.privileged is not supported"),
+    ("env_file: [/etc/passwd]", "services.db.env_file is not supported"),
+    ("deploy: {resources: {limits: {memory: 1t}}}", "services.db.deploy is not supported"),
+    ("networks: [backend]", "services.db.networks: only the default network is supported"),
+]
+
+
+@pytest.mark.parametrize(("line", "key"), REFUSED_KEYS, ids=[line.split(":")[0] for line, _ in REFUSED_KEYS])
 async def test_a_refused_key_fails_before_any_container_is_made(
-    engine: docker.DockerClient, tmp_path: Path
+    engine: docker.DockerClient, tmp_path: Path, line: str, key: str
 ) -> None:
-    name = f"privileged-{secrets.token_hex(4)}"
+    name = f"refused-{secrets.token_hex(4)}"
     task = write_task(tmp_path / "tasks", name)
     (task / "environment" / "docker-compose.yaml").write_text(
-        f"services:\n  db:\n    image: {BASE_IMAGE}\n    privileged: true\n"
+        f"services:\n  db:\n    image: {BASE_IMAGE}\n    {line}\n"
     )
-    said = "environment/docker-compose.yaml: services.db.privileged is not supported"
+    said = f"environment/docker-compose.yaml: {key}"
     try:
         result = await run_trial(task, "oracle", tmp_path)
     except ValueError as exc:

@@ -130,6 +130,67 @@ async def test_an_operator_allowed_internal_source_is_fetched(
     assert (trial_dir(tmp_path, result) / "agent" / "fetched.txt").read_text() == listener.body
 
 
+class Redirector:
+    """An HTTP service on 127.0.0.1 that answers every request with a 302 to `target`, counting them."""
+
+    def __init__(self, target: str) -> None:
+        self.requests = 0
+        redirector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                redirector.requests += 1
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_HEAD = do_GET
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_an_allowed_add_source_cannot_redirect_the_fetch_to_a_host_only_listener(
+    engine: docker.DockerClient, tmp_path: Path, listener: Listener
+) -> None:
+    """The operator allows one internal source; it answers 302 to a host-only listener. The engine
+    would follow that redirect from the host's network; the executor fetches instead, every hop checked."""
+    nonce = secrets.token_hex(8)
+    redirector = Redirector(f"http://127.0.0.1:{listener.port}/{nonce}")
+    try:
+        url = f"http://127.0.0.1:{redirector.port}/{nonce}"
+        task = write_task(
+            tmp_path / "tasks",
+            "add-redirected",
+            solve="cat /fetched > /logs/agent/fetched.txt",
+            dockerfile=f"FROM {BASE_IMAGE}\nADD {url} /fetched\nRUN chmod 644 /fetched\n",
+        )
+        refused = await run_trial(task, "oracle", tmp_path, outbound_allow=f"127.0.0.1:{redirector.port}")
+        assert exception_type(refused) == "DockerfileRefusedError"
+        message = refused.exception_info.exception_message or ""
+        assert f"environment/Dockerfile line 2: ADD '{url}' refused (address not allowed)" in message
+        assert redirector.requests >= 1 and listener.requests == 0
+        assert containers_of(engine, refused.trial_name) == []
+        assert not artifacts_hold(tmp_path, listener.body)
+
+        # The counter-check: with both allowed, the redirect is followed and the file is the listener's.
+        both = f"127.0.0.1:{redirector.port},127.0.0.1:{listener.port}"
+        fetched = await run_trial(task, "oracle", tmp_path, outbound_allow=both)
+        assert exception_type(fetched) is None, fetched.exception_info
+        assert (trial_dir(tmp_path, fetched) / "agent" / "fetched.txt").read_text() == listener.body
+    finally:
+        redirector.close()
+
+
 async def test_a_registry_on_the_hosts_loopback_is_never_contacted(
     engine: docker.DockerClient, tmp_path: Path, listener: Listener
 ) -> None:

@@ -42,7 +42,7 @@ from tests.integration.network_support import (
     resolver_in,
 )
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("built_images_removed")]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("built_images_removed"), pytest.mark.serial]
 
 MIRROR = "deb.debian.org"  # the base image's apt source (plain http)
 

@@ -7,11 +7,13 @@ attack's."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import docker
 import pytest
+from regatta_executor.container.storage_cap import layer_bytes, next_interval
 from regatta_executor.sandbox_faults import StorageLimitExceededError
 
 from tests.integration.container_support import (
@@ -228,3 +230,64 @@ async def test_the_verifiers_commands_start_from_the_platform_shell(
             again = await env.exec('echo "$0"')
     assert (before.stdout, removed.return_code, after.stdout) == ("bash\n", 0, "/.regatta/sh\n")
     assert again.stdout == "bash\n"
+
+
+# The overshoot bound is what a starved executor lets through: measured off the parallel phase's load.
+@pytest.mark.serial
+async def test_fast_parallel_writers_are_stopped_near_the_cap(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """storage_mb = 64 and four writers of 1 GiB each: the layer grows fast, the measures come sooner
+    (storage_cap.next_interval) and the container is killed with the layer under cap + 192 MiB (what
+    is written between the last measure and the kill on a loaded 2-core host: storage_cap.py)."""
+    task = write_task(tmp_path / "tasks", "parallel", environment="storage_mb = 64\n")
+    fill = "for i in 1 2 3 4; do head -c 1G /dev/zero > /var/tmp/f$i & done; wait"
+    async with started_environment(tmp_path, task) as env:
+        with pytest.raises(StorageLimitExceededError) as raised:
+            await env.exec(fill)
+        await asyncio.sleep(1)  # whatever was in flight at the kill has landed
+        final = layer_bytes(env._client.api, env._container_id or "") // 2**20
+    found = re.fullmatch(r"storage limit exceeded \((\d+) MiB > 64 MiB\)", str(raised.value))
+    assert found and 64 < int(found.group(1)) <= final, (raised.value, final)
+    assert final < 64 + 192, final
+
+
+def test_measures_come_sooner_while_the_layer_grows_towards_the_cap() -> None:
+    mib = 2**20
+    assert next_interval(0.1, 0.001, 60 * mib, 0) == 0.1  # not growing: the usual interval
+    assert next_interval(1.0, 0.5, 60 * mib, 0) == 5.0  # a costly measure: further apart
+    assert next_interval(0.1, 0.001, 60 * mib, 100 * mib) == 0.1  # 0.6 s from the cap
+    assert next_interval(0.1, 0.001, 10 * mib, 200 * mib) == pytest.approx(0.025)
+    assert next_interval(1.0, 0.5, 10 * mib, 200 * mib) == pytest.approx(0.025)  # cost gives way
+    assert next_interval(0.1, 0.001, 0, 200 * mib) == 0.01  # at the cap: back to back
+
+
+async def test_the_listing_sees_a_change_that_keeps_size_mode_and_mtime(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The check's listings (file_listing.py) on a real container: env rewritten with its own bytes
+    and its mtime put back differs only by ctime, and is seen; a folder removed is named once; a path
+    holding a line break and a fake record (folders make its slashes) stays one name."""
+    from regatta_executor.container import file_listing
+
+    async with started_environment(tmp_path) as env:
+        assert env.image is not None
+        image = file_listing.known(env.image.image_id)
+        assert image is not None, "the image's files were listed at the start"
+        assert "/usr/bin/env" in image.files and "/usr/share/doc/bash" in image.files
+        forged = "/tmp/x\n1 81ed 0 0 5 /usr/bin/bash"
+        result = await env.exec(
+            "cp -a /usr/bin/env /tmp/b && cat /tmp/b > /usr/bin/env && touch -r /tmp/b /usr/bin/env"
+            " && rm -rf /usr/share/doc && f=\"$(printf '/tmp/x\\n1 81ed 0 0 5 /usr/bin/bash')\""
+            ' && mkdir -p "${f%/bash}" && touch "$f"',
+            user="root",
+        )
+        assert result.return_code == 0, result
+        now = await asyncio.to_thread(file_listing.take, env._client.api, env._running())
+    was, is_now = image.files["/usr/bin/env"], now.files["/usr/bin/env"]
+    assert was[1:] == is_now[1:] and was[0] != is_now[0], (was, is_now)
+    found = dict(file_listing.changes(image.files, now.files))
+    assert found["/usr/bin/env"] == file_listing.MODIFIED
+    assert found["/usr/share/doc"] == file_listing.DELETED
+    assert "/usr/share/doc/bash" not in found
+    assert found[forged] == file_listing.ADDED

@@ -7,6 +7,7 @@ import contextlib
 import socket
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from regatta_shared.events import RunStopRequested
@@ -31,12 +32,12 @@ async def _forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
     writer.close()
 
 
-def _proxy_to_postgres(port: int, ready: threading.Event, stop: threading.Event) -> None:
-    """Postgres reachable on `port` from now on: a plain TCP relay to the machine's server."""
+def _proxy_to_postgres(port: int, upstream: int, ready: threading.Event, stop: threading.Event) -> None:
+    """Postgres reachable on `port` from now on: a plain TCP relay to the server on `upstream`."""
 
     async def serve() -> None:
         async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", 5432)
+            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", upstream)
             await asyncio.gather(_forward(reader, upstream_writer), _forward(upstream_reader, writer))
 
         server = await asyncio.start_server(relay, "127.0.0.1", port)
@@ -49,8 +50,9 @@ def _proxy_to_postgres(port: int, ready: threading.Event, stop: threading.Event)
 
 
 def test_make_store_waits_for_a_database_that_is_not_answering_yet(postgres_url: str, tmp_path: Path) -> None:
-    port = _free_port()
-    through_proxy = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{port}")
+    port, upstream = _free_port(), urlsplit(postgres_url).port
+    assert upstream is not None
+    through_proxy = postgres_url.replace(f"127.0.0.1:{upstream}", f"127.0.0.1:{port}")
     assert through_proxy != postgres_url
     settings = Settings(DATABASE_URL=through_proxy, REGATTA_DATA_DIR=str(tmp_path))  # type: ignore[call-arg]
     made: list[object] = []
@@ -59,7 +61,7 @@ def test_make_store_waits_for_a_database_that_is_not_answering_yet(postgres_url:
     starting.join(timeout=2.5)
     assert starting.is_alive() and not made, "nothing listens yet: make_store must keep trying, not fail"
     ready, stop = threading.Event(), threading.Event()
-    proxy = threading.Thread(target=_proxy_to_postgres, args=(port, ready, stop), daemon=True)
+    proxy = threading.Thread(target=_proxy_to_postgres, args=(port, upstream, ready, stop), daemon=True)
     proxy.start()
     try:
         assert ready.wait(10)

@@ -139,7 +139,7 @@ def _history(submitted: RunSubmitted, steps: list[tuple]) -> list[Event]:
             events.append(ExecutorNoted(run_id=run_id, attempt_id=aid, note="sandbox created"))
         elif kind == "scored":
             agents = [AgentScores(agent_index=0, k=1, passed=step[2])]
-            events.append(RunScored(run_id=run_id, final=step[1], agents=agents))
+            events.append(RunScored(run_id=run_id, final=step[1], agents=agents, rules_version=2))
         elif step[1] == "queued":
             events.append(RunQueued(run_id=run_id, expected_attempts=expected_attempts(submitted)))
         elif step[1] == "started":

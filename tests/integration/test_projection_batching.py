@@ -107,7 +107,12 @@ def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
             event: Event = UserRegistered(user_id="u1", email="u1@x", name="user one")
             stream = "workspace-ws"
         elif n in (60, 61):  # r1's final scores, then a late provisional one that must not replace them
-            event = RunScored(run_id="r1", final=n == 60, agents=[AgentScores(agent_index=0, k=2, passed=n)])
+            event = RunScored(
+                run_id="r1",
+                final=n == 60,
+                agents=[AgentScores(agent_index=0, k=2, passed=n)],
+                rules_version=2,
+            )
             stream = "run-r1"
         elif pick < 0.25 and f"{run_id}-{aid}" not in scheduled:
             scheduled.add(f"{run_id}-{aid}")
@@ -131,7 +136,12 @@ def _log(rng: random.Random) -> list[tuple[str, Event, str]]:
         elif pick < 0.94:
             # Provisional and final scores in any order: a provisional one after the final is ignored.
             final = rng.random() < 0.3
-            event = RunScored(run_id=run_id, final=final, agents=[AgentScores(agent_index=0, k=2, passed=n)])
+            event = RunScored(
+                run_id=run_id,
+                final=final,
+                agents=[AgentScores(agent_index=0, k=2, passed=n)],
+                rules_version=2,
+            )
         else:
             event = RunStopRequested(run_id=run_id)
         log.append((stream, event, rng.choice(["u1", "run-scheduler"])))

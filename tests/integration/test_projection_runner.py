@@ -3,6 +3,8 @@ each of them remembers (ProjectionRunner keeps its last position only as a hint)
 
 from __future__ import annotations
 
+import asyncio
+
 from regatta_shared.events import UserRegistered
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.projections import ProjectionRunner
@@ -30,3 +32,18 @@ def test_two_runners_of_one_projection_apply_each_event_once(store: EventStore) 
     names = [row[1] for row in _rows(store, first.projection)]
     assert sorted(names) == ["ada", "barbara", "edsger", "grace", "linus"]
     assert store.checkpoint(first.checkpoint_name) == store.last_position()
+
+
+
+async def test_a_quiet_runner_stops_when_told_not_after_its_poll(store: EventStore) -> None:
+    # The backstop poll (an hour) is far longer than the wait below, so only the stop can end the loop.
+    runner = ProjectionRunner(store, Users(1))
+    runner.create_tables()
+    stop = asyncio.Event()
+    loop = asyncio.create_task(runner.run_forever(stop, max_idle_sleep=3600.0, wake=asyncio.Event()))
+    _register(store, "ada")
+    while not _rows(store, runner.projection):
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(loop, timeout=60)
+    assert loop.exception() is None

@@ -5,7 +5,10 @@ fetch obeys the outbound guard. Each attack ends the sync `failed` with a clear 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import ssl
+import subprocess
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +24,7 @@ from .registry_sync_support import (
     folder_source,
     init_repo,
     registry_source,
+    self_signed_certificate,
     sync_harness,
     write_task,
 )
@@ -241,3 +245,63 @@ async def test_a_redirect_to_an_internal_address_is_refused_and_nothing_is_echoe
         )
         assert missing["sync_error"] == "could not fetch registry_url: HTTP 404"
         assert "secret" not in missing["sync_error"]
+
+
+class _AsksForPassword(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="git"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_repository_runs_none_of_the_hosts_git_programs(
+    harness: SyncHarness, repo: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's git configuration names a hooks folder and a credential helper (programs that run
+    with the service's rights): neither runs for a repository a user named, whether git checks it out
+    (a post-checkout hook) or the remote asks for a password (the helper would hand it the host's)."""
+    path, _commit = repo
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    ran = tmp_path / "ran"
+    (hooks / "post-checkout").write_text(f"#!/bin/sh\necho hook >> {ran}\n")
+    (hooks / "post-checkout").chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        f"[core]\n\thooksPath = {hooks}\n[credential]\n\thelper = !echo helper >> {ran} && :\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    # The counter-check: with this configuration a plain checkout does run the hook (git's environment
+    # as this process had it before a sync pinned its own settings there).
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_CONFIG_")}
+    subprocess.run(["git", "clone", "-q", str(path), str(tmp_path / "plain")], check=True, env=plain)
+    assert ran.read_text() == "hook\n"
+    ran.unlink()
+
+    body = await harness.first_sync(
+        harness.add(BenchmarkSource(type="git", ref=str(path), git_url=str(path)))
+    )
+    assert body["sync_status"] == "ready", body.get("sync_error")
+
+    cert, key = self_signed_certificate(tmp_path / "certs")
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(cert))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AsksForPassword)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        monkeypatch.setenv("REGATTA_OUTBOUND_ALLOW", f"127.0.0.1:{port}")
+        url = f"https://127.0.0.1:{port}/private.git"
+        locked = await harness.first_sync(harness.add(BenchmarkSource(type="git", ref=url, git_url=url)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert locked["sync_status"] == "failed"
+    assert not ran.exists(), ran.read_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler
-from regatta_shared.events import RunStopRequested
+from regatta_shared.events import ErroredAttemptsRerunRequested, RunFinished, RunStopRequested
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import run_stream
 from regatta_shared.jobs import AttemptReport
@@ -70,3 +70,48 @@ def test_a_stop_waits_for_the_attempts_executors_claimed(store: EventStore) -> N
     }
     assert cancelled[waiting] == "run stopped before the attempt started"
     assert set(cancelled) == {claimed, started, waiting}
+
+
+def test_a_rerun_schedules_exactly_the_errored_attempts_again_and_ignores_their_old_round(
+    store: EventStore,
+) -> None:
+    """ErroredAttemptsRerunRequested (the gateway's command) puts the errored slots back: each is scheduled
+    once more under ids of its own, its job says which re-run it is, a late report of the errored round
+    changes nothing, and the run's execution completes a second time."""
+    submit(store, tasks=3)
+    scheduler = RunScheduler(store)
+    scheduler.decide("r", aggregate.decide_on_submitted)
+    passed, errored, unlisted = [a.attempt_id for a in scheduler.load("r").in_flight]
+    scheduler.on_reports(
+        [
+            report("finished", passed, outcome="passed"),
+            report("finished", errored, outcome="errored", exception_type="SandboxBuildFailedError"),
+            report("finished", unlisted, outcome="errored", exception_type="SandboxBuildFailedError"),
+        ]
+    )
+    store.append(run_stream("r"), [new_event(RunFinished(run_id="r"))])
+    scheduler.take_scheduled()
+    # The passed one is listed too: only errored attempts are ever run again, whatever the event says.
+    rerun = ErroredAttemptsRerunRequested(run_id="r", attempt_ids=[passed, errored], rerun=1)
+    (stored,) = store.append(run_stream("r"), [new_event(rerun)])
+    scheduler.on_event(stored)
+    scheduler.on_event(stored)  # redelivered: decides nothing more
+
+    scheduled = scheduler.take_scheduled()
+    assert [(e.data["attempt_id"], e.data["rerun"]) for e in scheduled] == [(errored, 1)]
+    (job,) = scheduler.jobs_for(scheduled)
+    assert job is not None and job.rerun == 1 and job.attempt_id == errored
+    state = scheduler.load("r")
+    assert state.status == "running" and not state.execution_completed
+    assert [a.attempt_id for a in state.in_flight] == [errored]
+
+    late = report("finished", errored, outcome="errored", exception_type="SandboxBuildFailedError")
+    scheduler.on_reports([late])
+    assert [a.attempt_id for a in scheduler.load("r").in_flight] == [errored], "the old round is over"
+    scheduler.on_reports([report("finished", errored, outcome="passed", rerun=1)])
+
+    events = store.read_stream(run_stream("r"))
+    outcomes = [(e.data["attempt_id"], e.data["outcome"]) for e in events if e.type == "AttemptFinished"]
+    assert outcomes == [(passed, "passed"), (errored, "errored"), (unlisted, "errored"), (errored, "passed")]
+    assert [e.type for e in events].count("RunExecutionCompleted") == 2
+    assert events[-1].type == "RunExecutionCompleted"

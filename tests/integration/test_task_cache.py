@@ -89,7 +89,6 @@ async def test_a_1_gib_file_of_zeros_is_refused_by_name_before_anything_is_writt
     assert len(bomb) < 2 * MIB  # deflate's best is about 1:1000
     cache = TaskCache(disk / "cache", bucket, BOUNDS, 1024 * MIB)  # type: ignore[arg-type]
     digest = await _put(bucket, bomb)
-    started = time.monotonic()
 
     with pytest.raises(TaskArchiveRefused) as refused:
         async with cache.use(digest, "bomb"):
@@ -99,7 +98,6 @@ async def test_a_1_gib_file_of_zeros_is_refused_by_name_before_anything_is_writt
         f"task 'bomb': its archive of {len(bomb)} bytes expands more than 200 times at "
         "environment/zeros.bin (REGATTA_MAX_TASK_EXPANSION)"
     )
-    assert time.monotonic() - started < 10
     assert _files_under(disk / "cache") == []
 
 

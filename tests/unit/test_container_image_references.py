@@ -4,7 +4,11 @@ the outbound policy, and FROM/COPY --from are rewritten to the ids they resolved
 
 from __future__ import annotations
 
+import tarfile
+from pathlib import Path
+
 import pytest
+from regatta_executor.container.build_context import BuildContextError, build_context
 from regatta_executor.container.dockerfile_policy import DockerfileRefusedError, plan
 from regatta_executor.container.references import ImageRefusedError, parse_reference
 from regatta_shared.outbound import OutboundPolicy
@@ -115,3 +119,69 @@ def test_a_refusal_names_the_line_and_the_source() -> None:
 def test_the_operator_allow_list_admits_an_internal_source_and_local_paths_pass() -> None:
     dockerfile = b"FROM debian\nADD http://127.0.0.1:8080/x /x\nADD local.txt /y\nCOPY a b /c/\n"
     assert plan(dockerfile, OutboundPolicy.parse("127.0.0.1:8080")).images[0][0] == 1
+
+
+def test_an_add_of_a_url_becomes_a_copy_of_the_file_the_executor_fetches() -> None:
+    """The engine would fetch it itself (redirects and a second lookup past the policy): the plan names
+    the URL for the executor's guarded fetch and writes a COPY of the file, with the ADD's flags."""
+    allowed = OutboundPolicy.parse("127.0.0.1:8080")
+    dockerfile = (
+        b"FROM debian\nARG WHERE=/opt/\nADD --chown=1:2 http://127.0.0.1:8080/a/tool.tgz \\\n"
+        b"  http://127.0.0.1:8080/b/data.txt ${WHERE}\nADD local.tgz /x\n"
+    )
+    result = plan(dockerfile, allowed)
+    assert [(a.url, a.name) for a in result.remote_adds] == [
+        ("http://127.0.0.1:8080/a/tool.tgz", ".regatta-add/0/tool.tgz"),
+        ("http://127.0.0.1:8080/b/data.txt", ".regatta-add/1/data.txt"),
+    ]
+    assert result.rewritten({"docker.io/library/debian:latest": "sha256:x"}).decode().splitlines() == [
+        "FROM sha256:x",
+        "ARG WHERE=/opt/",
+        'COPY --chown=1:2 [".regatta-add/0/tool.tgz", ".regatta-add/1/data.txt", "/opt/"]',
+        "",
+        "ADD local.tgz /x",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("ADD http://127.0.0.1:8080/x local.txt /d/", "ADD mixes URLs with other sources; split it"),
+        ("ADD http://127.0.0.1:8080/ /d/", "ADD 'http://127.0.0.1:8080/': no file name in the URL for '/d/'"),
+        (
+            "ADD --checksum=sha256:00 http://127.0.0.1:8080/x /x",
+            "ADD '--checksum' is not supported with a URL",
+        ),
+    ],
+)
+def test_an_add_of_a_url_that_cannot_be_a_copy_is_refused(line: str, problem: str) -> None:
+    with pytest.raises(DockerfileRefusedError) as refused:
+        plan(f"FROM debian\n{line}\n".encode(), OutboundPolicy.parse("127.0.0.1:8080"))
+    assert str(refused.value) == f"environment/Dockerfile line 2: {problem}"
+
+
+def test_the_folder_of_fetched_files_is_the_platforms_alone(tmp_path: Path) -> None:
+    """A task's own `.regatta-add/0/x` would otherwise stand in for (or collide with) a fetched file."""
+    environment = tmp_path / "environment"
+    (environment / ".regatta-add" / "0").mkdir(parents=True)
+    (environment / ".regatta-add" / "0" / "tool.tgz").write_text("the task's own\n")
+    fetched = tmp_path / "fetched"
+    fetched.write_text("fetched\n")
+    with pytest.raises(BuildContextError) as refused:
+        build_context(
+            environment, extra_files=[(".regatta-add/0/tool.tgz", fetched)], reserved=".regatta-add"
+        )
+    assert str(refused.value) == "environment/.regatta-add is reserved for the files of remote ADDs"
+
+    (environment / ".regatta-add" / "0" / "tool.tgz").unlink()
+    (environment / ".regatta-add" / "0").rmdir()
+    (environment / ".regatta-add").rmdir()
+    (environment / "Dockerfile").write_text("FROM debian\n")
+    context = build_context(
+        environment, extra_files=[(".regatta-add/0/tool.tgz", fetched)], reserved=".regatta-add"
+    )
+    with tarfile.open(fileobj=context.file) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert members[".regatta-add/0/tool.tgz"].mode == 0o600
+        assert tar.extractfile(members[".regatta-add/0/tool.tgz"]).read() == b"fetched\n"  # type: ignore[union-attr]
+    context.file.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from harbor.models.dataset.manifest import DatasetManifest
 from regatta_gateway.commands.benchmark_sources import parse_source
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Invalid
 from regatta_registry_sync.dataset import dataset_digest
 from regatta_registry_sync.manifest import (
     ManifestFile,
@@ -160,6 +160,6 @@ def test_the_gateway_reads_every_source_type() -> None:
     ],
 )
 def test_the_gateway_refuses_a_bad_source_naming_the_field(body: dict, field: str) -> None:
-    with pytest.raises(ApiError) as error:
+    with pytest.raises(Invalid) as error:
         parse_source(body)
-    assert error.value.status == 400 and error.value.field == field
+    assert error.value.field == field

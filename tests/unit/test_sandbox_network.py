@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from regatta_executor.sandbox_network import DNS_SERVER, SLIRP_NETWORK, blocking_routes
+from regatta_executor.local.network import DNS_SERVER, SLIRP_NETWORK, blocking_routes
 
 
 def _blocked(routes: list[str]) -> list[ipaddress.IPv4Network]:

@@ -45,7 +45,9 @@ def test_a_missing_service_fails_unless_skipping_is_asked_for(
             str(tmp_path),
             str(module),
         ],
-        env={**base, **env, "PYTHONPATH": str(ROOT)},
+        # The policy lives in tests/conftest.py alone; loading every installed plugin (playwright,
+        # schemathesis, hypothesis...) would only add seconds to each run.
+        env={**base, **env, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         cwd=tmp_path,
         capture_output=True,
         text=True,

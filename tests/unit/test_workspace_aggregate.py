@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from regatta_gateway.commands import workspace as ws
-from regatta_gateway.commands import workspace_records as records
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound, Refused
+from regatta_gateway.workspaces import aggregate as ws
+from regatta_gateway.workspaces import records
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     ApiTokenCreated,
@@ -48,10 +48,9 @@ def team(*extra: Event) -> ws.WorkspaceState:
     )
 
 
-def refused(decide, status: int, code: str | None = None) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ApiError) as error:
+def refused(decide, kind: type[Refused], code: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(kind) as error:
         decide()
-    assert error.value.status == status
     if code:
         assert error.value.code == code
 
@@ -74,12 +73,12 @@ def test_the_fold_knows_name_members_roles_and_version() -> None:
 
 def test_only_admins_decide_and_a_workspace_keeps_one_admin() -> None:
     state = team()
-    refused(lambda: ws.decide_rename(state, "bob", "x", {}), 403, "FORBIDDEN")
-    refused(lambda: ws.decide_change_role(state, "bob", "bob", "admin"), 403)
-    refused(lambda: ws.decide_remove_member(state, "bob", "ann"), 403)
-    refused(lambda: ws.decide_rename(state, "stranger", "x", {}), 404)
-    refused(lambda: ws.decide_change_role(state, "ann", "ann", "member"), 409, "LAST_ADMIN")
-    refused(lambda: ws.decide_remove_member(state, "ann", "ann"), 409, "LAST_ADMIN")
+    refused(lambda: ws.decide_rename(state, "bob", "x", {}), Forbidden, "FORBIDDEN")
+    refused(lambda: ws.decide_change_role(state, "bob", "bob", "admin"), Forbidden)
+    refused(lambda: ws.decide_remove_member(state, "bob", "ann"), Forbidden)
+    refused(lambda: ws.decide_rename(state, "stranger", "x", {}), NotFound)
+    refused(lambda: ws.decide_change_role(state, "ann", "ann", "member"), Conflict, "LAST_ADMIN")
+    refused(lambda: ws.decide_remove_member(state, "ann", "ann"), Conflict, "LAST_ADMIN")
     assert ws.decide_remove_member(state, "bob", "bob") == [MemberRemoved(workspace_id=WS, user_id="bob")]
     assert ws.decide_change_role(state, "ann", "bob", "member") == []  # already so: nothing to record
     two = team(MemberRoleChanged(workspace_id=WS, user_id="bob", role="admin"))
@@ -96,7 +95,7 @@ def test_names_are_unique_whatever_the_case_and_free_again_after_a_rename_or_del
     names = ws.workspace_names(log)
     assert names == {"a": "gamma"}
     assert ws.decide_create("c", "alpha", names, "ann")[0] == WorkspaceCreated(workspace_id="c", name="alpha")
-    refused(lambda: ws.decide_create("c", "GAMMA", names, "ann"), 409, "CONFLICT")
+    refused(lambda: ws.decide_create("c", "GAMMA", names, "ann"), Conflict, "CONFLICT")
     assert ws.decide_rename(team(), "ann", "Team", {WS: "team"}) == [
         WorkspaceRenamed(workspace_id=WS, name="Team")
     ]
@@ -104,19 +103,19 @@ def test_names_are_unique_whatever_the_case_and_free_again_after_a_rename_or_del
 
 def test_a_workspace_with_runs_is_deleted_only_when_its_name_is_repeated() -> None:
     state = team()
-    refused(lambda: ws.decide_delete(state, "ann", None, 3), 409, "CONFIRMATION_REQUIRED")
-    refused(lambda: ws.decide_delete(state, "ann", "TEAM", 3), 409, "CONFIRMATION_REQUIRED")
+    refused(lambda: ws.decide_delete(state, "ann", None, 3), Conflict, "CONFIRMATION_REQUIRED")
+    refused(lambda: ws.decide_delete(state, "ann", "TEAM", 3), Conflict, "CONFIRMATION_REQUIRED")
     assert ws.decide_delete(state, "ann", "team", 3) == [WorkspaceDeleted(workspace_id=WS, name="team")]
     assert ws.decide_delete(state, "ann", None, 0) == [WorkspaceDeleted(workspace_id=WS, name="team")]
     deleted = team(WorkspaceDeleted(workspace_id=WS, name="team"))
-    refused(lambda: ws.decide_delete(deleted, "ann", "team", 0), 404)
+    refused(lambda: ws.decide_delete(deleted, "ann", "team", 0), NotFound)
 
 
 @pytest.mark.parametrize("name", ["", "  ", "x" * 201, "a\nb", "\x7f", 3, None, ["team"]])
 def test_bad_names_are_refused_naming_the_field(name: object) -> None:
-    with pytest.raises(ApiError) as error:
+    with pytest.raises(Invalid) as error:
         ws.clean_name(name)
-    assert (error.value.status, error.value.field) == (400, "name")
+    assert error.value.field == "name"
 
 
 def test_the_fold_knows_the_budget_and_the_live_webhooks() -> None:
@@ -127,8 +126,8 @@ def test_the_fold_knows_the_budget_and_the_live_webhooks() -> None:
         WebhookRemoved(webhook_id="wh_1", workspace_id=WS),
     )
     assert (state.budget_usd, state.webhooks) == (5.0, {"wh_2"})
-    refused(lambda: records.decide_remove_webhook(state, "ann", "wh_1"), 404, "NOT_FOUND")
-    refused(lambda: records.decide_set_budget(state, "bob", 1.0), 403, "FORBIDDEN")
+    refused(lambda: records.decide_remove_webhook(state, "ann", "wh_1"), NotFound, "NOT_FOUND")
+    refused(lambda: records.decide_set_budget(state, "bob", 1.0), Forbidden, "FORBIDDEN")
     assert records.decide_remove_webhook(state, "ann", "wh_2") == [
         WebhookRemoved(webhook_id="wh_2", workspace_id=WS)
     ]
@@ -139,9 +138,9 @@ def test_adding_a_member_again_records_nothing_or_a_role_change_that_keeps_one_a
     again = MemberAdded(workspace_id=WS, user_id="bob", role="member")
     assert records.decide_add_member(state, "ann", again) == []
     demoted = MemberAdded(workspace_id=WS, user_id="ann", role="member")
-    refused(lambda: records.decide_add_member(state, "ann", demoted), 409, "LAST_ADMIN")
-    refused(lambda: records.decide_add_member(state, "bob", again), 403, "FORBIDDEN")
-    refused(lambda: records.decide_create_token(state, "stranger", token()), 404)
+    refused(lambda: records.decide_add_member(state, "ann", demoted), Conflict, "LAST_ADMIN")
+    refused(lambda: records.decide_add_member(state, "bob", again), Forbidden, "FORBIDDEN")
+    refused(lambda: records.decide_create_token(state, "stranger", token()), NotFound)
     promoted = MemberAdded(workspace_id=WS, user_id="bob", role="admin")
     assert records.decide_add_member(state, "ann", promoted, token=token()) == [promoted, token()]
 

@@ -140,26 +140,7 @@ class Gateway:
             self.v1("POST", "/benchmarks", json=body, token=token, workspace=workspace), 201
         )["id"]
         if ready:
-            sync_id = f"sync_{benchmark_id}"
-            infos = [
-                TaskInfo(name=task, category=(categories or {}).get(task), digest=_digest(task))
-                for task in tasks
-            ]
-            events = [
-                BenchmarkSyncStarted(benchmark_id=benchmark_id, sync_id=sync_id, total=len(tasks)),
-                BenchmarkTasksSynced(benchmark_id=benchmark_id, sync_id=sync_id, page=1, tasks=infos),
-                BenchmarkSyncCompleted(
-                    benchmark_id=benchmark_id,
-                    sync_id=sync_id,
-                    version="1.0",
-                    digest=_digest(name),
-                    task_count=len(tasks),
-                    metadata=metadata or BenchmarkMetadata(),
-                ),
-            ]
-            self.store.append(
-                benchmark_stream(benchmark_id), [new_event(e, actor="registry-sync") for e in events]
-            )
+            record_sync(self.store, benchmark_id, name, tasks, categories=categories, metadata=metadata)
         self.settle()
         return benchmark_id
 
@@ -244,6 +225,35 @@ class Gateway:
         self.settle()
 
 
+def record_sync(
+    store: EventStore,
+    benchmark_id: str,
+    name: str,
+    tasks: list[str],
+    *,
+    categories: dict[str, str] | None = None,
+    metadata: BenchmarkMetadata | None = None,
+) -> None:
+    """The sync registry-sync would have recorded for a benchmark of `tasks`."""
+    sync_id = f"sync_{benchmark_id}"
+    infos = [
+        TaskInfo(name=task, category=(categories or {}).get(task), digest=_digest(task)) for task in tasks
+    ]
+    events = [
+        BenchmarkSyncStarted(benchmark_id=benchmark_id, sync_id=sync_id, total=len(tasks)),
+        BenchmarkTasksSynced(benchmark_id=benchmark_id, sync_id=sync_id, page=1, tasks=infos),
+        BenchmarkSyncCompleted(
+            benchmark_id=benchmark_id,
+            sync_id=sync_id,
+            version="1.0",
+            digest=_digest(name),
+            task_count=len(tasks),
+            metadata=metadata or BenchmarkMetadata(),
+        ),
+    ]
+    store.append(benchmark_stream(benchmark_id), [new_event(e, actor="registry-sync") for e in events])
+
+
 def _digest(text_: str) -> str:
     return "sha256:" + hashlib.sha256(text_.encode()).hexdigest()
 
@@ -301,7 +311,17 @@ def make_settings(database_url: str, nats_url: str, data_dir: Path) -> Settings:
 
 
 @pytest.fixture
-def gateway(database_url: str, nats_url: str, tmp_path: Path) -> Iterator[Gateway]:
+def gateway(nats_url: str, tmp_path: Path) -> Iterator[Gateway]:
+    """The gateway on SQLite, for route tests whose subject is not the backend. A module whose subject
+    depends on it (races, the store's secrets, projections' answers) overrides `gateway` with
+    `gateway_on_both`; the store's own contract suite runs on both backends in test_event_store.py."""
+    settings = make_settings(f"sqlite:///{tmp_path / 'events.db'}", nats_url, tmp_path / "data")
+    with TestClient(create_app(settings)) as client:
+        yield Gateway(client, settings)
+
+
+@pytest.fixture
+def gateway_on_both(database_url: str, nats_url: str, tmp_path: Path) -> Iterator[Gateway]:
     """The gateway on SQLite and on Postgres (the `database_url` fixture runs both)."""
     settings = make_settings(database_url, nats_url, tmp_path / "data")
     with TestClient(create_app(settings)) as client:
@@ -314,3 +334,23 @@ def pg_gateway(postgres_url: str, nats_url: str, tmp_path: Path) -> Iterator[Gat
     settings = make_settings(postgres_url, nats_url, tmp_path / "data")
     with TestClient(create_app(settings)) as client:
         yield Gateway(client, settings)
+
+
+@pytest.fixture
+def services(database_url: str, tmp_path: Path) -> Iterator[Any]:
+    """The gateway's service layer without the app (service_support.py), on SQLite and on Postgres."""
+    from .service_support import Services
+
+    services = Services(database_url, tmp_path / "data")
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def pg_services(postgres_url: str, tmp_path: Path) -> Iterator[Any]:
+    """The service layer on Postgres only, for tests whose subject is not the backend."""
+    from .service_support import Services
+
+    services = Services(postgres_url, tmp_path / "data")
+    yield services
+    services.close()

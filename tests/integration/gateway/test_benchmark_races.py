@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from regatta_shared.envelope import new_event
 from regatta_shared.events import BenchmarkSyncStarted, BenchmarkTasksSynced, TaskInfo
 from regatta_shared.eventstore.store import _APPEND_LOCK
@@ -16,6 +17,13 @@ from regatta_shared.ids import benchmark_stream
 from sqlalchemy import text
 
 from .conftest import Gateway
+
+
+@pytest.fixture
+def gateway(gateway_on_both: Gateway) -> Gateway:
+    """Races on both backends: each store serialises its appends its own way."""
+    return gateway_on_both
+
 
 WAITING_FOR_APPEND_LOCK = text(
     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = :key"

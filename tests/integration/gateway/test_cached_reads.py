@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from .conftest import Gateway, demo_config
+
+
+@pytest.fixture
+def gateway(gateway_on_both: Gateway) -> Gateway:
+    """Both backends: the cache follows each store's projection of LeaderboardComputed."""
+    return gateway_on_both
+
 
 TASKS = [f"t{i}" for i in range(6)]
 NOP_ONLY = [{"harness": "nop", "model": {"type": "hosted", "base_model": "none", "lora_model_name": "none"}}]

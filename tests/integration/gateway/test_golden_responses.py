@@ -16,7 +16,16 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.integration.gateway.conftest import Gateway, demo_config
+
+
+@pytest.fixture
+def gateway(gateway_on_both: Gateway) -> Gateway:
+    """Both backends: the same seeded events must answer the same bytes on each."""
+    return gateway_on_both
+
 
 GOLDEN = Path(__file__).parent / "golden" / "api_responses.json"
 

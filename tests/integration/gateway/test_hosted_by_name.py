@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.errors import Refused
 
 from .conftest import Gateway
 from .test_default_registry import added_sources, open_gateway, write_registry
@@ -59,6 +59,6 @@ def test_a_hosted_dataset_the_default_registry_does_not_list_stops_the_gateway_a
 ) -> None:
     registry = write_registry(tmp_path / "reg" / "registry.json")
     unknown = json.dumps([{"dataset": "terminal-bench@9.9"}])
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(Refused) as refused:
         open_gateway(str(registry), hosted_benchmarks=unknown)
     assert refused.value.field == "dataset" and "no version '9.9'" in refused.value.message

@@ -38,11 +38,14 @@ NOT_WORKSPACE_ROUTES = {
     ("POST", "/signout"): "clears the session cookies",
     ("GET", "/health"): "liveness, no data",
 }
-NOT_WORKSPACE_PREFIXES = ("/openapi.json", "/docs", "/redoc", "/static")
+NOT_WORKSPACE_PREFIXES = ("/openapi.json", "/asyncapi.json", "/docs", "/redoc", "/static")
 # Reads about the caller, not a workspace: they answer whatever workspace is named (and show nothing of it).
 USER_LEVEL_READS = {"/api/cli/verify"}
 # Platform-wide reads for platform administrators only: any other caller gets 403, whatever workspace.
 PLATFORM_ADMIN_READS = {"/api/v1/platform/admins"}
+# Commands for platform administrators only, refused to anyone else before any lookup (the same 403 for
+# every key the route matches): the caller here is not one.
+PLATFORM_ADMIN_COMMANDS = {("POST", "/api/v1/benchmarks/{key}/rescore")}
 # Routes naming their resources in the query string: asked with the other workspace's runs, they answer 404.
 QUERY_KEYED: dict[tuple[str, str], Callable[[str], dict[str, str]]] = {
     ("GET", "/api/v1/compare"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
@@ -69,6 +72,7 @@ ADMIN_ONLY = {
     ("PATCH", "/api/v1/workspaces/{key}"),
     ("DELETE", "/api/v1/workspaces/{key}"),
     ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"),
+    ("POST", "/api/v1/benchmarks/{key}/rescore"),  # platform administrators only
 }
 ADMIN_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/workspaces"): {"name": "member-made"},
@@ -96,6 +100,10 @@ MEMBER_WRITES = {
     ("DELETE", "/api/v1/benchmarks/{key}"): "remove a benchmark (runs keep their locked version)",
     ("POST", "/api/v1/runs"): "submit a run",
     ("POST", "/api/v1/runs/{key}/stop"): "stop a run",
+    ("POST", "/api/v1/runs/{key}/attempts/{attempt_id}/labels"): "label an attempt",
+    ("DELETE", "/api/v1/runs/{key}/attempts/{attempt_id}/labels/{label_id}"): "take a label off an attempt",
+    ("POST", "/api/v1/runs/preview"): "count what a submission would schedule (records nothing)",
+    ("POST", "/api/v1/runs/{key}/rerun-errored"): "re-run a finished run's errored attempts",
     ("POST", "/api/v1/tokens"): "issue one's own token",
     ("DELETE", "/api/v1/tokens/{token_id}"): "revoke one's own token",
     ("POST", "/api/v1/secrets"): "one's own secrets (workspace scope: admins, checked below)",
@@ -122,6 +130,8 @@ class Other:
     token_id: str
     webhook_id: str
     member_id: str  # bob, a member of beta only
+    attempt_id: str  # an attempt of beta's run, labelled (its page, its live stream, its labels)
+    label_id: str
     leaks: list[str]  # strings that must never appear in a response to the other workspace
 
 
@@ -157,6 +167,15 @@ def keys_for(method: str, template: str, other: Other) -> list[str]:
             template.replace("{key}", quote(workspace, safe="")).replace("{user_id}", member)
             for workspace in (other.workspace_id, "beta", "default")
         ]
+    if names[:2] in (["key", "attempt_id"], ["run_key", "attempt_id"]):
+        # The other workspace's attempt (and its label), under its run by every key of the run.
+        attempt = quote(other.attempt_id, safe="")
+        return [
+            template.replace(f"{{{names[0]}}}", quote(run, safe=""))
+            .replace("{attempt_id}", attempt)
+            .replace("{label_id}", other.label_id)
+            for run in other.run_keys
+        ]
     assert len(names) == 1, f"{method} {template}: classify its path parameters in keys_for"
     name = names[0]
     if name == "key" and "/workspaces/" in template:
@@ -178,6 +197,17 @@ def seed_beta(gw: Gateway, bob: str) -> Other:
     benchmark_id = gw.benchmark("bench-beta", ["t1"], workspace="beta", token=bob)
     run = gw.submit(demo_config("bench-beta"), workspace="beta", token=bob)
     gw.progress(run["id"], artifacts={"agent/trajectory.json": b"{}"})
+    attempt = gw.ok(gw.v1("GET", f"/runs/{run['id']}/attempts", workspace="beta", token=bob))["attempts"][0]
+    labelled = gw.ok(
+        gw.v1(
+            "POST",
+            f"/runs/{run['id']}/attempts/{attempt['attempt_id']}/labels",
+            json={"label": "beta label", "note": "note-beta-only"},
+            workspace="beta",
+            token=bob,
+        ),
+        201,
+    )
     for scope in ("user", "workspace"):
         body = {"name": "SECRET_BETA", "value": "value-beta", "scope": scope}
         gw.ok(gw.v1("POST", "/secrets", json=body, workspace="beta", token=bob), 201)
@@ -194,10 +224,22 @@ def seed_beta(gw: Gateway, bob: str) -> Other:
         run_keys=[run["id"], run["name"]],
         token_id=token["id"],
         webhook_id=hook["id"],
+        attempt_id=attempt["attempt_id"],
+        label_id=labelled["id"],
         member_id=gw.ok(gw.client.get("/api/cli/verify", headers={"Authorization": f"Bearer {bob}"}))["user"][
             "id"
         ],
-        leaks=[benchmark_id, run["id"], "SECRET_BETA", token["id"], hook["id"], hook_url, workspace_id],
+        leaks=[
+            benchmark_id,
+            run["id"],
+            "SECRET_BETA",
+            token["id"],
+            hook["id"],
+            hook_url,
+            workspace_id,
+            labelled["id"],
+            "note-beta-only",
+        ],
     )
 
 
@@ -230,6 +272,8 @@ def test_no_route_shows_or_touches_another_workspaces_resources(hook_gateway: Ga
         "GET",
         "/benchmarks/runs/{run_key}",
     ) in all_routes
+    assert ("GET", "/api/v1/runs/{key}/attempts/{attempt_id}/live") in all_routes
+    assert ("GET", "/benchmarks/runs/{run_key}/attempts/{attempt_id}") in all_routes
     before = gw.event_count()
     checked = 0
     for method, template in all_routes:
@@ -242,7 +286,9 @@ def test_no_route_shows_or_touches_another_workspaces_resources(hook_gateway: Ga
         if PLACEHOLDER.search(template):
             for path in keys_for(method, template, other):
                 own = request(gw, method, path, alice, "default", **kwargs)
-                assert own.status_code == 404, (method, path, own.status_code, own.text[:300])
+                # A key no route matches (a source path) is the router's 404, before any command.
+                expected = {403, 404} if (method, template) in PLATFORM_ADMIN_COMMANDS else {404}
+                assert own.status_code in expected, (method, path, own.status_code, own.text[:300])
                 if path.startswith("/api/cli/"):
                     flat_error(own, 404, "NOT_FOUND")
                 if path.startswith("/api/"):

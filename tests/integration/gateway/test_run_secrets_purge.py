@@ -34,6 +34,13 @@ from regatta_shared.sealing import (
 from .conftest import Gateway, demo_config
 from .test_secret_store import set_secret
 
+
+@pytest.fixture
+def gateway(gateway_on_both: Gateway) -> Gateway:
+    """Shredding on both backends: the keys are deleted from each store's own tables."""
+    return gateway_on_both
+
+
 WORKSPACE_VALUE = "ws-value-purge-71c0d2"
 PROVIDED_VALUE = "provided-value-purge-9ae413"
 EXPECTED = {"OPENAI_API_KEY": WORKSPACE_VALUE, "RUN_ONLY": PROVIDED_VALUE}

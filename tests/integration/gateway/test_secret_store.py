@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from regatta_gateway.errors import NotFound
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.secrets.store import resolve_secrets
 from regatta_shared import run_keys
@@ -24,7 +25,15 @@ from regatta_shared.sealing import (
 )
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config
+from .service_support import Services, refused
 from .test_cli_contract import flat_error
+
+
+@pytest.fixture
+def gateway(gateway_on_both: Gateway) -> Gateway:
+    """Both backends: the secrets are stored and resolved through each store's own tables."""
+    return gateway_on_both
+
 
 WORKSPACE_VALUE = "ws-value-8f3a1c77e2"
 PERSONAL_VALUE = "personal-value-1b9d64aa05"
@@ -133,17 +142,17 @@ def test_secret_values_appear_only_as_ciphertext(gateway: Gateway) -> None:
     assert detail["configuration"]["resolved_secret_scopes"] == submitted["secret_scopes"]
 
 
-def test_missing_secrets_are_named_and_nothing_is_stored(gateway: Gateway) -> None:
-    gw = gateway
-    gw.benchmark("demo", ["t1"])
-    set_secret(gw, "PRESENT", "v", "workspace")
-    before = gw.event_count()
+def test_missing_secrets_are_named_and_nothing_is_stored(services: Services) -> None:
+    sv = services
+    sv.benchmark("demo", ["t1"])
+    sv.set_secret("PRESENT", "v", "workspace")
+    before = sv.event_count()
     config = demo_config(execution_config={"verifier_secrets": ["PRESENT", "B_MISSING"]})
     config["agents"][0]["model"] = {"type": "provider", "model": "m", "api_key_secret": "A_MISSING"}
-    body = flat_error(gw.cli("POST", "/benchmark-runs", json=config), 404, "NOT_FOUND")
-    assert body["error"] == "Secret(s) not found: A_MISSING, B_MISSING"
-    assert body["field"] == "agents.0.model.api_key_secret"
-    assert gw.event_count() == before
+    error = refused(lambda: sv.submit(config), NotFound, "NOT_FOUND")
+    assert error.message == "Secret(s) not found: A_MISSING, B_MISSING"
+    assert error.field == "agents.0.model.api_key_secret"
+    assert sv.event_count() == before
 
 
 def test_ciphertext_is_bound_to_its_record(gateway: Gateway) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from regatta_gateway.errors import Invalid, NotFound, Refused
+from regatta_gateway.queries.runs import list_runs
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config
+from .service_support import Services, refused
 from .test_cli_contract import flat_error
 
 
@@ -20,50 +23,60 @@ def unknown_harness() -> dict[str, Any]:
     return config
 
 
-JSON_CASES = [
-    ("attempts 0", with_execution(attempts_per_task=0), 400, "execution_config.attempts_per_task"),
-    ("attempts 101", with_execution(attempts_per_task=101), 400, "execution_config.attempts_per_task"),
+JSON_CASES: list[tuple[str, dict[str, Any], type[Refused], str]] = [
+    ("attempts 0", with_execution(attempts_per_task=0), Invalid, "execution_config.attempts_per_task"),
+    ("attempts 101", with_execution(attempts_per_task=101), Invalid, "execution_config.attempts_per_task"),
     (
         "concurrency 0",
         with_execution(max_concurrent_attempts=0),
-        400,
+        Invalid,
         "execution_config.max_concurrent_attempts",
     ),
-    ("timeout 0", with_execution(timeout_multiplier=0), 400, "execution_config.timeout_multiplier"),
-    ("retries 11", with_execution(max_retries=11), 400, "execution_config.max_retries"),
-    ("threshold 1.5", with_execution(pass_threshold=1.5), 400, "execution_config.pass_threshold"),
-    ("attempts as text", with_execution(attempts_per_task="two"), 400, "execution_config.attempts_per_task"),
-    ("unknown top-level key", {**demo_config(), "extra": 1}, 400, "extra"),
-    ("unknown execution key", with_execution(speed="fast"), 400, "execution_config.speed"),
+    ("timeout 0", with_execution(timeout_multiplier=0), Invalid, "execution_config.timeout_multiplier"),
+    ("retries 11", with_execution(max_retries=11), Invalid, "execution_config.max_retries"),
+    ("threshold 1.5", with_execution(pass_threshold=1.5), Invalid, "execution_config.pass_threshold"),
+    (
+        "attempts as text",
+        with_execution(attempts_per_task="two"),
+        Invalid,
+        "execution_config.attempts_per_task",
+    ),
+    ("unknown top-level key", {**demo_config(), "extra": 1}, Invalid, "extra"),
+    ("unknown execution key", with_execution(speed="fast"), Invalid, "execution_config.speed"),
     (
         "unknown agent key",
         {**demo_config(), "agents": [{"model": {"type": "hosted", "base_model": "b"}, "env": {}, "x": 1}]},
-        400,
+        Invalid,
         "agents.0.x",
     ),
-    ("no agents", {**demo_config(), "agents": []}, 400, "agents"),
-    ("unknown benchmark", demo_config("no-such-benchmark"), 404, "experiment_config.benchmark"),
-    ("unknown harness", unknown_harness(), 400, "agents.1.harness"),
-    ("syncing benchmark", demo_config("syncing"), 400, "experiment_config.benchmark"),
-    ("unknown task", demo_config(tasks_config={"task_names": ["t9"]}), 400, "tasks.task_names"),
-    ("missing secrets", demo_config(secrets={"required": ["NOPE"], "provided": {}}), 404, "secrets.required"),
+    ("no agents", {**demo_config(), "agents": []}, Invalid, "agents"),
+    ("unknown benchmark", demo_config("no-such-benchmark"), NotFound, "experiment_config.benchmark"),
+    ("unknown harness", unknown_harness(), Invalid, "agents.1.harness"),
+    ("syncing benchmark", demo_config("syncing"), Invalid, "experiment_config.benchmark"),
+    ("unknown task", demo_config(tasks_config={"task_names": ["t9"]}), Invalid, "tasks.task_names"),
+    (
+        "missing secrets",
+        demo_config(secrets={"required": ["NOPE"], "provided": {}}),
+        NotFound,
+        "secrets.required",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "config", "status", "field"), JSON_CASES, ids=[c[0] for c in JSON_CASES])
+@pytest.mark.parametrize(("case", "config", "kind", "field"), JSON_CASES, ids=[c[0] for c in JSON_CASES])
 def test_bad_json_submissions_name_the_field_and_store_nothing(
-    pg_gateway: Gateway, case: str, config: dict[str, Any], status: int, field: str
+    pg_services: Services, case: str, config: dict[str, Any], kind: type[Refused], field: str
 ) -> None:
-    gw = pg_gateway
-    gw.benchmark("demo", ["t1", "t2"])
-    gw.benchmark("syncing", ["t1"], ready=False)
-    before = gw.event_count()
-    body = flat_error(gw.cli("POST", "/benchmark-runs", json=config), status)
-    assert body["field"] == field, body
-    if body.get("issues"):  # issue keys may use the TOML's table names (experiment.benchmark)
-        assert body["issues"][0]["key"].split(".")[-1] == field.split(".")[-1]
-    assert gw.event_count() == before
-    assert gw.ok(gw.cli("GET", "/benchmark-runs"))["total_count"] == 0
+    sv = pg_services
+    sv.benchmark("demo", ["t1", "t2"])
+    sv.benchmark("syncing", ["t1"], ready=False)
+    before = sv.event_count()
+    error = refused(lambda: sv.submit(config), kind)
+    assert error.field == field, error.message
+    if error.issues:  # issue keys may use the TOML's table names (experiment.benchmark)
+        assert error.issues[0]["key"].split(".")[-1] == field.split(".")[-1]
+    assert sv.event_count() == before
+    assert list_runs(sv.store, sv.scope(), 50, 0, None)["total_count"] == 0
 
 
 # A TOML submission's errors are in the file's own terms (its tables and keys) with the line to fix.

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import time
 
+from regatta_gateway.commands import identity, workspace_handlers
+from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound
+from regatta_gateway.http.auth import authenticate
+from regatta_gateway.queries.benchmarks import list_benchmarks
+
 from .conftest import ADMIN_TOKEN, Gateway
+from .service_support import Services, refused
 from .test_cli_contract import flat_error
 
 
@@ -41,7 +47,7 @@ def test_expired_tokens_get_token_expired(pg_gateway: Gateway) -> None:
     flat_error(gw.v1("GET", "/runs", token=created["token"]), 401, "TOKEN_EXPIRED")
 
 
-def test_401_codes_and_bad_token_requests(pg_gateway: Gateway) -> None:
+def test_401_codes(pg_gateway: Gateway) -> None:
     gw = pg_gateway
     flat_error(
         gw.client.get("/api/cli/benchmarks", headers={"X-Osmosis-Workspace": "default"}),
@@ -54,7 +60,11 @@ def test_401_codes_and_bad_token_requests(pg_gateway: Gateway) -> None:
         "AUTH_HEADER_MISSING",
     )
     flat_error(gw.cli("GET", "/benchmarks", token="rg_unknown"), 401, "TOKEN_INVALID")
-    before = gw.event_count()
+
+
+def test_bad_token_requests_name_the_field_and_record_nothing(pg_services: Services) -> None:
+    sv = pg_services
+    before = sv.event_count()
     for body, field in [
         ({"expires_at": "2000-01-01T00:00:00Z"}, "expires_at"),
         ({"expires_at": "tomorrow"}, "expires_at"),
@@ -62,47 +72,46 @@ def test_401_codes_and_bad_token_requests(pg_gateway: Gateway) -> None:
         ({"expires_in_seconds": 0}, "expires_in_seconds"),
         ({"name": ""}, "name"),
     ]:
-        assert flat_error(gw.v1("POST", "/tokens", json=body), 400)["field"] == field
-    assert gw.event_count() == before
+        assert (
+            refused(lambda body=body: identity.create_token(sv.store, sv.scope(), body), Invalid).field
+            == field
+        )
+    assert sv.event_count() == before
 
 
-def test_others_cannot_revoke_a_token(pg_gateway: Gateway) -> None:
-    gw = pg_gateway
-    member = gw.member("default", "member@example.com")
-    mine = gw.ok(gw.v1("POST", "/tokens", json={"name": "admin's"}), 201)
-    flat_error(gw.v1("DELETE", f"/tokens/{mine['id']}", token=member), 404, "NOT_FOUND")
-    assert gw.cli("GET", "/benchmarks", token=mine["token"]).status_code == 200
+def test_others_cannot_revoke_a_token(pg_services: Services) -> None:
+    sv = pg_services
+    member = sv.member("default", "member@example.com")
+    mine = identity.create_token(sv.store, sv.scope(), {"name": "admin's"})
+    sv.settle()
+    as_member = sv.scope(member)
+    refused(lambda: identity.revoke_token(sv.store, as_member, mine["id"]), NotFound, "NOT_FOUND")
+    sv.settle()
+    assert sv.user_id(mine["token"]) == sv.user_id(ADMIN_TOKEN)  # the token still authenticates
 
 
-def test_admins_create_workspaces_and_add_members(pg_gateway: Gateway) -> None:
-    gw = pg_gateway
-    created = gw.ok(gw.v1("POST", "/workspaces", json={"name": "research"}), 201)
+def test_admins_create_workspaces_and_add_members(pg_services: Services) -> None:
+    sv = pg_services
+    admin = sv.scope()
+    created = workspace_handlers.create_workspace(sv.store, sv.settings, admin, {"name": "research"})
+    sv.settle()
     assert created["role"] == "admin"
-    flat_error(gw.v1("POST", "/workspaces", json={"name": "Research"}), 409, "CONFLICT")
-    flat_error(gw.v1("POST", "/workspaces", json={"name": " "}), 400)
-    member = gw.member("research", "carol@example.com")
-    assert gw.ok(gw.cli("GET", "/benchmarks", token=member, workspace="research"))["total_count"] == 0
-    flat_error(
-        gw.cli("GET", "/benchmarks", token=member, workspace="default"),
-        404,
-        "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED",
-    )
-    flat_error(gw.v1("POST", "/workspaces", json={"name": "carols"}, token=member), 403, "FORBIDDEN")
+    refused(lambda: sv.workspace("Research"), Conflict, "CONFLICT")
+    refused(lambda: sv.workspace(" "), Invalid)
+    member = sv.member("research", "carol@example.com")
+    as_member = sv.scope(member, "research")
+    assert list_benchmarks(sv.store, as_member, 50, 0)["total_count"] == 0
+    refused(lambda: sv.scope(member, "default"), NotFound, "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
+    create = workspace_handlers.create_workspace
+    refused(lambda: create(sv.store, sv.settings, as_member, {"name": "carols"}), Forbidden, "FORBIDDEN")
     body = {"email": "dave@example.com"}
-    flat_error(gw.v1("POST", "/workspaces/research/members", json=body, token=member), 403, "FORBIDDEN")
-    flat_error(gw.v1("POST", "/workspaces/default/members", json=body, token=member), 404)
-    flat_error(gw.v1("POST", "/workspaces/research/members", json={"email": "x", "role": "member"}), 400)
-    flat_error(gw.v1("POST", "/workspaces/research/members", json={"email": "x@y.z", "role": "owner"}), 400)
-    again = gw.ok(
-        gw.v1("POST", "/workspaces/default/members", json={"email": "CAROL@example.com", "role": "admin"}),
-        201,
-    )
-    assert (
-        again["user_id"]
-        == gw.ok(gw.client.get("/api/cli/verify", headers={"Authorization": f"Bearer {member}"}))["user"][
-            "id"
-        ]
-    )
-    assert gw.ok(gw.cli("GET", "/benchmarks", token=member, workspace="default"))["total_count"] == 0
-    whoami = gw.ok(gw.client.get("/api/cli/verify", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}))
-    assert whoami["user"]["email"] == "admin@localhost"
+    refused(lambda: identity.add_member(sv.store, as_member, body), Forbidden, "FORBIDDEN")
+    refused(lambda: sv.scope(member, "default"), NotFound)  # nor can they add to a workspace not theirs
+    research = sv.scope(workspace="research")
+    refused(lambda: identity.add_member(sv.store, research, {"email": "x", "role": "member"}), Invalid)
+    refused(lambda: identity.add_member(sv.store, research, {"email": "x@y.z", "role": "owner"}), Invalid)
+    again = identity.add_member(sv.store, admin, {"email": "CAROL@example.com", "role": "admin"})
+    sv.settle()
+    assert again["user_id"] == sv.user_id(member)
+    assert list_benchmarks(sv.store, sv.scope(member, "default"), 50, 0)["total_count"] == 0
+    assert authenticate(sv.store, f"Bearer {ADMIN_TOKEN}").email == "admin@localhost"

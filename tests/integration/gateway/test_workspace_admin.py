@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
-from regatta_gateway.commands import workspace as ws
-from regatta_gateway.commands import workspace_appends, workspace_handlers
+from regatta_gateway.commands import workspace_handlers
+from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound
 from regatta_gateway.http.auth import authenticate, resolve_scope
-from regatta_gateway.http.errors import ApiError
+from regatta_gateway.queries.members import member_list, user_workspaces
+from regatta_gateway.workspaces import aggregate as ws
+from regatta_gateway.workspaces import appends as workspace_appends
 from regatta_shared.ids import run_stream, workspace_stream
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config, make_settings
+from .service_support import Services, refused
 from .test_cli_contract import flat_error
 
 
@@ -82,26 +85,38 @@ def test_hosted_benchmarks_appear_in_every_workspace(hosted_gateway: Gateway) ->
     assert len(ids) == 2
 
 
-def test_admins_rename_a_workspace_and_names_stay_unique(gateway: Gateway) -> None:
-    gateway.workspace("team-b")
-    bob = gateway.member("team-b", "bob@example.com")
-    renamed = gateway.ok(gateway.v1("PATCH", "/workspaces/team-b", json={"name": "Team C"}))
+def test_admins_rename_a_workspace_and_names_stay_unique(services: Services) -> None:
+    sv = services
+    sv.workspace("team-b")
+    bob = sv.member("team-b", "bob@example.com")
+    renamed = workspace_handlers.rename_workspace(sv.store, sv.scope(workspace="team-b"), {"name": "Team C"})
+    sv.settle()
     assert renamed["name"] == "Team C"
-    assert "Team C" in [
-        w["name"] for w in gateway.ok(gateway.v1("GET", "/workspaces", token=bob))["workspaces"]
-    ]
-    flat_error(gateway.v1("GET", "/benchmarks", workspace="team-b", token=bob), 404)
-    flat_error(gateway.v1("PATCH", "/workspaces/Team C", json={"name": "bobs"}, token=bob), 403, "FORBIDDEN")
-    before = gateway.event_count()
-    flat_error(gateway.v1("PATCH", "/workspaces/Team C", json={"name": "DEFAULT"}), 409, "CONFLICT")
+    assert "Team C" in [w["name"] for w in user_workspaces(sv.store, sv.user_id(bob))]
+    refused(lambda: sv.scope(bob, "team-b"), NotFound)
+    bob_in_c = sv.scope(bob, "Team C")
+    refused(
+        lambda: workspace_handlers.rename_workspace(sv.store, bob_in_c, {"name": "bobs"}),
+        Forbidden,
+        "FORBIDDEN",
+    )
+    before = sv.event_count()
+    admin_in_c = sv.scope(workspace="Team C")
+    refused(
+        lambda: workspace_handlers.rename_workspace(sv.store, admin_in_c, {"name": "DEFAULT"}),
+        Conflict,
+        "CONFLICT",
+    )
     for bad in ("", " ", "x" * 201, "tab\there", 7, None):
-        error = flat_error(gateway.v1("PATCH", "/workspaces/Team C", json={"name": bad}), 400)
-        assert error["field"] == "name"
-    flat_error(gateway.v1("PATCH", "/workspaces/nope", json={"name": "n"}), 404)
-    assert gateway.event_count() == before
+        error = refused(
+            lambda bad=bad: workspace_handlers.rename_workspace(sv.store, admin_in_c, {"name": bad}), Invalid
+        )
+        assert error.field == "name"
+    refused(lambda: sv.scope(workspace="nope"), NotFound)
+    assert sv.event_count() == before
     # The old name is free again; the new one is taken.
-    gateway.workspace("team-b")
-    flat_error(gateway.v1("POST", "/workspaces", json={"name": "team c"}), 409, "CONFLICT")
+    sv.workspace("team-b")
+    refused(lambda: sv.workspace("team c"), Conflict, "CONFLICT")
 
 
 def test_deleting_a_workspace_with_runs_asks_for_its_name_and_keeps_the_event_log(gateway: Gateway) -> None:
@@ -139,50 +154,51 @@ def test_deleting_a_workspace_with_runs_asks_for_its_name_and_keeps_the_event_lo
     gateway.workspace("lab")  # the name is free again
 
 
-def test_admins_remove_members_and_change_roles_and_one_admin_always_remains(gateway: Gateway) -> None:
-    gateway.workspace("team-b")
-    bob = gateway.member("team-b", "bob@example.com")
-    carol = gateway.member("team-b", "carol@example.com")
-    bob_id, carol_id, admin_id = user_id(gateway, bob), user_id(gateway, carol), user_id(gateway, ADMIN_TOKEN)
+def test_admins_remove_members_and_change_roles_and_one_admin_always_remains(services: Services) -> None:
+    sv = services
+    sv.workspace("team-b")
+    bob = sv.member("team-b", "bob@example.com")
+    carol = sv.member("team-b", "carol@example.com")
+    bob_id, carol_id, admin_id = sv.user_id(bob), sv.user_id(carol), sv.user_id(ADMIN_TOKEN)
+    admin, as_bob = sv.scope(workspace="team-b"), sv.scope(bob, "team-b")
 
-    flat_error(gateway.v1("DELETE", f"/workspaces/team-b/members/{carol_id}", token=bob), 403, "FORBIDDEN")
+    refused(lambda: workspace_handlers.remove_member(sv.store, as_bob, carol_id), Forbidden, "FORBIDDEN")
     body = {"role": "admin"}
-    flat_error(gateway.v1("PATCH", f"/workspaces/team-b/members/{bob_id}", json=body, token=bob), 403)
+    refused(lambda: workspace_handlers.change_role(sv.store, as_bob, bob_id, body), Forbidden)
     for bad in ("owner", None, 1):
-        error = flat_error(
-            gateway.v1("PATCH", f"/workspaces/team-b/members/{bob_id}", json={"role": bad}), 400
+        error = refused(
+            lambda bad=bad: workspace_handlers.change_role(sv.store, admin, bob_id, {"role": bad}), Invalid
         )
-        assert error["field"] == "role"
-    flat_error(gateway.v1("PATCH", "/workspaces/team-b/members/usr_nobody", json=body), 404, "NOT_FOUND")
+        assert error.field == "role"
+    refused(
+        lambda: workspace_handlers.change_role(sv.store, admin, "usr_nobody", body), NotFound, "NOT_FOUND"
+    )
 
-    changed = gateway.ok(gateway.v1("PATCH", f"/workspaces/team-b/members/{bob_id}", json=body))
+    changed = workspace_handlers.change_role(sv.store, admin, bob_id, body)
+    sv.settle()
     assert changed["role"] == "admin"
-    roles = {
-        m["email"]: m["role"] for m in gateway.ok(gateway.v1("GET", "/workspaces/team-b/members"))["members"]
-    }
+    roles = {m["email"]: m["role"] for m in member_list(sv.store, admin.workspace_id)}
     assert roles == {"admin@localhost": "admin", "bob@example.com": "admin", "carol@example.com": "member"}
     # Bob, now admin, removes carol: she loses the workspace at once.
-    assert gateway.v1("DELETE", f"/workspaces/team-b/members/{carol_id}", token=bob).status_code == 204
-    flat_error(gateway.v1("GET", "/benchmarks", token=carol, workspace="team-b"), 404)
+    as_bob = sv.scope(bob, "team-b")
+    workspace_handlers.remove_member(sv.store, as_bob, carol_id)
+    sv.settle()
+    refused(lambda: sv.scope(carol, "team-b"), NotFound)
     # A member may leave; the last admin may neither leave nor step down.
-    member_dan = gateway.member("team-b", "dan@example.com")
-    assert (
-        gateway.v1(
-            "DELETE", f"/workspaces/team-b/members/{user_id(gateway, member_dan)}", token=member_dan
-        ).status_code
-        == 204
-    )
-    assert gateway.v1("DELETE", f"/workspaces/team-b/members/{admin_id}", token=bob).status_code == 204
-    before = gateway.event_count()
-    flat_error(
-        gateway.v1("PATCH", f"/workspaces/team-b/members/{bob_id}", json={"role": "member"}, token=bob),
-        409,
+    member_dan = sv.member("team-b", "dan@example.com")
+    workspace_handlers.remove_member(sv.store, sv.scope(member_dan, "team-b"), sv.user_id(member_dan))
+    workspace_handlers.remove_member(sv.store, as_bob, admin_id)
+    sv.settle()
+    before = sv.event_count()
+    refused(
+        lambda: workspace_handlers.change_role(sv.store, as_bob, bob_id, {"role": "member"}),
+        Conflict,
         "LAST_ADMIN",
     )
-    flat_error(gateway.v1("DELETE", f"/workspaces/team-b/members/{bob_id}", token=bob), 409, "LAST_ADMIN")
-    assert gateway.event_count() == before
+    refused(lambda: workspace_handlers.remove_member(sv.store, as_bob, bob_id), Conflict, "LAST_ADMIN")
+    assert sv.event_count() == before
     # Leaving a workspace moves the admin's default nowhere: it was never that one.
-    assert current(gateway) == "default"
+    assert [w["name"] for w in user_workspaces(sv.store, admin_id) if w["default"]] == ["default"]
 
 
 # --- concurrency ----------------------------------------------------------------------------------
@@ -199,7 +215,7 @@ def test_a_decision_made_on_a_stale_stream_is_refused_with_409(gateway: Gateway)
 
     workspace_handlers.change_role(store, bob_scope, bob_scope.principal.user_id, {"role": "member"})
     before = gateway.event_count()
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(Conflict) as refused:
         workspace_appends.execute(
             store,
             admin.workspace_id,
@@ -207,7 +223,7 @@ def test_a_decision_made_on_a_stale_stream_is_refused_with_409(gateway: Gateway)
             lambda s: ws.decide_change_role(s, admin.principal.user_id, admin.principal.user_id, "member"),
             state=stale,
         )
-    assert refused.value.status == 409 and refused.value.code == "CONCURRENT_CHANGE"
+    assert refused.value.code == "CONCURRENT_CHANGE"
     assert gateway.event_count() == before
     fresh = workspace_appends.load(store, admin.workspace_id)
     assert fresh.admins() == {admin.principal.user_id}

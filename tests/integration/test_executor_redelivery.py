@@ -1,0 +1,98 @@
+"""A job whose handling fails in the executor itself on every delivery (issue 28) is not redelivered
+forever: at its last allowed delivery the attempt is reported `errored`, saying how often the executor
+failed on it, and the job is settled. (On a stream of the test's own: JOBS is a work queue, which takes
+no second consumer.)"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import nats
+import pytest
+from nats.js.api import ConsumerConfig
+from regatta_executor.trials import EnvironmentChoice
+from regatta_executor.worker import Executor
+from regatta_run_scheduler.scheduler import build_job
+from regatta_shared.bus import REPORT_SUBJECT, ensure_streams
+from regatta_shared.consumer import Redeliver
+from regatta_shared.events import AttemptScheduled
+from regatta_shared.ids import attempt_id, new_id
+from regatta_shared.jobs import AttemptReport
+
+from tests.support.runs import submission
+
+pytestmark = pytest.mark.timeout(90)
+
+
+async def test_a_job_the_executor_fails_on_every_time_ends_errored_at_its_last_delivery(
+    nats_url: str, tmp_path: Path
+) -> None:
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    stream, subject = f"CRASHY-{new_id('s')}", f"crashy.{new_id('j')}"
+    try:
+        await ensure_streams(js)
+        run_id = new_id("run")
+        aid = attempt_id(run_id, 0, "t0", 0)
+        scheduled = AttemptScheduled(run_id=run_id, attempt_id=aid, agent_index=0, task="t0", attempt_index=0)
+        job = build_job(submission(run_id, tasks=1, agents=1, attempts=1), scheduled)
+        reports: asyncio.Queue[AttemptReport] = asyncio.Queue()
+
+        async def collect(msg: nats.aio.msg.Msg) -> None:
+            report = AttemptReport.model_validate_json(msg.data)
+            if report.run_id == run_id:
+                await reports.put(report)
+
+        await nc.subscribe(REPORT_SUBJECT, cb=collect)
+        # The executor's own fault, the same on every delivery: it never opened its buckets (Executor.open),
+        # so it fails in itself on each job before any attempt runs, and nothing the trial catches.
+        executor = Executor(nc, tmp_path / "work", 1, EnvironmentChoice(), max_deliveries=3)
+
+        await js.add_stream(name=stream, subjects=[subject])
+        await js.publish(subject, job.model_dump_json().encode(), stream=stream)
+        sub = await js.pull_subscribe(
+            subject, durable="executors", stream=stream, config=ConsumerConfig(ack_wait=30.0)
+        )
+        for delivery in (1, 2):
+            (msg,) = await sub.fetch(1, timeout=5)
+            assert msg.metadata.num_delivered == delivery
+            with pytest.raises(Redeliver):
+                await executor.handle(msg)
+            await msg.nak()
+        assert reports.empty(), "a failed delivery reports nothing: the job comes back"
+
+        (msg,) = await sub.fetch(1, timeout=5)
+        assert msg.metadata.num_delivered == 3
+        await executor.handle(msg)  # the last one: reported, and returns so the job is acked
+        report = await asyncio.wait_for(reports.get(), timeout=10)
+        assert (report.kind, report.outcome, report.attempt_id, report.delivery) == (
+            "finished",
+            "errored",
+            aid,
+            3,
+        )
+        assert report.exception_type == "ExecutorFailed"
+        assert report.exception_message.startswith(
+            "the executor failed on this attempt 3 times; the last time: "
+        )
+        await msg.ack()
+        with pytest.raises(nats.errors.TimeoutError):
+            await sub.fetch(1, timeout=1)
+
+        # A job delivered past the bound (its executors died on every earlier delivery) is not run at all.
+        await js.publish(subject, job.model_dump_json().encode(), stream=stream)
+        for _ in range(3):
+            (msg,) = await sub.fetch(1, timeout=5)
+            await msg.nak()
+        (msg,) = await sub.fetch(1, timeout=5)
+        assert msg.metadata.num_delivered == 4
+        await executor.handle(msg)
+        report = await asyncio.wait_for(reports.get(), timeout=10)
+        assert report.outcome == "errored" and report.delivery == 4
+        assert report.exception_message == "the executor failed on this attempt 3 times"
+    finally:
+        with contextlib.suppress(Exception):
+            await js.delete_stream(stream)
+        await nc.close()

@@ -1,0 +1,78 @@
+"""The tamper check's listing (container/file_listing.py): records only from the nonce, names with line
+breaks kept whole, and the changes between two listings as the engine would name them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from regatta_executor.container.file_listing import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Listing,
+    ListingError,
+    changes,
+    parse,
+    seconds_to_wait,
+)
+
+NONCE = "0123456789abcdef0123456789abcdef"
+
+
+def record(path: str, ctime: int = 100, mode: str = "81ed", size: int = 5) -> bytes:
+    return f"{NONCE} {ctime} {mode} 0 0 {size} {path}\n".encode()
+
+
+def test_a_name_with_a_line_break_cannot_forge_a_record() -> None:
+    # The agent named a file so that its second line reads like the record of an unchanged bash.
+    forged = "/tmp/x\n1 81ed 0 0 5 /usr/bin/bash"
+    output = record("/usr/bin/bash", ctime=200) + record(forged) + f"{NONCE} end 300\n".encode()
+    files, now = parse(output, NONCE)
+    assert now == 300
+    assert files["/usr/bin/bash"] == (200, 0x81ED, 0, 0, 5)
+    assert forged in files
+    assert len(files) == 2
+
+
+def test_a_listing_that_did_not_finish_or_names_a_path_twice_is_refused() -> None:
+    with pytest.raises(ListingError, match="did not finish"):
+        parse(record("/usr/bin/bash"), NONCE)
+    with pytest.raises(ListingError, match="twice"):
+        parse(record("/a") + record("/a") + f"{NONCE} end 1\n".encode(), NONCE)
+    with pytest.raises(ListingError, match="malformed"):
+        parse(f"{NONCE} 1 81ed /a\n{NONCE} end 1\n".encode(), NONCE)
+
+
+def test_changes_name_what_the_engine_would() -> None:
+    image = {
+        "/": (1, 0x41ED, 0, 0, 4096),
+        "/usr/bin": (1, 0x41ED, 0, 0, 4096),
+        "/usr/bin/bash": (1, 0x81ED, 0, 0, 5),
+        "/usr/bin/sh": (1, 0xA1FF, 0, 0, 4),
+        "/usr/lib/x": (1, 0x41ED, 0, 0, 4096),
+        "/usr/lib/x/libz.so.1": (1, 0x81ED, 0, 0, 9),
+        "/usr/lib/x/libm.so.6": (1, 0x81ED, 0, 0, 9),
+    }
+    container = {
+        "/": (1, 0x41ED, 0, 0, 4096),
+        "/usr/bin": (7, 0x41ED, 0, 0, 4096),  # an entry went
+        "/usr/bin/bash": (7, 0x81ED, 0, 0, 5),  # same size, mode and owner: only its ctime differs
+        "/usr/bin/new": (7, 0x81ED, 0, 0, 3),
+    }
+    assert sorted(changes(image, container)) == [
+        ("/usr/bin", MODIFIED),
+        ("/usr/bin/bash", MODIFIED),
+        ("/usr/bin/new", ADDED),
+        ("/usr/bin/sh", DELETED),
+        ("/usr/lib/x", DELETED),  # the folder once, not each of its files
+    ]
+    assert changes(image, dict(image)) == []
+
+
+def test_an_image_made_this_second_makes_the_attempt_wait_for_the_next() -> None:
+    now = time.monotonic()
+    fresh = Listing({"/a": (50, 0x81ED, 0, 0, 1)}, now=50, taken_at=now)
+    assert 0.9 < seconds_to_wait(fresh) <= 1.0
+    old = Listing({"/a": (40, 0x81ED, 0, 0, 1)}, now=50, taken_at=now)
+    assert seconds_to_wait(old) == 0.0
