@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -125,6 +126,22 @@ def _prints_in_sandbox(agent: object) -> bool:
     return isinstance(agent, BaseInstalledAgent)
 
 
+def import_harness(name: str) -> None:
+    """Import a harness' module before Harbor's factory does, from a worker thread: terminus-2 brings in
+    litellm, seconds of CPU (tens on a loaded host) that on the event loop would stall this executor's
+    job heartbeats, and the job would be delivered again while its attempt runs."""
+    from harbor.agents.factory import AgentFactory
+    from harbor.models.agent.name import AgentName
+    from harbor.utils.import_path import import_class
+
+    try:
+        path = getattr(AgentFactory, "_AGENT_MAP", {}).get(AgentName(name))
+    except ValueError:
+        return  # not a built-in name: Harbor's factory says what is wrong with it
+    if path:
+        import_class(path, label="agent")
+
+
 async def run_trial(
     config: dict[str, Any],
     on_phase: Callable[[Phase], Awaitable[None]] | None = None,
@@ -139,6 +156,7 @@ async def run_trial(
 
     from .task_loading import ContentAddressedTrial
 
+    await asyncio.to_thread(import_harness, str(config["agent"].get("name") or ""))
     trial = await ContentAddressedTrial.create(TrialConfig.model_validate(config))
     if on_phase is not None:
         phases: dict[TrialEvent, Phase] = {

@@ -98,6 +98,10 @@ class Executor:
             live=_live_settings(nc) if live else None,
         )
         self.running: dict[str, set[asyncio.Task[None]]] = {}
+        # The attempt each running task is, by attempt id: a job redelivered to this very process while
+        # its first copy still runs (a heartbeat missed on a loaded host) joins that copy instead of
+        # running the attempt twice (two agents on one model's budget, one grading the other's work).
+        self.attempt_tasks: dict[str, asyncio.Task[None]] = {}
 
     async def open(self) -> None:
         """The buckets a job needs; the streams exist already (the runtime waited for them)."""
@@ -128,6 +132,10 @@ class Executor:
             # The earlier deliveries all ended without a report: the executor died or failed on each.
             await self._report_executor_failed(job, delivery, delivery - 1, None)
             return
+        running = self.attempt_tasks.get(job.attempt_id)
+        if running is not None and not running.done():
+            await self._join(job, delivery, running)
+            return
         try:
             if await self._is_cancelled(job.run_id):
                 self.attempts.stopped_runs.add(job.run_id)
@@ -145,6 +153,21 @@ class Executor:
                 return
             log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
             raise Redeliver(JOB_RETRY_SEC) from error
+
+    async def _join(self, job: AttemptJob, delivery: int, running: asyncio.Task[None]) -> None:
+        """A delivery of a job whose earlier delivery still runs in this process: wait for that copy
+        rather than run the attempt twice. The consumer keeps this delivery in progress meanwhile; it is
+        acked once the copy has reported its outcome, and handed back if the copy ended without one (a
+        failure in the executor), as the copy's own delivery is. A stop cancels the wait, which hands
+        the job back like any other."""
+        log.warning(
+            "attempt %s: delivery %d arrived while an earlier one still runs here; not run twice",
+            job.attempt_id,
+            delivery,
+        )
+        await asyncio.wait({running})
+        if running.cancelled() or running.exception() is not None:
+            raise Redeliver(JOB_RETRY_SEC)
 
     async def _report_executor_failed(
         self, job: AttemptJob, delivery: int, failures: int, error: Exception | None
@@ -177,6 +200,8 @@ class Executor:
     async def _run_attempt(self, job: AttemptJob, delivery: int = 1) -> None:
         DELIVERY.set(delivery)  # copied into the attempt's task with the rest of this context
         attempt = asyncio.create_task(self.attempts.run(job))
+        self.attempt_tasks[job.attempt_id] = attempt
+        attempt.add_done_callback(lambda done: self._forget(job.attempt_id, done))
         self.running.setdefault(job.run_id, set()).add(attempt)
         try:
             # Registered first, so a stop announced from here on cancels the attempt. The claim tells
@@ -199,3 +224,7 @@ class Executor:
             await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")
         finally:
             self.running[job.run_id].discard(attempt)
+
+    def _forget(self, attempt_id: str, task: asyncio.Task[None]) -> None:
+        if self.attempt_tasks.get(attempt_id) is task:
+            del self.attempt_tasks[attempt_id]
