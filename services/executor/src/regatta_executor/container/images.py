@@ -160,7 +160,7 @@ class ImageCache:
         self.max_bytes = max_bytes
         self.max_image_bytes = max_image_bytes
         self.outbound = outbound or OutboundPolicy()
-        self.resolver = ReferenceResolver(client, list(local_images), self.outbound)
+        self.resolver = ReferenceResolver(client, list(local_images), self.outbound, max_image_bytes)
         self.failures = BuildFailures(self.locks)
 
     def named(self, reference: str) -> ResolvedImage:

@@ -9,24 +9,24 @@ echoes the reply. So: a reference is parsed by the distribution grammar and neve
 the platform's repository and images carrying its labels are refused; a local image is used only when
 the operator allow-lists its reference (`local_images`), matched exactly against the engine's RepoTags
 or RepoDigests; any other reference is pulled from its registry after the registry's addresses pass the
-outbound policy, and a failed pull says only a fixed reason class, never the engine's text.
-
-Not covered: a registry that passes the policy may still redirect the engine (its token realm, blob
-redirects) elsewhere; the engine follows those itself. Operators who need that closed run the engine
-behind a proxy or mirror.
+outbound policy, and a failed pull says only a fixed reason class, never the engine's or registry's text.
+The pull itself is the executor's (registry_pull.py): every request, its token realm and every redirect
+hop go through the outbound guard to checked addresses only, and the engine just loads the result, so
+neither a registry's redirect nor a second DNS answer takes the engine to a host-only service.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, NotFound
 from regatta_shared.outbound import OutboundPolicy, OutboundRefused, resolve
-from requests.exceptions import ReadTimeout, RequestException
+from requests.exceptions import RequestException
 
+from regatta_executor.container import registry_pull
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 
 IMAGE_REPOSITORY = "regatta-env"
@@ -44,11 +44,6 @@ _REFERENCE = re.compile(
     r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
 _IMAGE_ID = re.compile(r"^(?:sha256:)?[0-9a-f]{1,64}$")
-
-# Reason classes: the only words a failed pull carries after "cannot pull image X:".
-PULL_NOT_FOUND = "not found or not authorised"
-PULL_UNREACHABLE = "registry unreachable or refused"
-PULL_TIMED_OUT = "timed out"
 
 
 class ImageUnavailableError(RuntimeError):
@@ -143,10 +138,15 @@ class ReferenceResolver:
     """Turns references into image ids: allow-listed local ones exactly, any other by a checked pull."""
 
     def __init__(
-        self, client: docker.DockerClient, local_images: list[str], outbound: OutboundPolicy
+        self,
+        client: docker.DockerClient,
+        local_images: list[str],
+        outbound: OutboundPolicy,
+        max_pull_bytes: int | None = None,
     ) -> None:
         self.client = client
         self.outbound = outbound
+        self.max_pull_bytes = max_pull_bytes
         self.local = {str(parse_reference(entry, "local_images entry")) for entry in local_images}
 
     def locate(self, reference: ImageReference, what: str) -> LocatedImage:
@@ -157,38 +157,34 @@ class ReferenceResolver:
             return self._checked(reference, found, what, pulled=False)
         host, port = reference.registry_endpoint
         try:
+            # Refused before any request is made, with the registry named.
             resolve(host, port, "image registry", self.outbound)
         except OutboundRefused as refused:
             raise ImageRefusedError(
                 f"{what} {reference.familiar!r}: registry {reference.domain} refused ({refused.reason})"
             ) from None
-        self._pull(reference, what)
-        found = self._exact(reference)
-        if found is None:
-            raise ImageUnavailableError(f"cannot pull image {reference.familiar!r}: {PULL_NOT_FOUND}")
-        return self._checked(reference, found, what, pulled=True)
-
-    def _pull(self, reference: ImageReference, what: str) -> None:
-        tag = reference.digest or reference.tag
         try:
-            # Streamed: an error in the stream is the registry's words, so only its class is kept.
-            for chunk in self.client.api.pull(
-                reference.familiar_repository, tag=tag, stream=True, decode=True
-            ):
-                if isinstance(chunk, dict) and "error" in chunk:
-                    raise ImageUnavailableError(f"cannot pull image {reference.familiar!r}: {PULL_NOT_FOUND}")
-        except NotFound:
+            pulled = registry_pull.pull(
+                self.client,
+                domain=reference.domain,
+                endpoint=(host, port),
+                repository=reference.path,
+                reference=reference.digest or reference.tag or "latest",
+                tag=None if reference.digest else reference.familiar,
+                policy=self.outbound,
+                max_bytes=self.max_pull_bytes,
+            )
+        except registry_pull.PullError as error:
+            refusal = ImageRefusedError if error.reason.startswith("refused") else ImageUnavailableError
+            raise refusal(f"cannot pull image {reference.familiar!r}: {error.reason}") from None
+        try:
+            attrs = dict(self.client.api.inspect_image(pulled.image_id))
+        except (APIError, DockerException, RequestException):
             raise ImageUnavailableError(
-                f"cannot pull image {reference.familiar!r}: {PULL_NOT_FOUND}"
+                f"cannot pull image {reference.familiar!r}: {registry_pull.NOT_LOADED}"
             ) from None
-        except ReadTimeout:
-            raise ImageUnavailableError(
-                f"cannot pull image {reference.familiar!r}: {PULL_TIMED_OUT}"
-            ) from None
-        except (APIError, DockerException, RequestException, OSError):
-            raise ImageUnavailableError(
-                f"cannot pull image {reference.familiar!r}: {PULL_UNREACHABLE}"
-            ) from None
+        located = self._checked(reference, attrs, what, pulled=True)
+        return replace(located, registry_digest=f"{reference.familiar_repository}@{pulled.manifest_digest}")
 
     def _exact(self, reference: ImageReference) -> dict[str, Any] | None:
         """The engine's image whose RepoTags (or RepoDigests) hold exactly this reference."""
