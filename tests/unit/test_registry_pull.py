@@ -36,8 +36,8 @@ def test_an_index_without_this_platform_or_with_a_bad_digest_is_refused() -> Non
 
 
 def test_only_a_loopback_registry_is_spoken_to_in_plain_http() -> None:
-    assert registry_base("127.0.0.1:5000", ("127.0.0.1", 5000)) == "http://127.0.0.1:5000"
-    assert registry_base("localhost:5000", ("localhost", 5000)) == "http://localhost:5000"
-    assert registry_base("[::1]:5000", ("::1", 5000)) == "http://[::1]:5000"
-    assert registry_base("ghcr.io", ("ghcr.io", 443)) == "https://ghcr.io:443"
-    assert registry_base("10.0.0.5:5000", ("10.0.0.5", 5000)) == "https://10.0.0.5:5000"
+    assert registry_base(("127.0.0.1", 5000)) == "http://127.0.0.1:5000"
+    assert registry_base(("localhost", 5000)) == "http://localhost:5000"
+    assert registry_base(("::1", 5000)) == "http://[::1]:5000"
+    assert registry_base(("ghcr.io", 443)) == "https://ghcr.io:443"
+    assert registry_base(("10.0.0.5", 5000)) == "https://10.0.0.5:5000"

@@ -166,7 +166,6 @@ class ReferenceResolver:
         try:
             pulled = registry_pull.pull(
                 self.client,
-                domain=reference.domain,
                 endpoint=(host, port),
                 repository=reference.path,
                 reference=reference.digest or reference.tag or "latest",

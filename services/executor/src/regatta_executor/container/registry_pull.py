@@ -162,7 +162,7 @@ def _checked_digest(value: object) -> str:
     return value
 
 
-def registry_base(domain: str, endpoint: tuple[str, int]) -> str:
+def registry_base(endpoint: tuple[str, int]) -> str:
     """https, but plain http for a registry on the host's loopback, as the engine itself does (an
     operator must still allow such an address: the policy refuses loopback by default)."""
     host, port = endpoint
@@ -191,7 +191,6 @@ def _platform_manifest(index: dict[str, Any]) -> str:
 def pull(
     client: docker.DockerClient,
     *,
-    domain: str,
     endpoint: tuple[str, int],
     repository: str,
     reference: str,
@@ -199,14 +198,15 @@ def pull(
     policy: OutboundPolicy,
     max_bytes: int | None,
 ) -> Pulled:
-    """Pull `repository` at `reference` (a tag or a digest) from `domain` into the engine; `tag`, when
-    given, is what the loaded image is tagged as (the reference as the engine spells it)."""
+    """Pull `repository` at `reference` (a tag or a digest) from the registry at `endpoint` into the
+    engine; `tag`, when given, is what the loaded image is tagged as (the reference as the engine
+    spells it)."""
     deadline = time.monotonic() + PULL_TIMEOUT_SEC
     try:
         with guarded_client(
             policy, "image registry", timeout=60.0, follow_redirects=True, max_redirects=MAX_REDIRECTS
         ) as http:
-            session = _Session(http, registry_base(domain, endpoint), repository, deadline)
+            session = _Session(http, registry_base(endpoint), repository, deadline)
             return _pull(client, session, reference, tag, max_bytes)
     except OutboundRefused as refused:
         raise PullError(f"refused ({refused.reason})") from None
