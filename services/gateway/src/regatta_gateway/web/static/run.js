@@ -296,9 +296,15 @@
     });
   }
 
+  let attemptsSeen = null;
   async function loadAttempts() {
     const response = await api(`${runPath}/attempts`);
     if (!response.ok) { count.textContent = errorText(response, "Could not load the results"); return; }
+    // A refresh that changes nothing leaves the table alone: redrawing it would take the focus and
+    // the caret from a member typing a label.
+    const seen = JSON.stringify(response.data.attempts);
+    if (seen === attemptsSeen) return;
+    attemptsSeen = seen;
     attempts = response.data.attempts;
     labelOptions();
     renderResults();
@@ -306,6 +312,9 @@
 
   // --- Labels: a member's judgement of an attempt (POST/DELETE .../attempts/{id}/labels) -------------
   const attemptPath = (a) => `${runPath}/attempts/${encodeURIComponent(a.attempt_id)}/labels`;
+
+  // What a member has typed but not yet added, per attempt: a live run redraws the table under them.
+  const drafts = new Map();
 
   let linkedLabel = params.get("label"); // from a shared URL: an option only once the attempts are in
 
@@ -341,10 +350,14 @@
     const form = el("form", { class: "label-form" },
       el("datalist", { id: choices }, data.suggested_labels.map((value) => el("option", { value }))),
       name, note, el("button", { type: "submit", class: "btn btn-small", "data-testid": "label-add" }, "Add label"));
+    const draft = drafts.get(a.attempt_id);
+    if (draft) { name.value = draft.label; note.value = draft.note; }
+    form.addEventListener("input", () => drafts.set(a.attempt_id, { label: name.value, note: note.value }));
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const response = await api(attemptPath(a), { method: "POST", body: { label: name.value, note: note.value } });
       if (!response.ok) { message.textContent = errorText(response, "Could not add the label"); return; }
+      drafts.delete(a.attempt_id);
       await loadAttempts();
     });
     block.append((a.labels || []).length ? list : el("p", { class: "muted small" }, "No labels yet."), form, message);
