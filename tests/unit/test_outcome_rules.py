@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from harbor.models.trial.error_policy import ERROR_POLICIES
 from regatta_executor import sandbox_faults
+from regatta_executor.attempts import REFUSALS, retryable
 from regatta_executor.outcome import SANDBOX_FAULTS, classify
 
 AGENT_RAN = {"started_at": "2026-12-01T10:00:00Z", "finished_at": "2026-12-01T10:00:05Z"}
@@ -94,3 +95,25 @@ def test_the_platforms_own_sandbox_faults_are_named_in_the_rule() -> None:
     # Harbor's own verdict-less verifier errors are in it too, and none of its infrastructure ones.
     infrastructure = {name for name, p in ERROR_POLICIES.items() if p.should_retry}
     assert not SANDBOX_FAULTS & infrastructure
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+def test_the_platforms_refusals_of_a_task_are_errored_and_never_retried(refusal: str) -> None:
+    """Decided from the task's own files, they would be refused again on every try (a transient
+    fault of the engine is retried as before)."""
+    refused = classify(result(refusal, agent_ran=False), pass_threshold=1.0)
+    assert refused.outcome == "errored" and not retryable(refused)
+    transient = classify(result("DockerException", agent_ran=False), pass_threshold=1.0)
+    assert transient.outcome == "errored" and retryable(transient)
+
+
+def test_the_refusals_named_are_the_platforms_exception_classes() -> None:
+    from regatta_executor.container import build_context, compose_files, dockerfile_policy, references
+
+    classes = {
+        references.ImageRefusedError,
+        dockerfile_policy.DockerfileRefusedError,
+        compose_files.ComposeError,
+        build_context.BuildContextError,
+    }
+    assert {c.__name__ for c in classes} == REFUSALS

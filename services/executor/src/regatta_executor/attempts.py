@@ -65,11 +65,18 @@ class LiveSettings:
     interval: float
 
 
+# The platform's refusals of what a task asks for (an image it may not use, a Dockerfile line that
+# would make the engine fetch from the host's network, a compose key or build context we refuse):
+# decided from the task's own files, so every try and every executor would refuse them again.
+REFUSALS = frozenset({"ImageRefusedError", "DockerfileRefusedError", "ComposeError", "BuildContextError"})
+
+
 def retryable(outcome: TrialOutcome) -> bool:
     """An errored outcome that another try may cure: Harbor's own table (the one its `retries` use)
     refuses errors that repeat on every try (a rejected key, an unknown model), which would only cost
-    two more sandboxes and provider calls."""
-    return outcome.retryable and policy_for(outcome.exception_type or "").should_retry
+    two more sandboxes and provider calls; the platform's refusals repeat too."""
+    kind = outcome.exception_type or ""
+    return outcome.retryable and kind not in REFUSALS and policy_for(kind).should_retry
 
 
 class AttemptRunner:
