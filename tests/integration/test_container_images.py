@@ -11,13 +11,14 @@ import secrets
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
 import pytest
 from harbor.environments.base import SandboxBuildFailedError
-from regatta_executor.container.engine import LABEL_DIGEST
+from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 from regatta_executor.container.images import ImageCache
 
 from tests.integration.container_support import (
@@ -133,6 +134,38 @@ async def test_missing_image_is_an_error_naming_it(engine: docker.DockerClient, 
     result = await run_trial(task, "oracle", tmp_path, local_images=[*LOCAL_IMAGES, "regatta-test/absent:1"])
     assert exception_type(result) == "ImageUnavailableError"
     assert "regatta-test/absent:1" in (result.exception_info.exception_message or "")
+
+
+def test_a_prune_survives_images_another_executor_removes_meanwhile(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Executors share the engine: while one prunes, another removes its own images. A listing that
+    inspects image after image met one gone in between, and the attempt whose build ran the prune
+    errored (ImageNotFound)."""
+    unique = secrets.token_hex(6)
+    theirs = []
+    for index in range(40):
+        dockerfile = f"FROM {BASE_IMAGE}\nLABEL {LABEL_MANAGED}=1 {LABEL_DIGEST}=theirs-{unique}-{index}\n"
+        image, _ = engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True)
+        theirs.append(image.id)
+    cache = ImageCache(engine, tmp_path / "state", max_bytes=1 << 50, local_images=LOCAL_IMAGES)
+    removed = threading.Event()
+
+    def remove_theirs() -> None:
+        for image_id in theirs:
+            engine.images.remove(image_id)
+        removed.set()
+
+    remover = threading.Thread(target=remove_theirs)
+    remover.start()
+    prunes = 0
+    try:
+        while not removed.is_set():
+            assert cache.prune() == []  # nothing of this cache's own to remove, and no error
+            prunes += 1
+    finally:
+        remover.join()
+    assert prunes > 0
 
 
 async def test_built_images_are_pruned_least_recently_used_first(

@@ -405,32 +405,34 @@ class ImageCache:
         self.failures.prune(_FAILURES_KEPT_SEC, time.time())
         if self.max_bytes is None:
             return []
-        images = self.client.images.list(filters={"label": f"{LABEL_MANAGED}=1"})
+        # The plain listing, not `images.list()`: that inspects each image in turn, and another
+        # executor on the engine may remove one in between (NotFound would fail this attempt's start).
+        images = self.client.api.images(filters={"label": f"{LABEL_MANAGED}=1"})
         entries = []
         for image in images:
-            digest = image.labels.get(LABEL_DIGEST)
+            digest = (image.get("Labels") or {}).get(LABEL_DIGEST)
             if not digest:
                 continue
             try:
                 used = (self.locks / f"{digest}.lock").stat().st_mtime
             except FileNotFoundError:
                 continue  # built by executors with another state folder: theirs to prune
-            entries.append((used, digest, image))
-        total = sum(int(image.attrs.get("Size") or 0) for _, _, image in entries)
+            entries.append((used, digest, str(image["Id"]), int(image.get("Size") or 0)))
+        total = sum(size for *_, size in entries)
         removed = []
-        for _, digest, image in sorted(entries, key=lambda entry: entry[0]):
+        for _, digest, image_id, size in sorted(entries, key=lambda entry: entry[0]):
             if total <= self.max_bytes:
                 break
             with self._locked(digest, blocking=False) as free:
                 if not free:
                     continue
                 try:
-                    self.client.images.remove(image.id, noprune=False)
+                    self.client.images.remove(image_id, noprune=False)
                 except NotFound:
                     pass
                 except APIError as exc:  # in use by a container
-                    logger.info("image %s kept: %s", image.id, exc)
+                    logger.info("image %s kept: %s", image_id, exc)
                     continue
-            total -= int(image.attrs.get("Size") or 0)
+            total -= size
             removed.append(digest)
         return removed
