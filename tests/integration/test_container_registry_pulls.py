@@ -221,3 +221,60 @@ async def test_a_pulled_blob_that_does_not_match_its_digest_is_refused(
     )
     with pytest.raises(docker.errors.ImageNotFound):
         engine.images.get(served.image_id)
+
+
+def _pulled_task(tmp_path: Path, name: str, reference: str) -> Path:
+    task = write_task(tmp_path / "tasks", name, environment=f'docker_image = "{reference}"\n')
+    (task / "environment" / "Dockerfile").unlink()
+    return task
+
+
+async def test_an_image_over_the_size_cap_stops_its_pull_and_loads_nothing(
+    engine: docker.DockerClient, tmp_path: Path, registry: tuple[Server, Server, Served]
+) -> None:
+    """`max_image_mb` bounds what a pull fetches, counted as the bytes arrive (the base image's layer
+    is about 28 MiB; the cap is 4)."""
+    server, storage, served = registry
+    reference = f"127.0.0.1:{server.port}/team/base:1"
+    both = f"127.0.0.1:{server.port},127.0.0.1:{storage.port}"
+    task = _pulled_task(tmp_path, "too-big", reference)
+    result = await run_trial(task, "oracle", tmp_path, outbound_allow=both, max_image_mb=4)
+    assert exception_type(result) == "ImageUnavailableError"
+    message = result.exception_info.exception_message or ""
+    assert f"cannot pull image '{reference}': over the 4 MiB an image may be" in message, message
+    assert containers_of(engine, result.trial_name) == []
+    with pytest.raises(docker.errors.ImageNotFound):
+        engine.images.get(served.image_id)
+
+
+@pytest.mark.parametrize(
+    ("attack", "reason"),
+    [("huge-manifest", "registry answer too large"), ("many-layers", "unsupported manifest")],
+)
+async def test_a_manifest_too_large_or_with_too_many_layers_is_refused_before_any_blob(
+    engine: docker.DockerClient,
+    tmp_path: Path,
+    registry: tuple[Server, Server, Served],
+    attack: str,
+    reason: str,
+) -> None:
+    """A registry's documents are bounded (4 MiB) and so is an image's layer count (256): neither a
+    manifest that never ends nor one naming 10,000 layers costs more than its first read."""
+    server, storage, served = registry
+    manifest = json.loads(served.manifest)
+    if attack == "huge-manifest":
+        manifest["annotations"] = {"padding": "x" * (5 * 1024 * 1024)}
+    else:
+        manifest["layers"] = manifest["layers"] * 10_000
+    served.manifest = json.dumps(manifest).encode()
+    reference = f"127.0.0.1:{server.port}/team/base:1"
+    both = f"127.0.0.1:{server.port},127.0.0.1:{storage.port}"
+    result = await run_trial(
+        _pulled_task(tmp_path, attack, reference), "oracle", tmp_path, outbound_allow=both
+    )
+    assert exception_type(result) == "ImageUnavailableError"
+    message = result.exception_info.exception_message or ""
+    assert f"cannot pull image '{reference}': {reason}" in message, message
+    assert storage.requests == [], "no blob was fetched"
+    with pytest.raises(docker.errors.ImageNotFound):
+        engine.images.get(served.image_id)
