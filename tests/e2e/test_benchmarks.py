@@ -104,18 +104,21 @@ def test_registry_of_1050_tasks_syncs_page_by_page_with_visible_progress(
 
 
 def _gated_tasks(root: Path, gate: Path, count: int) -> None:
-    """Oracle solutions that wait for the gate file; the sandbox sees it through the read-only host /var."""
+    """Oracle solutions that wait for the gate file; a local sandbox sees it through the host's /opt,
+    which it binds read-only (not /var or /tmp: it sees none of the host's). One that never saw the gate
+    says so in its output, which fails the test."""
     for index in range(count):
         task = root / f"locked-{index}"
         write_task(task, index, "locked")
         (task / "solution" / "solve.sh").write_text(
             f"#!/bin/bash\nfor _ in $(seq 450); do [ -e {gate} ] && break; sleep 0.1; done\n"
+            f"[ -e {gate} ] || echo 'the gate never opened' > /logs/agent/gate.txt\n"
             f"echo {index} > /app/out.txt\n"
         )
 
 
 def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(shared_stack, api_for, tmp_path) -> None:
-    gate = Path("/var/tmp") / f"regatta-gate-{uuid.uuid4().hex}"
+    gate = Path("/opt") / f"regatta-gate-{uuid.uuid4().hex}"
     tasks = tmp_path / "locked"
     _gated_tasks(tasks, gate, 3)
     stack = shared_stack(executors=1, **ACK_WAIT)
@@ -165,6 +168,7 @@ def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(shared_stac
         a for a in attempts if a["task"] in ("locked-1", "locked-2") and _epoch(a["started_at"]) > resynced_at
     ]
     assert late, attempts
+    assert "the gate never opened" not in api.artifact_texts(old_run, limit=100_000)
     assert old["benchmark_run"]["status"] == new["benchmark_run"]["status"] == "finished"
     assert _pass_at_1(old) == 1.0
     assert abs(_pass_at_1(new) - 1 / 3) < 1e-9
