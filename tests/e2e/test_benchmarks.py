@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-import uuid
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..integration.registry_sync_support import (
     init_repo,
     write_task,
 )
+from ..support.gates import NEVER_OPENED, Gate, gate
 from .web_ui_support import ACK_WAIT
 
 RUN = (
@@ -103,30 +103,25 @@ def test_registry_of_1050_tasks_syncs_page_by_page_with_visible_progress(
     assert listed["task_count"] == 1050 and listed["category_count"] == 5
 
 
-def _gated_tasks(root: Path, gate: Path, count: int) -> None:
-    """Oracle solutions that wait for the gate file; a local sandbox sees it through the host's /opt,
-    which it binds read-only (not /var or /tmp: it sees none of the host's). One that never saw the gate
-    says so in its output, which fails the test."""
+def _gated_tasks(root: Path, gate: Gate, count: int) -> None:
+    """Oracle solutions that wait for the gate."""
     for index in range(count):
         task = root / f"locked-{index}"
         write_task(task, index, "locked")
         (task / "solution" / "solve.sh").write_text(
-            f"#!/bin/bash\nfor _ in $(seq 450); do [ -e {gate} ] && break; sleep 0.1; done\n"
-            f"[ -e {gate} ] || echo 'the gate never opened' > /logs/agent/gate.txt\n"
-            f"echo {index} > /app/out.txt\n"
+            f"#!/bin/bash\n{gate.wait()}echo {index} > /app/out.txt\n"
         )
 
 
 def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(shared_stack, api_for, tmp_path) -> None:
-    gate = Path("/opt") / f"regatta-gate-{uuid.uuid4().hex}"
     tasks = tmp_path / "locked"
-    _gated_tasks(tasks, gate, 3)
     stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
-    benchmark_id = _add(api, {"source_type": "folder", "path": str(tasks), "name": "locked"})
-    before = _settled(api, benchmark_id)
-    assert before["sync_status"] == "ready", before.get("sync_error")
-    try:
+    with gate() as opened:
+        _gated_tasks(tasks, opened, 3)
+        benchmark_id = _add(api, {"source_type": "folder", "path": str(tasks), "name": "locked"})
+        before = _settled(api, benchmark_id)
+        assert before["sync_status"] == "ready", before.get("sync_error")
         old_run = api.submit_toml(RUN.format(benchmark="locked"))["id"]
         api.wait_for(
             lambda: any(a["started_at"] for a in api.get(f"/runs/{old_run}/attempts")["attempts"]),
@@ -147,11 +142,9 @@ def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(shared_stac
         after = api.wait_for(resynced, timeout=120)
         resynced_at = time.time()
         new_run = api.submit_toml(RUN.format(benchmark="locked"))["id"]
-        gate.touch()
+        opened.open()
         old = api.wait_run(old_run)
         new = api.wait_run(new_run)
-    finally:
-        gate.unlink(missing_ok=True)
 
     old_digests = {t["name"]: t["digest"] for t in before["tasks"]}
     new_digests = {t["name"]: t["digest"] for t in after["tasks"]}
@@ -168,7 +161,7 @@ def test_a_run_keeps_executing_the_version_it_locked_across_a_resync(shared_stac
         a for a in attempts if a["task"] in ("locked-1", "locked-2") and _epoch(a["started_at"]) > resynced_at
     ]
     assert late, attempts
-    assert "the gate never opened" not in api.artifact_texts(old_run, limit=100_000)
+    assert NEVER_OPENED not in api.artifact_texts(old_run, limit=100_000)
     assert old["benchmark_run"]["status"] == new["benchmark_run"]["status"] == "finished"
     assert _pass_at_1(old) == 1.0
     assert abs(_pass_at_1(new) - 1 / 3) < 1e-9

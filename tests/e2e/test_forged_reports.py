@@ -19,6 +19,7 @@ from regatta_shared.attempt_auth import MAC_HEADER
 from regatta_shared.bus import EXECUTOR_INBOX_PREFIX, REPORT_SUBJECT, REPORTS_STREAM
 
 from tests.e2e.test_executor import add_folder, run_events
+from tests.support.gates import NEVER_OPENED, gate
 from tests.support.tasks import run_toml, write_task
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,27 +64,30 @@ async def publish_forgeries(stack, run_id: str, attempt_id: str) -> int:
 def test_a_forged_report_changes_no_run(make_stack, api_for, tmp_path) -> None:
     stack = make_stack(executors=1)
     api = api_for(stack)
-    # Its oracle never writes "done": the real outcome is failed, reward 0.
-    write_task(tmp_path / "tasks", "victim", solve="sleep 30")
-    add_folder(api, tmp_path / "tasks", "victim")
-    run_id = api.submit_toml(run_toml("victim", concurrency=1))["id"]
+    with gate() as held:
+        # Its oracle waits at the gate and never writes "done": the real outcome is failed, reward 0.
+        write_task(tmp_path / "tasks", "victim", solve=held.wait(timeout_sec=90))
+        add_folder(api, tmp_path / "tasks", "victim")
+        run_id = api.submit_toml(run_toml("victim", concurrency=1))["id"]
 
-    def running_attempt() -> str | None:
-        attempts = api.get(f"/runs/{run_id}/attempts")["attempts"]
-        return attempts[0]["attempt_id"] if attempts and attempts[0]["status"] == "running" else None
+        def running_attempt() -> str | None:
+            attempts = api.get(f"/runs/{run_id}/attempts")["attempts"]
+            return attempts[0]["attempt_id"] if attempts and attempts[0]["status"] == "running" else None
 
-    attempt_id = api.wait_for(running_attempt, timeout=90)
-    sent = asyncio.run(publish_forgeries(stack, run_id, attempt_id))
-    log = stack.logs / "run-scheduler.log"
-    api.wait_for(lambda: log.read_text().count("dropped a") >= sent or None, timeout=60)
-    assert f"dropped a finished report for attempt '{attempt_id}'" in log.read_text()
+        attempt_id = api.wait_for(running_attempt, timeout=90)
+        sent = asyncio.run(publish_forgeries(stack, run_id, attempt_id))
+        log = stack.logs / "run-scheduler.log"
+        api.wait_for(lambda: log.read_text().count("dropped a") >= sent or None, timeout=60)
+        assert f"dropped a finished report for attempt '{attempt_id}'" in log.read_text()
 
-    assert running_attempt() == attempt_id, "the forged reports left the attempt running"
-    assert "AttemptFinished" not in [kind for kind, _ in run_events(stack, run_id)]
+        assert running_attempt() == attempt_id, "the forged reports left the attempt running"
+        assert "AttemptFinished" not in [kind for kind, _ in run_events(stack, run_id)]
+        held.open()
+        detail = api.wait_run(run_id, timeout=120)
 
-    detail = api.wait_run(run_id, timeout=120)
     assert detail["benchmark_run"]["status"] == "finished"
     [finished] = [data for kind, data in run_events(stack, run_id) if kind == "AttemptFinished"]
     assert finished["outcome"] == "failed" and finished["primary_reward"] == 0.0
     assert finished["executor_id"] != "forger"
     assert detail["totals"]["passed"] == 0
+    assert NEVER_OPENED not in api.artifact_texts(run_id, limit=100_000)
