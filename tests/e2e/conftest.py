@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from regatta import nats_server
 from regatta.stack import Stack
 from tests.conftest import _create_database, _drop_database
+from tests.support.gates import Gate, gate
 from tests.support.processes import descendants
 
 TERMINAL = ("finished", "failed", "stopped")
@@ -251,6 +252,13 @@ def _runs(api: Api) -> list[dict[str, Any]]:
         runs += page["benchmark_runs"]
         offset = page["next_offset"]
     return runs
+
+
+@pytest.fixture
+def host_gate() -> Iterator[Gate]:
+    """A gate the test's local sandboxes can wait on (tests/support/gates.py), removed at the end."""
+    with gate() as made:
+        yield made
 
 
 @pytest.fixture

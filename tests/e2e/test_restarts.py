@@ -19,6 +19,7 @@ from tests.conftest import unavailable
 from tests.e2e.test_container_stack import container_stack, containers
 from tests.e2e.test_executor import add_folder, run_events
 from tests.integration.container_support import images_built_are_removed
+from tests.support.gates import Gate
 from tests.support.processes import descendants
 from tests.support.tasks import run_toml, write_task
 
@@ -40,7 +41,7 @@ def _attempt_mounts(attempt_ids: list[str]) -> list[str]:
 
 
 def test_a_stack_stopped_during_long_attempts_finishes_them_after_its_restart(
-    make_stack, api_for, tmp_path
+    make_stack, api_for, tmp_path, host_gate: Gate
 ) -> None:
     """SIGTERM of the stack (Ctrl-C of `regatta up`) while three attempts run: the one that ends within
     the executors' grace is recorded, the two longer ones are abandoned unreported and run again after
@@ -50,7 +51,8 @@ def test_a_stack_stopped_during_long_attempts_finishes_them_after_its_restart(
     tasks = tmp_path / "tasks"
     write_task(tasks, "ending", solve="sleep 7\necho done > /app/out.txt")
     for index in range(2):
-        write_task(tasks, f"long-{index}", solve="sleep 35\necho done > /app/out.txt")
+        # 35 s the first time; after the restart (the gate open) 1 s.
+        write_task(tasks, f"long-{index}", solve=host_gate.sleep_unless_open(35) + "echo done > /app/out.txt")
     add_folder(api, tasks, "restarts")
     run_id = api.submit_toml(run_toml("restarts", concurrency=3))["id"]
     api.wait_for(lambda: _sleeping(stack, 7) == 1 and _sleeping(stack, 35) == 2, timeout=90, every=0.1)
@@ -67,6 +69,7 @@ def test_a_stack_stopped_during_long_attempts_finishes_them_after_its_restart(
     executor_log = (stack.logs / "executor-1.log").read_text()
     assert executor_log.count("abandoned as this executor stops") == 2, executor_log[-3000:]
 
+    host_gate.open()
     stack.start()
     detail = api.wait_run(run_id, timeout=240)
     assert detail["benchmark_run"]["status"] == "finished"
@@ -86,7 +89,7 @@ def test_a_stack_stopped_during_long_attempts_finishes_them_after_its_restart(
 
 
 def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
-    make_stack, api_for, tmp_path
+    make_stack, api_for, tmp_path, host_gate: Gate
 ) -> None:
     """SIGKILL (no drain at all) of one of two executors mid-attempt: its job comes back after
     ack_wait, runs on an executor, and counts once; the survivor's attempt is untouched."""
@@ -96,7 +99,8 @@ def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
     api = api_for(stack)
     tasks = tmp_path / "tasks"
     for index in range(2):
-        write_task(tasks, f"long-{index}", solve="sleep 12\necho done > /app/out.txt")
+        # 12 s while the gate is shut: the victim's next delivery (after the kill) takes 1 s.
+        write_task(tasks, f"long-{index}", solve=host_gate.sleep_unless_open(12) + "echo done > /app/out.txt")
     add_folder(api, tasks, "kill")
     run_id = api.submit_toml(run_toml("kill", concurrency=2))["id"]
 
@@ -112,6 +116,7 @@ def test_an_executor_killed_during_long_attempts_loses_none_and_cancels_none(
         if kind == "AttemptStarted" and d["executor_id"] == killed
     )
     stack.kill("executor-1")
+    host_gate.open()
     stack.restart("executor-1")
 
     detail = api.wait_run(run_id, timeout=180)
@@ -190,16 +195,21 @@ def test_a_container_removed_under_an_attempt_is_retried_and_the_agent_ranks(
 
 
 def test_a_second_sigterm_ends_the_grace_at_once_and_still_cancels_nothing(
-    make_stack, api_for, tmp_path
+    make_stack, api_for, tmp_path, host_gate: Gate
 ) -> None:
     """A second Ctrl-C: the executor stops its attempt now instead of after its (long) grace, and the
     attempt still runs again and counts once."""
     stack = make_stack(executors=1, REGATTA_EXECUTOR_GRACE_SEC="300", REGATTA_STARTED_REPORT_DELAY="0.5")
     api = api_for(stack)
-    write_task(tmp_path / "tasks", "long", solve="sleep 15\necho done > /app/out.txt")
+    write_task(tmp_path / "tasks", "long", solve=host_gate.sleep_unless_open(15) + "echo done > /app/out.txt")
     add_folder(api, tmp_path / "tasks", "hurry")
     run_id = api.submit_toml(run_toml("hurry"))["id"]
-    api.wait_for(lambda: _sleeping(stack, 15) == 1, timeout=90, every=0.1)
+
+    def reported_started() -> bool:
+        return any(kind == "AttemptStarted" for kind, _ in run_events(stack, run_id))
+
+    # Running, and recorded so (the report comes REGATTA_STARTED_REPORT_DELAY after the start).
+    api.wait_for(lambda: _sleeping(stack, 15) == 1 and reported_started(), timeout=90, every=0.1)
     executor = stack.processes["executor-1"]
     os.killpg(executor.pid, signal.SIGTERM)
     api.wait_for(lambda: "waiting up to 300 s" in (stack.logs / "executor-1.log").read_text(), timeout=10)
@@ -208,6 +218,7 @@ def test_a_second_sigterm_ends_the_grace_at_once_and_still_cancels_nothing(
     executor.wait(timeout=30)
     assert time.monotonic() - began < 20, "the second signal cut the 300 s grace short"
 
+    host_gate.open()
     stack.restart("executor-1")
     detail = api.wait_run(run_id, timeout=120)
     assert detail["benchmark_run"]["status"] == "finished"

@@ -24,6 +24,12 @@ class Gate:
             f"[ -e {self.path} ] || echo '{NEVER_OPENED}' > /logs/agent/gate.txt\n"
         )
 
+    def sleep_unless_open(self, seconds: int) -> str:
+        """A shell line that sleeps for `seconds` while the gate is shut, and for one second once it is
+        open (long enough to be reported started): a long attempt whose next delivery, after a restart,
+        ends soon."""
+        return f"if [ -e {self.path} ]; then sleep 1; else sleep {seconds}; fi\n"
+
     def open(self) -> None:
         self.path.touch()
 
