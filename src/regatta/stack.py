@@ -122,6 +122,11 @@ class Stack:
         they get (DOCKER_HOST, …); a name that runs nothing stops `regatta up` before any service starts."""
         env = self.env()
         env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", "auto")
+        if env["REGATTA_EXECUTOR_ENVIRONMENT"].strip() == "local":
+            # Nothing to ask an engine: spare the chooser's interpreter (its imports cost seconds of a
+            # loaded machine at every start).
+            self.environment, self.environment_reason = "local", "as configured"
+            return
         result = subprocess.run(
             [sys.executable, "-m", "regatta_executor.choose_environment"],
             env=env,
