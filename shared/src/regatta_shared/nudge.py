@@ -1,6 +1,6 @@
 """Wake the relay (and the gateway's projections) as soon as a writer commits, not at their next poll.
 
-A core NATS message, fire and forget: losing one only costs the relay's idle back-off (≤ 100 ms), so no
+A core NATS message, fire and forget: losing one only costs the relay's idle back-off (≤ 0.5 s), so no
 delivery guarantee is needed. The relay still polls, so correctness never depends on a nudge.
 """
 
