@@ -6,10 +6,11 @@ Workspace B (the attacker) and workspace A (the victim) share the stack and its 
 1. B first builds a context equal to A's but for `environment/.git/x` (finding 3), hoping A is
    then served B's image "cached".
 2. A runs its task, whose image holds a hidden file; A must get an image of its own and pass.
-3. B runs a benchmark of attacks: `ADD` from a host-only listener (1); A's image by id prefix, by its
-   platform tag and as FROM (2); a bash that writes reward 1 after the test (4); 1 GiB written under a
-   64 MiB storage cap (6); a task asking for a 1 TiB memory limit (7) and one holding a 1 GiB file (8),
-   which the sync lists invalid; and one honest task.
+3. B runs a benchmark of attacks: `ADD` from a host-only listener and an image pulled from it (1);
+   A's image by id prefix, by its platform tag and as FROM (2); a bash that writes reward 1 after the
+   test (4); 1 GiB written under a 64 MiB storage cap (6); a task asking for a 1 TiB memory limit and
+   a 1 TiB logs tmpfs (7) and one holding a 1 GiB file (8), which the sync lists invalid; and one
+   honest task.
 Each attack fails with its reason; nothing of A's hidden file, of B's poison or of the listener's
 answer is in any stored artifact or download; the scores are the honest ones and every service is
 alive and healthy afterwards. (Finding 5 through the stack: test_verifier_integrity_stack.py.)
@@ -171,6 +172,7 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
         "add-host",
         dockerfile=f"FROM {BASE_IMAGE}\nADD http://127.0.0.1:{listener.port}/{nonce} /x\n",
     )
+    _task(attacks, "pull-host", environment=f'docker_image = "127.0.0.1:{listener.port}/team/x:1"\n')
     prefix = a_image["image_id"].removeprefix("sha256:")[:4]
     _task(attacks, "id-prefix", solve=steal, environment=f'docker_image = "{prefix}"\n')
     _task(attacks, "platform-tag", solve=steal, environment=f'docker_image = "{a_image["reference"]}"\n')
@@ -189,7 +191,8 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
         dockerfile=f"FROM {BASE_IMAGE}\nWORKDIR /app\n",
         environment="storage_mb = 64\n",
     )
-    _task(attacks, "greedy", dockerfile=f"FROM {BASE_IMAGE}\n", environment="memory_mb = 1048576\n")
+    greedy = "memory_mb = 1048576\nstorage_mb = 1048576\n"
+    _task(attacks, "greedy", dockerfile=f"FROM {BASE_IMAGE}\n", environment=greedy)
     _task(attacks, "bomb", dockerfile=f"FROM {BASE_IMAGE}\n")
     with (attacks / "bomb" / "environment" / "zeros.bin").open("wb") as handle:
         handle.truncate(GIB)  # sparse: 1 GiB long
@@ -200,7 +203,8 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
     assert set(invalid) == {"greedy", "bomb"}, invalid
     assert re.fullmatch(
         r"task 'greedy': \[environment\]\.memory_mb = 1048576 exceeds the operator's ceiling of \d+ "
-        r"\(REGATTA_MAX_MEMORY_MB\)",
+        r"\(REGATTA_MAX_MEMORY_MB\); \[environment\]\.storage_mb = 1048576 exceeds the operator's "
+        r"ceiling of \d+ \(REGATTA_MAX_STORAGE_MB\)",
         invalid["greedy"],
     ), invalid["greedy"]
     assert (
@@ -211,6 +215,7 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
 
     assert {task: a["outcome"] for task, a in attempts.items()} == {
         "add-host": "errored",
+        "pull-host": "errored",
         "id-prefix": "errored",
         "platform-tag": "errored",
         "from-victim": "errored",
@@ -223,6 +228,9 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
     assert reason["add-host"][0] == "DockerfileRefusedError"
     assert "environment/Dockerfile line 2: ADD" in reason["add-host"][1]
     assert "address not allowed" in reason["add-host"][1]
+    kind, message = reason["pull-host"]
+    assert kind == "ImageRefusedError", reason["pull-host"]
+    assert f"'127.0.0.1:{listener.port}/team/x:1'" in message and "refused (address not allowed)" in message
     for task in ("id-prefix", "platform-tag", "from-victim"):
         kind, message = reason[task]
         assert kind in ("ImageRefusedError", "DockerfileRefusedError"), (task, kind)
@@ -236,7 +244,7 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
     assert re.fullmatch(r"storage limit exceeded \(\d+ MiB > 64 MiB\)", reason["fill-layer"][1]), reason
     # The honest numbers: two of the agent's failures scored, the refusals unscored.
     totals = detail["totals"]
-    assert (totals["passed"], totals["failed"], totals["errored"]) == (1, 2, 4), totals
+    assert (totals["passed"], totals["failed"], totals["errored"]) == (1, 2, 5), totals
     (metric,) = detail["agent_metrics"]
     assert metric["pass_at_1"]["value"] == pytest.approx(1 / 3), metric
 
