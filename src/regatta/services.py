@@ -16,12 +16,18 @@ class Service:
     # Whether it answers its health check on REGATTA_HEALTH_PORT: the gateway answers on its own
     # HTTP port, and the relay has no check.
     health_port: bool = True
+    # The module whose `main()` the `python -m` entry calls (what the stack's launcher imports once).
+    entry: str = ""
+
+    @property
+    def main_module(self) -> str:
+        return self.entry or f"{self.module}.app"
 
 
 # In the order `regatta up` starts them: the relay first, so that what the others append is published;
 # the gateway last, so that it answers once the rest run.
 SERVICES = (
-    Service("relay", "regatta_relay", health_port=False),
+    Service("relay", "regatta_relay", health_port=False, entry="regatta_relay.relay"),
     Service("registry-sync", "regatta_registry_sync"),
     Service("run-scheduler", "regatta_run_scheduler"),
     Service("scoring", "regatta_scoring"),

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import nats_server
-from .services import BY_NAME, NAMES, command
+from .launcher import Launcher, ServiceProcess
+from .services import BY_NAME, NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Local images the embedded stack's executors may use without a pull (scripts/test-image.sh makes them).
@@ -58,7 +59,9 @@ class Stack:
     nats_url: str | None = None
     database_url: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    processes: dict[str, ServiceProcess] = field(default_factory=dict)
+    # Forks the services (zygote.py): started with the first service, stopped after the last.
+    launcher: Launcher | None = field(default=None, repr=False)
     health_ports: dict[str, int] = field(default_factory=dict)
     nats: nats_server.NatsServer | None = None
     environment: str = ""  # the environment every executor runs attempts in, chosen at start
@@ -184,23 +187,18 @@ class Stack:
             self.stop()
             raise
 
-    def start_service(self, service: str, key: str | None = None) -> subprocess.Popen[bytes]:
+    def start_service(self, service: str, key: str | None = None) -> ServiceProcess:
         key = key or service
-        log = (self.logs / f"{key}.log").open("ab")
-        self.log_offsets[key] = log.tell()
+        log = self.logs / f"{key}.log"
+        self.log_offsets[key] = log.stat().st_size if log.exists() else 0
         env = self.env()
         env["NATS_URL"] = self.service_nats_url(service)
         if BY_NAME[service].health_port:
             self.health_ports.setdefault(key, nats_server.free_port())
             env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])
-        process = subprocess.Popen(
-            command(service),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        if self.launcher is None or not self.launcher.alive():
+            self.launcher = Launcher(self.env(), self.logs / "launcher.log", _die_with_parent)
+        process = self.launcher.spawn(key, BY_NAME[service].main_module, env, log)
         self.processes[key] = process
         return process
 
@@ -298,6 +296,9 @@ class Stack:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=30)
+        if self.launcher is not None:
+            self.launcher.close()
+            self.launcher = None
         if self.nats is not None:
             self.nats.terminate()
             self.nats.wait(timeout=10)

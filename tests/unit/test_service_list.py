@@ -34,3 +34,13 @@ def test_each_services_image_runs_its_module_and_its_health_check() -> None:
 def test_every_service_has_its_own_nats_user() -> None:
     assert {nats_server.user_for(name) for name in NAMES} | {"admin"} == set(nats_server.USERS)
     assert len(nats_server.USERS) == len(set(nats_server.USERS))
+
+
+def test_each_services_module_runs_the_main_of_its_entry() -> None:
+    """`python -m <module>` and the stack's launcher (regatta.zygote) start a service the same way."""
+    for service in SERVICES:
+        package = ROOT / "services" / service.name / "src" / service.module
+        main = (package / "__main__.py").read_text()
+        relative = service.main_module.removeprefix(service.module)
+        assert f"from {relative} import main" in main or f"from {service.main_module} import main" in main
+        assert main.rstrip().endswith("main()"), service.name

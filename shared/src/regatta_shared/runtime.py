@@ -187,10 +187,21 @@ class Service:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
-        await self.start(setup)
+        # A start waits for NATS and the database for as long as they take: a stop asked meanwhile
+        # ends that wait instead of waiting for it.
+        starting = asyncio.create_task(self.start(setup), name="start")
+        stop_asked = asyncio.create_task(stopping.wait(), name="stop-asked")
         try:
+            await asyncio.wait({starting, stop_asked}, return_when=asyncio.FIRST_COMPLETED)
+            if starting.done():
+                starting.result()  # a failed start raises here
+            else:
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
             await stopping.wait()
         finally:
+            stop_asked.cancel()
             await self.stop()
 
     async def start(self, setup: Setup | None = None) -> None:
