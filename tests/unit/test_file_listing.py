@@ -42,6 +42,10 @@ def test_a_listing_that_did_not_finish_or_names_a_path_twice_is_refused() -> Non
         parse(record("/a") + record("/a") + f"{NONCE} end 1\n".encode(), NONCE)
     with pytest.raises(ListingError, match="malformed"):
         parse(f"{NONCE} 1 81ed /a\n{NONCE} end 1\n".encode(), NONCE)
+    # The engine's stream framing slipped once in the suite: a frame header inside a record's mode.
+    slipped = f"{NONCE} 1 ".encode() + b"\x01\x00\x00\x00\x00\x00\x10\x0081a4 0 0 5 /a\n"
+    with pytest.raises(ListingError, match="malformed"):
+        parse(slipped + f"{NONCE} end 1\n".encode(), NONCE)
 
 
 def test_changes_name_what_the_engine_would() -> None:
