@@ -4,6 +4,7 @@ processes it forked as the stack followed its own children (pid, poll, wait, ret
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -13,6 +14,14 @@ import threading
 import time
 from pathlib import Path
 from typing import IO, Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """SIGTERM when the parent dies, so no orphan keeps a port or a stale database (a `preexec_fn`)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
 
 # A request is answered once the launcher has imported every service: seconds on a loaded machine.
 SPAWN_TIMEOUT_SEC = 240.0
@@ -54,7 +63,7 @@ class ServiceProcess:
 class Launcher:
     """One `python -m regatta.zygote` per stack, started with the stack's environment."""
 
-    def __init__(self, env: dict[str, str], log: Path, preexec: Any) -> None:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
         with log.open("ab") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "regatta.zygote"],
@@ -63,7 +72,7 @@ class Launcher:
                 stdout=subprocess.PIPE,
                 stderr=err,
                 start_new_session=True,
-                preexec_fn=preexec,
+                preexec_fn=die_with_parent,
             )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._requests: IO[bytes] = self.process.stdin

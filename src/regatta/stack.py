@@ -43,14 +43,6 @@ def ensure_token(data_dir: Path) -> str:
     return token
 
 
-def _die_with_parent() -> None:
-    """Services get SIGTERM if the stack process dies, so no orphan keeps a port or a stale database."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 @dataclass
 class Stack:
     data_dir: Path
@@ -191,13 +183,13 @@ class Stack:
         key = key or service
         log = self.logs / f"{key}.log"
         self.log_offsets[key] = log.stat().st_size if log.exists() else 0
-        env = self.env()
-        env["NATS_URL"] = self.service_nats_url(service)
+        base = self.env()
+        env = {**base, "NATS_URL": self.service_nats_url(service)}
         if BY_NAME[service].health_port:
             self.health_ports.setdefault(key, nats_server.free_port())
             env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])
         if self.launcher is None or not self.launcher.alive():
-            self.launcher = Launcher(self.env(), self.logs / "launcher.log", _die_with_parent)
+            self.launcher = Launcher(base, self.logs / "launcher.log")
         process = self.launcher.spawn(key, BY_NAME[service].main_module, env, log)
         self.processes[key] = process
         return process

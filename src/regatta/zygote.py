@@ -20,7 +20,6 @@ stack dies.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import json
 import os
@@ -31,13 +30,8 @@ import threading
 import traceback
 from typing import Any
 
+from .launcher import die_with_parent
 from .services import SERVICES
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _run_child(request: dict[str, Any], keep: set[int]) -> None:
@@ -45,7 +39,7 @@ def _run_child(request: dict[str, Any], keep: set[int]) -> None:
     code = 1
     try:
         os.setsid()
-        _die_with_parent()
+        die_with_parent()
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(number, signal.SIG_DFL)
@@ -83,8 +77,8 @@ def _reap(answer: Any) -> None:
             return
         if pid == 0:
             return
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        answer({"exited": pid, "code": code})
+        # A signal as its negative number, as subprocess reports it.
+        answer({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
 def main() -> None:
@@ -92,7 +86,7 @@ def main() -> None:
         importlib.import_module(service.main_module)
     if threading.active_count() != 1:
         raise SystemExit("regatta.zygote: an import started a thread; a fork would copy it half-way")
-    _die_with_parent()
+    die_with_parent()
     requests, answers = os.dup(0), os.dup(1)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

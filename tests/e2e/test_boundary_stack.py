@@ -22,7 +22,6 @@ import asyncio
 import json
 import re
 import secrets
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from tests.conftest import unavailable
 from tests.e2e.conftest import Api, Tenant
 from tests.e2e.test_executor import add_folder, run_events
 from tests.e2e.test_hostile_stack import _stored
-from tests.integration.container_support import BASE_IMAGE, images_built_are_removed
+from tests.integration.container_support import BASE_IMAGE, images_built_are_removed, write_task
 from tests.integration.test_container_image_boundary import Listener
 from tests.integration.test_container_verifier_integrity import ALWAYS_FAILS, WRAPPER
 from tests.support.tasks import run_toml
@@ -58,18 +57,18 @@ def _task(
     root: Path, name: str, *, solve: str = "true\n", test: str = PASSES, dockerfile: str | None = None,
     environment: str = "",
 ) -> Path:  # fmt: skip
-    task = root / name
-    for folder in ("tests", "solution", "environment"):
-        (task / folder).mkdir(parents=True)
-    (task / "task.toml").write_text(
-        "[agent]\ntimeout_sec = 120\n[verifier]\ntimeout_sec = 60\n"
-        f'[environment]\nnetwork_mode = "no-network"\n{environment}'
+    """An ad-hoc task; without `dockerfile`, one that has none (its image named by `docker_image`)."""
+    task = write_task(
+        root,
+        name,
+        solve=solve,
+        test=test,
+        dockerfile=dockerfile,
+        environment=environment,
+        agent_timeout_sec=120,
     )
-    (task / "instruction.md").write_text(f"Task {name}.\n")
-    if dockerfile is not None:
-        (task / "environment" / "Dockerfile").write_text(dockerfile)
-    (task / "solution" / "solve.sh").write_text("#!/bin/bash\n" + textwrap.dedent(solve))
-    (task / "tests" / "test.sh").write_text("#!/bin/bash\n" + textwrap.dedent(test))
+    if dockerfile is None:
+        (task / "environment" / "Dockerfile").unlink()
     return task
 
 

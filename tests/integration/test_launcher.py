@@ -16,7 +16,6 @@ import pytest
 
 from regatta.launcher import Launcher
 from regatta.services import BY_NAME
-from regatta.stack import _die_with_parent
 
 
 def _closed_port() -> int:
@@ -27,7 +26,7 @@ def _closed_port() -> int:
 
 @pytest.fixture
 def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(dict(os.environ), tmp_path / "launcher.log", _die_with_parent)
+    started = Launcher(dict(os.environ), tmp_path / "launcher.log")
     yield started
     started.close()
 
