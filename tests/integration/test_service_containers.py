@@ -38,10 +38,14 @@ def engine() -> docker.DockerClient:
 
 def _published(engine: docker.DockerClient, port: int) -> list[dict[str, str]]:
     """The host side of whichever service container publishes `port` on the host."""
-    for container in engine.containers.list(filters={"label": LABEL_SERVICE}):
-        for bindings in (container.attrs["NetworkSettings"]["Ports"] or {}).values():
-            if any(binding["HostPort"] == str(port) for binding in bindings or []):
-                return bindings
+    for container in engine.api.containers(filters={"label": LABEL_SERVICE}):  # no inspect: no race
+        bindings = [
+            {"HostIp": p.get("IP", ""), "HostPort": str(p["PublicPort"])}
+            for p in container.get("Ports") or []
+            if p.get("PublicPort") == port
+        ]
+        if bindings:
+            return bindings
     raise AssertionError(f"no service container publishes {port}")
 
 
@@ -104,8 +108,8 @@ def test_the_sweep_removes_what_a_killed_run_left_and_keeps_live_runs(
         labelled.append(container)
         names[case] = container.name
     removed = service_containers.sweep_stale(engine)
-    probes = engine.containers.list(all=True, filters={"label": f"{LABEL_SERVICE}=sweep-probe"})
-    left = {c.name for c in probes}
+    probes = engine.api.containers(all=True, filters={"label": f"{LABEL_SERVICE}=sweep-probe"})
+    left = {c["Names"][0].lstrip("/") for c in probes}
     assert set(removed) >= {names[c] for c in ("owner-gone", "other-boot", "too-old", "unreadable")}
     assert left == {names["live"]}, (removed, left)
 

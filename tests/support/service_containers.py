@@ -143,11 +143,13 @@ def sweep_stale(client: docker.DockerClient) -> list[str]:
     """Remove the service containers of test processes that are gone; returns their names."""
     removed = []
     now = time.time()
-    for container in client.containers.list(all=True, filters={"label": LABEL_SERVICE}):
-        if _owner_gone(container.labels, now):
+    # The plain listing: `containers.list()` inspects each container in turn, and one that another
+    # worker removes meanwhile (its test ended) would fail the sweep with NotFound.
+    for container in client.api.containers(all=True, filters={"label": LABEL_SERVICE}):
+        if _owner_gone(container.get("Labels") or {}, now):
             with contextlib.suppress(docker.errors.NotFound):  # another process swept it first
-                container.remove(force=True, v=True)
-                removed.append(container.name)
+                client.api.remove_container(container["Id"], force=True, v=True)
+                removed.append(container["Names"][0].lstrip("/"))
     return removed
 
 
@@ -186,8 +188,8 @@ def _built(client: docker.DockerClient, repository: str, files: dict[str, bytes]
 
 def _remove_other_tags(client: docker.DockerClient, repository: str, keep: str) -> None:
     """The images an older build made (each is hundreds of MB), unless a container still uses one."""
-    for image in client.images.list(name=repository, filters={"label": LABEL_SERVICE}):
-        for tag in image.tags:
+    for image in client.api.images(name=repository, filters={"label": LABEL_SERVICE}):
+        for tag in image.get("RepoTags") or []:
             if tag != keep:
                 with contextlib.suppress(docker.errors.APIError):  # in use, or removed meanwhile
                     client.images.remove(tag)
