@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shlex
 from pathlib import Path
 
 import docker
@@ -267,27 +268,90 @@ async def test_the_listing_sees_a_change_that_keeps_size_mode_and_mtime(
 ) -> None:
     """The check's listings (file_listing.py) on a real container: env rewritten with its own bytes
     and its mtime put back differs only by ctime, and is seen; a folder removed is named once; a path
-    holding a line break and a fake record (folders make its slashes) stays one name."""
+    holding a line break and a fake record (folders make its slashes) stays one name; files the check
+    does not protect are not listed."""
     from regatta_executor.container import file_listing
 
     async with started_environment(tmp_path) as env:
         assert env.image is not None
         image = file_listing.known(env.image.image_id)
         assert image is not None, "the image's files were listed at the start"
-        assert "/usr/bin/env" in image.files and "/usr/share/doc/bash" in image.files
-        forged = "/tmp/x\n1 81ed 0 0 5 /usr/bin/bash"
+        assert "/usr/bin/env" in image.files and "/usr/lib/apt/methods/http" in image.files
+        assert not any(path.startswith("/usr/share/doc/") for path in image.files)
+        forged = "/usr/local/bin/x\n1 81ed 0 0 5 /usr/bin/bash"
         result = await env.exec(
             "cp -a /usr/bin/env /tmp/b && cat /tmp/b > /usr/bin/env && touch -r /tmp/b /usr/bin/env"
-            " && rm -rf /usr/share/doc && f=\"$(printf '/tmp/x\\n1 81ed 0 0 5 /usr/bin/bash')\""
+            " && rm -rf /usr/lib/apt/methods"
+            " && f=\"$(printf '/usr/local/bin/x\\n1 81ed 0 0 5 /usr/bin/bash')\""
             ' && mkdir -p "${f%/bash}" && touch "$f"',
             user="root",
         )
         assert result.return_code == 0, result
-        now = await asyncio.to_thread(file_listing.take, env._client.api, env._running())
+        now = await asyncio.to_thread(file_listing.take, env._client.api, env._running(), image.scope)
     was, is_now = image.files["/usr/bin/env"], now.files["/usr/bin/env"]
     assert was[1:] == is_now[1:] and was[0] != is_now[0], (was, is_now)
     found = dict(file_listing.changes(image.files, now.files))
     assert found["/usr/bin/env"] == file_listing.MODIFIED
-    assert found["/usr/share/doc"] == file_listing.DELETED
-    assert "/usr/share/doc/bash" not in found
+    assert found["/usr/lib/apt/methods"] == file_listing.DELETED
+    assert "/usr/lib/apt/methods/http" not in found
     assert found[forged] == file_listing.ADDED
+
+
+async def test_the_listing_holds_exactly_the_files_the_check_protects(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The listing's find predicate and the check's rule (protected_paths.py) agree on real paths,
+    glob characters and line breaks in names included."""
+    from regatta_executor.container import file_listing
+
+    names = [
+        "/usr/bin/a", "/usr/local/sbin/b", "/libx/c", "/usr/libexec/d", "/usr/local/lib/e",
+        "/opt/x/libz.so", "/opt/x/libz.so.1.2", "/opt/x/so", "/opt/x/a.sox", "/opt/x/a.so\nb",
+        "/etc/ld.so.preload", "/etc/ld.so.conf.d/z.conf", "/etc/ld.so.confx", "/etc/passwdx",
+        "/usr/share/f", "/usr/lib-not", "/usr/binx/g", "/srv/*/h", "/srv/[a]/i", "/app/j",
+    ]  # fmt: skip
+    async with started_environment(tmp_path) as env:
+        assert env.image is not None
+        image = file_listing.known(env.image.image_id)
+        assert image is not None
+        # A PATH with glob characters in it: "/srv/*" must not make /srv/[a] protected.
+        scope = type(image.scope)((*image.scope.path, "/srv/*"))
+        made = " && ".join(
+            f'f="$(printf %b {shlex.quote(name)})" && mkdir -p "$(dirname "$f")" && touch "$f"'
+            for name in names
+        )
+        result = await env.exec(made, user="root")
+        assert result.return_code == 0, result
+        listed = await asyncio.to_thread(file_listing.take, env._client.api, env._running(), scope)
+    created = {name.replace("\\n", "\n") for name in names}
+    expected = {name for name in created if scope.covers(name)}
+    assert {name for name in listed.files if name in created} == expected
+    assert "/srv/*/h" in expected and "/srv/[a]/i" not in expected  # the rule itself, as a check
+    assert {"/usr/share/f", "/app/j", "/usr/binx/g", "/etc/passwdx", "/opt/x/so"}.isdisjoint(expected)
+
+
+async def test_the_digest_of_an_untouched_container_matches_and_a_protected_change_breaks_it(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """What the exec that ends the agent's processes prints (file_listing.digest_command): the
+    image's digest while only unprotected files changed, another once a protected one did."""
+    from regatta_executor.container import execs, file_listing
+
+    async with started_environment(tmp_path) as env:
+        assert env.image is not None
+        image = file_listing.known(env.image.image_id)
+        assert image is not None
+        api, container = env._client.api, env._running()
+
+        async def digest() -> str:
+            return await execs.end_other_processes(api, container, then=file_listing.digest_command(image))
+
+        assert file_listing.unchanged(image, await digest())
+        result = await env.exec("echo x > /app/x && rm -rf /usr/share/doc && touch /tmp/y.txt", user="root")
+        assert result.return_code == 0, result
+        assert file_listing.unchanged(image, await digest())
+        result = await env.exec("chmod 700 /usr/bin/env", user="root")
+        assert result.return_code == 0, result
+        printed = await digest()
+        assert printed.startswith("regatta-listing-sha256 ") and not file_listing.unchanged(image, printed)
+    assert not file_listing.unchanged(image, "x" + f"regatta-listing-sha256 {image.digest}\n")

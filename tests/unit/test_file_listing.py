@@ -3,6 +3,7 @@ breaks kept whole, and the changes between two listings as the engine would name
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import pytest
@@ -12,12 +13,16 @@ from regatta_executor.container.file_listing import (
     MODIFIED,
     Listing,
     ListingError,
+    _digest,
     changes,
     parse,
     seconds_to_wait,
+    unchanged,
 )
+from regatta_executor.container.protected_paths import ProtectedPaths
 
 NONCE = "0123456789abcdef0123456789abcdef"
+SCOPE = ProtectedPaths(("/usr/local/bin", "/usr/bin", "/bin"))
 
 
 def record(path: str, ctime: int = 100, mode: str = "81ed", size: int = 5) -> bytes:
@@ -76,7 +81,36 @@ def test_changes_name_what_the_engine_would() -> None:
 
 def test_an_image_made_this_second_makes_the_attempt_wait_for_the_next() -> None:
     now = time.monotonic()
-    fresh = Listing({"/a": (50, 0x81ED, 0, 0, 1)}, now=50, taken_at=now)
+    fresh = Listing({"/a": (50, 0x81ED, 0, 0, 1)}, now=50, taken_at=now, scope=SCOPE, digest="")
     assert 0.9 < seconds_to_wait(fresh) <= 1.0
-    old = Listing({"/a": (40, 0x81ED, 0, 0, 1)}, now=50, taken_at=now)
+    old = Listing({"/a": (40, 0x81ED, 0, 0, 1)}, now=50, taken_at=now, scope=SCOPE, digest="")
     assert seconds_to_wait(old) == 0.0
+
+
+def test_the_digest_is_of_the_records_as_the_container_hashes_them_without_the_nonce() -> None:
+    # What `digest_command` pipes into sha256sum: the same stat lines with no nonce in front.
+    forged = "/usr/bin/x\n1 81ed 0 0 5 /usr/bin/bash"
+    lines = [(200, "81ed", 5, "/usr/bin/bash"), (100, "41ed", 4096, forged)]
+    output = b"".join(record(path, ctime, mode, size) for ctime, mode, size, path in lines)
+    bare = "".join(f"{ctime} {mode} 0 0 {size} {path}\n" for ctime, mode, size, path in lines).encode()
+    digest = _digest(output + f"{NONCE} end 300\n".encode(), NONCE)
+    assert digest == hashlib.sha256(bare).hexdigest()
+    assert _digest(f"{NONCE} end 300\n".encode(), NONCE) == hashlib.sha256(b"").hexdigest()
+    listing = Listing({}, now=300, taken_at=0.0, scope=SCOPE, digest=digest)
+    assert unchanged(listing, f"regatta-listing-sha256 {digest}\n")
+    # Anything more or less than that one line counts as a change (the full listing decides).
+    for printed in ("", f"regatta-listing-sha256 {digest}", f"x\nregatta-listing-sha256 {digest}\n"):
+        assert not unchanged(listing, printed)
+
+
+def test_the_protected_set_and_its_find_predicate() -> None:
+    assert SCOPE.covers("/usr/bin/bash") and SCOPE.covers("/usr/local/bin")
+    assert SCOPE.covers("/usr/lib64/ld.so") and SCOPE.covers("/opt/x/libz.so.1")
+    assert SCOPE.covers("/etc/ld.so.preload") and SCOPE.covers("/etc/ld.so.conf.d/a.conf")
+    assert not SCOPE.covers("/usr/binx/a") and not SCOPE.covers("/opt/x/a.sox")
+    assert not SCOPE.covers("/usr/share/doc/a") and not SCOPE.covers("/etc/passwd")
+    # A PATH from the image is quoted and glob-escaped; one holding / protects (and lists) everything.
+    predicate = ProtectedPaths(("/srv/*'x",)).find_predicate()
+    assert "-path '/srv/\\*'\"'\"'x'" in predicate
+    assert ProtectedPaths(("/usr/bin", "/")).find_predicate() == ""
+    assert ProtectedPaths(("/",)).covers("/anything")

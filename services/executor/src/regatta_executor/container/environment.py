@@ -450,6 +450,8 @@ class ContainerEnvironment(ContainerTransfers):
         container = create_container(self._client, config, enforced, self.logger)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
+        # From the inspect made at create: mounts never change afterwards.
+        self._platform_shell = has_platform_mount(container.attrs)
         container.start()
         return str(container.id)
 
@@ -651,12 +653,20 @@ class ContainerEnvironment(ContainerTransfers):
         await self._flush()
         self._ran()
         self._before_exec()
+        then = (
+            self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
+            + f" && chmod 777 {VERIFIER_LOGS}"
+        )
+        # In the same exec, once the agent's processes are gone: the digest that spares the tamper
+        # check its full listing when nothing it protects changed (file_listing.py).
+        listing = file_listing.known(self.image.image_id) if self.image is not None else None
+        if listing is not None:
+            then += " && " + file_listing.digest_command(listing)
         try:
-            await execs.end_other_processes(
+            printed = await execs.end_other_processes(
                 self._client.api,
                 self._running(),
-                then=self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-                + f" && chmod 777 {VERIFIER_LOGS}",
+                then=then,
                 spare_started_before=self._first_exec_at or 0.0,
             )
         except RuntimeError as exc:
@@ -664,20 +674,20 @@ class ContainerEnvironment(ContainerTransfers):
             # the sandbox's state, so the agent's failure. The tamper check names the files if it can.
             await self._check_sandbox()
             raise VerifierCannotRunError(str(exc)) from exc
-        await self._check_sandbox()
+        await self._check_sandbox(digest_output=printed if listing is not None else None)
         self._verifier_ready = True
 
-    async def _check_sandbox(self) -> None:
+    async def _check_sandbox(self, digest_output: str | None = None) -> None:
         """The agent phase is over: the writable layer within its cap and the image's executables
-        and libraries as the image has them (tamper.py), else the attempt is the agent's failure."""
+        and libraries as the image has them (tamper.py), else the attempt is the agent's failure.
+        `digest_output`: what file_listing.digest_command printed, when it ran."""
         if self._storage_cap is not None:
             await self._storage_cap.stop()
             await self._storage_cap.check()
         assert self.image is not None, "started"
         api, container = self._client.api, self._running()
         labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
-        await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
-        self._platform_shell = has_platform_mount(await execs.in_thread(api.inspect_container, container))
+        await execs.in_thread(tamper.check, api, container, self.image.image_id, labels, digest_output)
         self._verifier_phase = True
 
     @override

@@ -327,11 +327,18 @@ def ticks_before(boot_seconds: float) -> int:
 
 
 async def end_other_processes(
-    api: docker.APIClient, container_id: str, then: str, *, spare_started_before: float = 0.0
-) -> None:
+    api: docker.APIClient,
+    container_id: str,
+    then: str,
+    *,
+    spare_started_before: float = 0.0,
+    max_output_bytes: int = 4096,
+) -> str:
     """Kill every process outside the container's first session and the sessions of processes that
     started before `spare_started_before` (`boot_time()` before the container's first exec: what
-    started earlier is the image's), then run the shell command `then` (as root)."""
+    started earlier is the image's), then run the shell command `then` (as root); returns what it
+    printed. (Nothing of the agent's can write into that output: it runs in the platform's shell,
+    which no process of the container may open or trace, tools.py.)"""
     result = await in_thread(
         _run,
         api,
@@ -340,7 +347,8 @@ async def end_other_processes(
         env={},
         user="0",
         workdir="/",
-        max_output_bytes=4096,
+        max_output_bytes=max_output_bytes,
     )
     if result.return_code != 0:
         raise RuntimeError(f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}")
+    return result.stdout

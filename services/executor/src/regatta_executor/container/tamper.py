@@ -19,6 +19,7 @@ What is protected (docs/reliability.md says what this does and does not guarante
   another library directory, and a symlinked folder of the image (such as /bin -> /usr/bin)
   replaced by a real one;
 - /etc/ld.so.preload and /etc/ld.so.conf* added or changed (they make every program load a library).
+(protected_paths.py defines the set, and the listings read only it.)
 Files the agent adds that shadow nothing (packages it installs) are fine.
 """
 
@@ -28,11 +29,9 @@ import base64
 import contextlib
 import json
 import posixpath
-import re
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import docker
@@ -40,12 +39,9 @@ from docker.errors import NotFound
 
 from regatta_executor.container import file_listing
 from regatta_executor.container.file_listing import ADDED, DELETED, MODIFIED
+from regatta_executor.container.protected_paths import LOADER_CONFIG, SHARED_OBJECT, ProtectedPaths
 from regatta_executor.sandbox_faults import SandboxTamperedError
 
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-LIBRARY_ROOTS = re.compile(r"^/(lib[^/]*|usr/lib[^/]*|usr/local/lib[^/]*)(/|$)")
-SHARED_OBJECT = re.compile(r"\.so(\.|$)")
-LOADER_CONFIG = re.compile(r"^/etc/(ld\.so\.preload|ld\.so\.conf(\.d(/.*)?)?)$")
 # The folders the dynamic loader searches by default (the multiarch ones are added per image).
 LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 MULTIARCH = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu"}
@@ -134,28 +130,14 @@ class ImageFiles:
             self._reference = None
 
 
-def path_dirs(image: dict) -> list[str]:
-    """The verifier's PATH: the image's (commands run with the image's environment), else the default."""
-    env = (image.get("Config") or {}).get("Env") or []
-    value = next((item[5:] for item in env if item.startswith("PATH=")), DEFAULT_PATH)
-    dirs: list[str] = []
-    for entry in value.split(":"):
-        if entry.startswith("/") and (norm := posixpath.normpath(entry)) not in dirs:
-            dirs.append(norm)
-    return dirs
-
-
-def _under(path: str, folders: Iterable[str]) -> bool:
-    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
-
-
 class TamperCheck:
     def __init__(self, api: docker.APIClient, container: str, image_id: str, labels: dict[str, str]) -> None:
         self.api = api
         self.container = container
         self.image_id = image_id
         image = api.inspect_image(image_id)
-        self.path = path_dirs(image)
+        self.scope = ProtectedPaths.of_image(image)
+        self.path = list(self.scope.path)
         triplet = MULTIARCH.get(str(image.get("Architecture", "")))
         extra = [f"/lib/{triplet}", f"/usr/lib/{triplet}"] if triplet else []
         self.library_dirs = [*extra, *LIBRARY_DIRS]
@@ -163,12 +145,7 @@ class TamperCheck:
         self._stats = 0
 
     def protected(self, path: str) -> bool:
-        return (
-            _under(path, self.path)
-            or bool(LIBRARY_ROOTS.match(path))
-            or bool(SHARED_OBJECT.search(posixpath.basename(path)))
-            or bool(LOADER_CONFIG.match(path))
-        )
+        return self.scope.covers(path)
 
     def changes(self) -> list[tuple[str, int]]:
         image = file_listing.known(self.image_id)
@@ -176,7 +153,7 @@ class TamperCheck:
             changes = self.api.diff(self.container) or []
             return [(str(c["Path"]), int(c["Kind"])) for c in changes if c.get("Path")]
         try:
-            now = file_listing.take(self.api, self.container)
+            now = file_listing.take(self.api, self.container, image.scope)
         except file_listing.ListingError as exc:
             # After the agent phase the container is the agent's doing: what stops the platform's
             # own listing is its failure, and nothing it changed can be vouched for.
@@ -258,9 +235,20 @@ class TamperCheck:
         return self.image.stat(path)
 
 
-def check(api: docker.APIClient, container: str, image_id: str, labels: dict[str, str]) -> None:
+def check(
+    api: docker.APIClient,
+    container: str,
+    image_id: str,
+    labels: dict[str, str],
+    digest_output: str | None = None,
+) -> None:
     """Raise SandboxTamperedError naming what the agent changed of the image's executables and
-    libraries; return if nothing. `labels` go on the image's reference container."""
+    libraries; return if nothing. `labels` go on the image's reference container. `digest_output` is
+    what file_listing.digest_command printed in the container after the agent's processes ended:
+    when it shows the image's records unchanged, nothing more is read."""
+    listing = file_listing.known(image_id)
+    if digest_output is not None and listing is not None and file_listing.unchanged(listing, digest_output):
+        return
     found = TamperCheck(api, container, image_id, labels).findings()
     if not found:
         return
