@@ -107,8 +107,10 @@ async def test_libraries_the_verifier_loads_are_protected_too(
 async def test_what_an_agent_adds_that_shadows_nothing_is_fine(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    """Packages the agent installs: new executables, libraries and folders, and edits of its own files."""
+    """Packages the agent installs: new executables, libraries and folders, the loader's cache rebuilt
+    (as every install of a library package does), and edits of its own files."""
     solve = """
+        ldconfig && test -s /etc/ld.so.cache
         printf '#!/bin/sh\\necho mine\\n' > /usr/local/bin/my-tool && chmod +x /usr/local/bin/my-tool
         mkdir -p /usr/lib/my-package /usr/local/lib/python3/dist-packages/mine
         echo 'x = 1' > /usr/local/lib/python3/dist-packages/mine/__init__.py
@@ -308,7 +310,7 @@ async def test_the_listing_holds_exactly_the_files_the_check_protects(
         "/usr/bin/a", "/usr/local/sbin/b", "/libx/c", "/usr/libexec/d", "/usr/local/lib/e",
         "/opt/x/libz.so", "/opt/x/libz.so.1.2", "/opt/x/so", "/opt/x/a.sox", "/opt/x/a.so\nb",
         "/etc/ld.so.preload", "/etc/ld.so.conf.d/z.conf", "/etc/ld.so.confx", "/etc/passwdx",
-        "/usr/share/f", "/usr/lib-not", "/usr/binx/g", "/srv/*/h", "/srv/[a]/i", "/app/j",
+        "/etc/ld.so.cache", "/usr/share/f", "/usr/lib-not", "/usr/binx/g", "/srv/*/h", "/srv/[a]/i", "/app/j",
     ]  # fmt: skip
     async with started_environment(tmp_path) as env:
         assert env.image is not None
@@ -327,7 +329,14 @@ async def test_the_listing_holds_exactly_the_files_the_check_protects(
     expected = {name for name in created if scope.covers(name)}
     assert {name for name in listed.files if name in created} == expected
     assert "/srv/*/h" in expected and "/srv/[a]/i" not in expected  # the rule itself, as a check
-    assert {"/usr/share/f", "/app/j", "/usr/binx/g", "/etc/passwdx", "/opt/x/so"}.isdisjoint(expected)
+    assert {
+        "/usr/share/f",
+        "/app/j",
+        "/usr/binx/g",
+        "/etc/passwdx",
+        "/opt/x/so",
+        "/etc/ld.so.cache",
+    }.isdisjoint(expected)
 
 
 async def test_the_digest_of_an_untouched_container_matches_and_a_protected_change_breaks_it(

@@ -3,7 +3,6 @@ breaks kept whole, and the changes between two listings as the engine would name
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 import pytest
@@ -11,10 +10,11 @@ from regatta_executor.container.file_listing import (
     ADDED,
     DELETED,
     MODIFIED,
+    ImageDigest,
     Listing,
     ListingError,
-    _digest,
     changes,
+    digest_roots,
     parse,
     seconds_to_wait,
     unchanged,
@@ -81,26 +81,39 @@ def test_changes_name_what_the_engine_would() -> None:
 
 def test_an_image_made_this_second_makes_the_attempt_wait_for_the_next() -> None:
     now = time.monotonic()
-    fresh = Listing({"/a": (50, 0x81ED, 0, 0, 1)}, now=50, taken_at=now, scope=SCOPE, digest="")
+    fresh = Listing({"/a": (50, 0x81ED, 0, 0, 1)}, now=50, taken_at=now, scope=SCOPE)
     assert 0.9 < seconds_to_wait(fresh) <= 1.0
-    old = Listing({"/a": (40, 0x81ED, 0, 0, 1)}, now=50, taken_at=now, scope=SCOPE, digest="")
+    old = Listing({"/a": (40, 0x81ED, 0, 0, 1)}, now=50, taken_at=now, scope=SCOPE)
     assert seconds_to_wait(old) == 0.0
 
 
-def test_the_digest_is_of_the_records_as_the_container_hashes_them_without_the_nonce() -> None:
-    # What `digest_command` pipes into sha256sum: the same stat lines with no nonce in front.
-    forged = "/usr/bin/x\n1 81ed 0 0 5 /usr/bin/bash"
-    lines = [(200, "81ed", 5, "/usr/bin/bash"), (100, "41ed", 4096, forged)]
-    output = b"".join(record(path, ctime, mode, size) for ctime, mode, size, path in lines)
-    bare = "".join(f"{ctime} {mode} 0 0 {size} {path}\n" for ctime, mode, size, path in lines).encode()
-    digest = _digest(output + f"{NONCE} end 300\n".encode(), NONCE)
-    assert digest == hashlib.sha256(bare).hexdigest()
-    assert _digest(f"{NONCE} end 300\n".encode(), NONCE) == hashlib.sha256(b"").hexdigest()
-    listing = Listing({}, now=300, taken_at=0.0, scope=SCOPE, digest=digest)
-    assert unchanged(listing, f"regatta-listing-sha256 {digest}\n")
-    # Anything more or less than that one line counts as a change (the full listing decides).
-    for printed in ("", f"regatta-listing-sha256 {digest}", f"x\nregatta-listing-sha256 {digest}\n"):
+def test_the_digest_walks_the_protected_folders_and_names_the_images_other_protected_files() -> None:
+    files = dict.fromkeys(
+        ["/usr/bin", "/usr/bin/bash", "/lib", "/libx32", "/usr/lib", "/usr/lib/x/libz.so.1", "/usr/libexec",
+         "/usr/local/lib", "/usr/local/libexec", "/opt/x/libq.so", "/etc/ld.so.cache", "/etc/ld.so.conf"],
+        (1, 0x81ED, 0, 0, 1),
+    )  # fmt: skip
+    listing = Listing(files, now=2, taken_at=0.0, scope=SCOPE)
+    found = digest_roots(listing)
+    assert found is not None
+    roots, named = found
+    # Every PATH and library folder and the loader's files, present in the image or not (what an
+    # agent adds there is judged), each once (none inside another); the rest of the image's one by one.
+    assert set(roots) == {
+        "/bin", "/usr/bin", "/usr/local/bin", "/lib", "/lib64", "/libx32", "/usr/lib", "/usr/lib64",
+        "/usr/libexec", "/usr/local/lib", "/usr/local/libexec",
+        "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+    }  # fmt: skip
+    assert named == ("/opt/x/libq.so",)  # the loader's cache is not protected (ldconfig rewrites it)
+    many = Listing({f"/opt/{i:06}/libq.so": (1, 0x81ED, 0, 0, 1) for i in range(5000)}, 2, 0.0, SCOPE)
+    assert digest_roots(many) is None  # too many to name in one command: the check lists in full
+    # The digest's line, exactly, or a change.
+    digest = ImageDigest(roots, named, "ab" * 32)
+    listing = Listing(files, now=2, taken_at=0.0, scope=SCOPE, digest=digest)
+    assert unchanged(listing, f"regatta-listing-sha256 {'ab' * 32}\n")
+    for printed in ("", f"regatta-listing-sha256 {'ab' * 32}", f"x\nregatta-listing-sha256 {'ab' * 32}\n"):
         assert not unchanged(listing, printed)
+    assert not unchanged(Listing(files, 2, 0.0, SCOPE), f"regatta-listing-sha256 {'ab' * 32}\n")
 
 
 def test_the_protected_set_and_its_find_predicate() -> None:
@@ -109,6 +122,7 @@ def test_the_protected_set_and_its_find_predicate() -> None:
     assert SCOPE.covers("/etc/ld.so.preload") and SCOPE.covers("/etc/ld.so.conf.d/a.conf")
     assert not SCOPE.covers("/usr/binx/a") and not SCOPE.covers("/opt/x/a.sox")
     assert not SCOPE.covers("/usr/share/doc/a") and not SCOPE.covers("/etc/passwd")
+    assert not SCOPE.covers("/etc/ld.so.cache") and SCOPE.covers("/etc/libx.so.1")
     # A PATH from the image is quoted and glob-escaped; one holding / protects (and lists) everything.
     predicate = ProtectedPaths(("/srv/*'x",)).find_predicate()
     assert "-path '/srv/\\*'\"'\"'x'" in predicate

@@ -660,8 +660,9 @@ class ContainerEnvironment(ContainerTransfers):
         # In the same exec, once the agent's processes are gone: the digest that spares the tamper
         # check its full listing when nothing it protects changed (file_listing.py).
         listing = file_listing.known(self.image.image_id) if self.image is not None else None
-        if listing is not None:
-            then += " && " + file_listing.digest_command(listing)
+        digest = file_listing.digest_command(listing) if listing is not None else None
+        if digest is not None:
+            then += " && " + digest
         try:
             printed = await execs.end_other_processes(
                 self._client.api,
@@ -674,7 +675,7 @@ class ContainerEnvironment(ContainerTransfers):
             # the sandbox's state, so the agent's failure. The tamper check names the files if it can.
             await self._check_sandbox()
             raise VerifierCannotRunError(str(exc)) from exc
-        await self._check_sandbox(digest_output=printed if listing is not None else None)
+        await self._check_sandbox(digest_output=printed if digest is not None else None)
         self._verifier_ready = True
 
     async def _check_sandbox(self, digest_output: str | None = None) -> None:

@@ -24,23 +24,27 @@ Why a listing can be trusted:
 Only the files the check protects are listed (protected_paths.py), a third of a Debian image's.
 
 The image's listing is taken from the first container of the image at its start (nothing of an agent
-has run there), and kept per image id: images are immutable. With it is kept the SHA-256 of its
-records without the nonce (`Listing.digest`). After an agent phase, the command that ends the agent's
-processes hashes the same records of the container the same way, once they are gone (`digest_command`):
-equal digests mean the records are the image's byte for byte, so nothing protected changed, and the
-full listing is neither sent nor parsed. Why equality can be trusted without a nonce: any change gives
-the changed entry (or, for a deletion, its folder) a record line that starts with a ctime later than
-every file of the image (the blind spot below is closed), and no line of the image's records starts
-so. The hash's line cannot be forged either: the agent's processes are gone when it is printed, and
-before that none could write into the platform shell's output (not dumpable: tools.py). Any other
-output is taken as a change, and the full listing decides.
+has run there), and kept per image id: images are immutable. With it is kept a digest (`ImageDigest`):
+the SHA-256 of the stat records of every file under the folders the check protects whole (the PATH
+and library folders, /etc/ld.so.conf.d) and of the image's other protected files one by one, taken
+in that container too. After an agent phase, the command that ends the agent's processes takes the
+same digest once they are gone (`digest_command`): equal digests mean those records are the image's
+byte for byte, so nothing the check judges changed, and the full listing is neither walked, sent nor
+parsed. Why equality can be trusted without a nonce: any change gives the changed entry (or, for a
+deletion, its folder) a record line that starts with a ctime later than every file of the image (the
+blind spot below is closed), and no line of the image's records starts so; what the check judges
+beyond the image's own files (a file added where it shadows one, a loader configuration added) can
+only be added inside those folders. The digest's line cannot be forged either: the agent's processes
+are gone when it is printed, and before that none could write into the platform shell's output (not
+dumpable: tools.py). Any other output counts as a change, and the full listing decides.
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import posixpath
 import secrets
+import shlex
 import threading
 import time
 from collections import OrderedDict
@@ -48,7 +52,13 @@ from dataclasses import dataclass
 
 import docker
 
-from regatta_executor.container.protected_paths import ProtectedPaths
+from regatta_executor.container.protected_paths import (
+    LIBRARY_DIRS,
+    LIBRARY_ROOTS,
+    LOADER_PATHS,
+    ProtectedPaths,
+    under,
+)
 from regatta_executor.container.tools import BUSYBOX, platform_shell
 from regatta_executor.sandbox_faults import SandboxTamperedError
 
@@ -63,6 +73,9 @@ _PARSE_TRIES = 2
 type Record = tuple[int, int, int, int, int]  # ctime, raw mode, uid, gid, size
 _FIELDS = "%Z %f %u %g %s %n"
 _DIGEST_LINE = "regatta-listing-sha256"
+# The digest names an image's protected files outside the walked folders in its command: at most this
+# much of it (a command-line argument holds 128 KiB); more, and the check lists in full.
+_MAX_NAMED_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,7 @@ class Listing:
     now: int  # the engine host's clock, in seconds, when the listing ended
     taken_at: float  # time.monotonic() here when it ended
     scope: ProtectedPaths
-    digest: str  # SHA-256 of the records without the nonce, as `digest_command` hashes them
+    digest: ImageDigest | None = None  # an image's (`of_image`)
 
     @property
     def newest(self) -> int:
@@ -96,31 +109,57 @@ def script(nonce: str, scope: ProtectedPaths) -> str:
     return f'{_find(scope, f"{nonce} {_FIELDS}")}; {BUSYBOX} echo "{nonce} end $({BUSYBOX} date +%s)"'
 
 
-def digest_command(listing: Listing) -> str:
-    """Shell commands (for the platform shell, after the agent's processes are gone) that print one
-    line: the digest of the container's records, to compare with `listing.digest` (`unchanged`)."""
+@dataclass(frozen=True)
+class ImageDigest:
+    roots: tuple[str, ...]
+    """Folders walked whole (or single paths: a root that is a file or symlink is one record)."""
+    files: tuple[str, ...]
+    """The image's other protected files (a `*.so*` elsewhere), each stat'ed by its path."""
+    sha256: str
+
+
+def digest_roots(listing: Listing) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """What the digest reads for an image of `listing`: every PATH and library folder (present or not:
+    what the agent adds there is judged) and the loader's configuration as roots, and the protected
+    files of the image outside them. None when those files are too many to name in one command."""
+    wanted = [*listing.scope.path, *LIBRARY_DIRS, *LOADER_PATHS]
+    wanted += [
+        path
+        for path in listing.files
+        if posixpath.dirname(path) in ("/", "/usr", "/usr/local") and LIBRARY_ROOTS.match(path)
+    ]
+    roots: list[str] = []
+    for path in sorted(set(wanted)):
+        if not under(path, roots):
+            roots.append(path)
+    files = tuple(path for path in listing.files if listing.scope.covers(path) and not under(path, roots))
+    if sum(len(path) + 3 for path in files) > _MAX_NAMED_BYTES:
+        return None
+    return tuple(roots), files
+
+
+def _digest_script(roots: tuple[str, ...], files: tuple[str, ...]) -> str:
+    stat = f"{BUSYBOX} stat -c '{_FIELDS}'"
+    walk = f"{BUSYBOX} find {' '.join(shlex.quote(root) for root in roots)} -xdev -exec {stat} {{}} +"
+    named = f"; {stat} {' '.join(shlex.quote(path) for path in files)}" if files else ""
     return (
-        f"h=$({_find(listing.scope, _FIELDS)} | {BUSYBOX} sha256sum) && "
+        f"h=$({{ {walk}{named}; }} 2>/dev/null | {BUSYBOX} sha256sum) && "
         f'{BUSYBOX} echo "{_DIGEST_LINE} ${{h%% *}}"'
     )
+
+
+def digest_command(listing: Listing) -> str | None:
+    """Shell commands (for the platform shell, after the agent's processes are gone) that print one
+    line: the container's digest, to compare with the image's (`unchanged`); None without one."""
+    if listing.digest is None:
+        return None
+    return _digest_script(listing.digest.roots, listing.digest.files)
 
 
 def unchanged(listing: Listing, output: str) -> bool:
     """Whether `output`, all a command ending in `digest_command` printed, is exactly the line of the
     image's digest (anything else counts as a change: the full listing then decides)."""
-    return output == f"{_DIGEST_LINE} {listing.digest}\n"
-
-
-def _digest(output: bytes, nonce: str) -> str:
-    """The SHA-256 of a listing's records as they would read without the nonce. No name of the image
-    holds the nonce (drawn after the image was made), so every `<nonce> ` at a line start opens a
-    record, and the first `<nonce> end ` line closes them."""
-    head = nonce.encode() + b" "
-    end = 0 if output.startswith(head + b"end ") else output.index(b"\n" + head + b"end ") + 1
-    records = output[:end]
-    if records.startswith(head):
-        records = records[len(head) :]
-    return hashlib.sha256(records.replace(b"\n" + head, b"\n")).hexdigest()
+    return listing.digest is not None and output == f"{_DIGEST_LINE} {listing.digest.sha256}\n"
 
 
 def parse(output: bytes, nonce: str) -> tuple[dict[str, Record], int]:
@@ -160,25 +199,31 @@ def parse(output: bytes, nonce: str) -> tuple[dict[str, Record], int]:
     return files, end
 
 
+def _output(api: docker.APIClient, container: str, argv: list[str]) -> bytes | None:
+    """The stdout of `argv` run as root, None if the runtime failed to start it (see execs._run)."""
+    exec_id = api.exec_create(container, argv, user="0", workdir="/", stdout=True, stderr=False)["Id"]
+    output = bytearray()
+    for chunk in api.exec_start(exec_id, stream=True):
+        # Read past the cap (the command must not block on a full pipe), keep nothing more.
+        if len(output) <= MAX_LISTING_BYTES:
+            output += chunk
+    if len(output) > MAX_LISTING_BYTES:
+        raise SandboxTamperedError(
+            f"the container holds more files than the check reads (over {MAX_LISTING_BYTES // 2**20} "
+            "MiB of listing)"
+        )
+    state = api.exec_inspect(exec_id)
+    return bytes(output) if state.get("Pid") or output else None
+
+
 def take(api: docker.APIClient, container: str, scope: ProtectedPaths) -> Listing:
     nonce = secrets.token_hex(16)
     argv = platform_shell(script(nonce, scope))
     for attempt in range(_START_TRIES):
-        exec_id = api.exec_create(container, argv, user="0", workdir="/", stdout=True, stderr=False)["Id"]
-        output = bytearray()
-        for chunk in api.exec_start(exec_id, stream=True):
-            # Read past the cap (the command must not block on a full pipe), keep nothing more.
-            if len(output) <= MAX_LISTING_BYTES:
-                output += chunk
-        if len(output) > MAX_LISTING_BYTES:
-            raise SandboxTamperedError(
-                f"the container holds more files than the check reads (over {MAX_LISTING_BYTES // 2**20} "
-                "MiB of listing)"
-            )
-        state = api.exec_inspect(exec_id)
-        if state.get("Pid") or output:
+        output = _output(api, container, argv)
+        if output is not None:
             try:
-                files, now = parse(bytes(output), nonce)
+                files, now = parse(output, nonce)
             except ListingError:
                 # Once in the suite, the engine's stream framing slipped and a frame header landed
                 # inside a record. No file name can forge a record (the nonce), so a malformed one is
@@ -188,9 +233,27 @@ def take(api: docker.APIClient, container: str, scope: ProtectedPaths) -> Listin
                 nonce = secrets.token_hex(16)
                 argv = platform_shell(script(nonce, scope))
                 continue
-            return Listing(files, now, time.monotonic(), scope, _digest(bytes(output), nonce))
+            return Listing(files, now, time.monotonic(), scope)
         time.sleep(0.1 * 2**attempt)  # the runtime failed to start the exec: see execs._run
     raise ListingError("the listing could not be started in the container")
+
+
+def _image_digest(api: docker.APIClient, container: str, listing: Listing) -> ImageDigest | None:
+    """The image's digest, taken in `container` right after its listing; None if it cannot be (the
+    check then lists in full every time)."""
+    found = digest_roots(listing)
+    if found is None:
+        return None
+    roots, files = found
+    for attempt in range(_START_TRIES):
+        output = _output(api, container, platform_shell(_digest_script(roots, files)))
+        if output is not None:
+            line = output.decode("ascii", "replace")
+            if not (line.startswith(f"{_DIGEST_LINE} ") and line.endswith("\n")):
+                return None
+            return ImageDigest(roots, files, line[len(_DIGEST_LINE) + 1 : -1])
+        time.sleep(0.1 * 2**attempt)
+    return None
 
 
 def of_image(api: docker.APIClient, container: str, image_id: str) -> Listing:
@@ -204,6 +267,7 @@ def of_image(api: docker.APIClient, container: str, image_id: str) -> Listing:
                 _images.move_to_end(image_id)
                 return _images[image_id]
         listing = take(api, container, ProtectedPaths.of_image(api.inspect_image(image_id)))
+        listing = dataclasses.replace(listing, digest=_image_digest(api, container, listing))
         with _images_lock:
             _images[image_id] = listing
             while len(_images) > _MAX_IMAGES:

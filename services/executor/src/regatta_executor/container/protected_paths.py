@@ -3,8 +3,9 @@ lists exactly those (file_listing.py). One definition for both: the listing must
 the check judges, and listing nothing else keeps it small (a third of debian:bookworm-slim's files).
 
 Protected: everything under the verifier's PATH folders (the image's PATH), the library folders (/lib*,
-/usr/lib*, /usr/local/lib*), any `*.so*`, and /etc/ld.so.preload and /etc/ld.so.conf* (they make every
-program load a library).
+/usr/lib*, /usr/local/lib*), any `*.so*` but /etc/ld.so.cache, and /etc/ld.so.preload and
+/etc/ld.so.conf* (they make every program load a library). The loader's cache is rewritten by every
+install of a library package (ldconfig), as agents do; it only points at files in the protected folders.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LIBRARY_ROOTS = re.compile(r"^/(lib[^/]*|usr/lib[^/]*|usr/local/lib[^/]*)(/|$)")
 SHARED_OBJECT = re.compile(r"\.so(\.|$)")
 LOADER_CONFIG = re.compile(r"^/etc/(ld\.so\.preload|ld\.so\.conf(\.d(/.*)?)?)$")
+LOADER_PATHS = ("/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+LOADER_CACHE = "/etc/ld.so.cache"
+# The folders the dynamic loader searches by default (the multiarch ones, under /lib and /usr/lib,
+# are added per image by the check).
+LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 # The same sets as find patterns (fnmatch without FNM_PATHNAME: `*` matches `/` and line breaks too).
 _FIXED_PATTERNS = (
     ("-path", "/lib*"),
     ("-path", "/usr/lib*"),
     ("-path", "/usr/local/lib*"),
-    ("-name", "*.so"),
-    ("-name", "*.so.*"),
     ("-path", "/etc/ld.so.preload"),
     ("-path", "/etc/ld.so.conf"),
     ("-path", "/etc/ld.so.conf.d"),
@@ -62,7 +66,7 @@ class ProtectedPaths:
         return (
             under(path, self.path)
             or bool(LIBRARY_ROOTS.match(path))
-            or bool(SHARED_OBJECT.search(posixpath.basename(path)))
+            or (bool(SHARED_OBJECT.search(posixpath.basename(path))) and path != LOADER_CACHE)
             or bool(LOADER_CONFIG.match(path))
         )
 
@@ -78,4 +82,5 @@ class ProtectedPaths:
             patterns += [("-path", escaped), ("-path", escaped + "/*")]
         patterns += _FIXED_PATTERNS
         words = " -o ".join(f"{test} {shlex.quote(pattern)}" for test, pattern in patterns)
-        return f"\\( {words} \\)"
+        shared = f"\\( \\( -name '*.so' -o -name '*.so.*' \\) ! -path {LOADER_CACHE} \\)"
+        return f"\\( {words} -o {shared} \\)"

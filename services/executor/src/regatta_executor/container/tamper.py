@@ -13,8 +13,8 @@ the container's (the agent may have replaced it).
 
 What is protected (docs/reliability.md says what this does and does not guarantee):
 - every file under the verifier's PATH directories (the image's PATH), the library directories
-  (/lib*, /usr/lib*, /usr/libexec, /usr/local/lib*) and any `*.so*`: changed (a regular file, symlink
-  or other non-directory that differs: content, mode or owner) or deleted;
+  (/lib*, /usr/lib*, /usr/libexec, /usr/local/lib*) and any `*.so*` (not /etc/ld.so.cache): changed
+  (a regular file, symlink or other non-directory that differs: content, mode or owner) or deleted;
 - a new file that takes the name of an image executable later in PATH or of an image library in
   another library directory, and a symlinked folder of the image (such as /bin -> /usr/bin)
   replaced by a real one;
@@ -39,11 +39,14 @@ from docker.errors import NotFound
 
 from regatta_executor.container import file_listing
 from regatta_executor.container.file_listing import ADDED, DELETED, MODIFIED
-from regatta_executor.container.protected_paths import LOADER_CONFIG, SHARED_OBJECT, ProtectedPaths
+from regatta_executor.container.protected_paths import (
+    LIBRARY_DIRS,
+    LOADER_CONFIG,
+    SHARED_OBJECT,
+    ProtectedPaths,
+)
 from regatta_executor.sandbox_faults import SandboxTamperedError
 
-# The folders the dynamic loader searches by default (the multiarch ones are added per image).
-LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 MULTIARCH = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu"}
 # Go's os.FileMode type bits, as the engine's archive stat reports them.
 _MODE_DIR = 1 << 31
