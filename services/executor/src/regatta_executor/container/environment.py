@@ -675,20 +675,24 @@ class ContainerEnvironment(ContainerTransfers):
             # the sandbox's state, so the agent's failure. The tamper check names the files if it can.
             await self._check_sandbox()
             raise VerifierCannotRunError(str(exc)) from exc
-        await self._check_sandbox(digest_output=printed if digest is not None else None)
+        # The digest shows nothing protected changed: the tamper check has nothing to read.
+        await self._check_sandbox(
+            image_unchanged=listing is not None and file_listing.unchanged(listing, printed)
+        )
         self._verifier_ready = True
 
-    async def _check_sandbox(self, digest_output: str | None = None) -> None:
+    async def _check_sandbox(self, image_unchanged: bool = False) -> None:
         """The agent phase is over: the writable layer within its cap and the image's executables
-        and libraries as the image has them (tamper.py), else the attempt is the agent's failure.
-        `digest_output`: what file_listing.digest_command printed, when it ran."""
+        and libraries as the image has them (tamper.py, unless `image_unchanged` says so already),
+        else the attempt is the agent's failure."""
         if self._storage_cap is not None:
             await self._storage_cap.stop()
             await self._storage_cap.check()
         assert self.image is not None, "started"
         api, container = self._client.api, self._running()
         labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
-        await execs.in_thread(tamper.check, api, container, self.image.image_id, labels, digest_output)
+        if not image_unchanged:
+            await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
         self._verifier_phase = True
 
     @override

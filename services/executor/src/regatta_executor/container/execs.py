@@ -332,7 +332,6 @@ async def end_other_processes(
     then: str,
     *,
     spare_started_before: float = 0.0,
-    max_output_bytes: int = 4096,
 ) -> str:
     """Kill every process outside the container's first session and the sessions of processes that
     started before `spare_started_before` (`boot_time()` before the container's first exec: what
@@ -347,7 +346,7 @@ async def end_other_processes(
         env={},
         user="0",
         workdir="/",
-        max_output_bytes=max_output_bytes,
+        max_output_bytes=4096,
     )
     if result.return_code != 0:
         raise RuntimeError(f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}")

@@ -216,26 +216,31 @@ def _output(api: docker.APIClient, container: str, argv: list[str]) -> bytes | N
     return bytes(output) if state.get("Pid") or output else None
 
 
-def take(api: docker.APIClient, container: str, scope: ProtectedPaths) -> Listing:
-    nonce = secrets.token_hex(16)
-    argv = platform_shell(script(nonce, scope))
+def _started_output(api: docker.APIClient, container: str, argv: list[str]) -> bytes:
+    """`_output`, tried again when the runtime failed to start the exec (see execs._run)."""
     for attempt in range(_START_TRIES):
         output = _output(api, container, argv)
         if output is not None:
-            try:
-                files, now = parse(output, nonce)
-            except ListingError:
-                # Once in the suite, the engine's stream framing slipped and a frame header landed
-                # inside a record. No file name can forge a record (the nonce), so a malformed one is
-                # the transport's: list again; the same twice, and the check fails closed.
-                if attempt + 1 >= _PARSE_TRIES:
-                    raise
-                nonce = secrets.token_hex(16)
-                argv = platform_shell(script(nonce, scope))
-                continue
-            return Listing(files, now, time.monotonic(), scope)
-        time.sleep(0.1 * 2**attempt)  # the runtime failed to start the exec: see execs._run
+            return output
+        time.sleep(0.1 * 2**attempt)
     raise ListingError("the listing could not be started in the container")
+
+
+def take(api: docker.APIClient, container: str, scope: ProtectedPaths) -> Listing:
+    for attempt in range(1, _PARSE_TRIES + 1):
+        nonce = secrets.token_hex(16)
+        output = _started_output(api, container, platform_shell(script(nonce, scope)))
+        try:
+            files, now = parse(output, nonce)
+        except ListingError:
+            # Once in the suite, the engine's stream framing slipped and a frame header landed inside
+            # a record. No file name can forge a record (the nonce), so a malformed one is the
+            # transport's: list again; the same twice, and the check fails closed.
+            if attempt < _PARSE_TRIES:
+                continue
+            raise
+        return Listing(files, now, time.monotonic(), scope)
+    raise ListingError("the listing could not be read")
 
 
 def _image_digest(api: docker.APIClient, container: str, listing: Listing) -> ImageDigest | None:
@@ -245,15 +250,15 @@ def _image_digest(api: docker.APIClient, container: str, listing: Listing) -> Im
     if found is None:
         return None
     roots, files = found
-    for attempt in range(_START_TRIES):
-        output = _output(api, container, platform_shell(_digest_script(roots, files)))
-        if output is not None:
-            line = output.decode("ascii", "replace")
-            if not (line.startswith(f"{_DIGEST_LINE} ") and line.endswith("\n")):
-                return None
-            return ImageDigest(roots, files, line[len(_DIGEST_LINE) + 1 : -1])
-        time.sleep(0.1 * 2**attempt)
-    return None
+    try:
+        line = _started_output(api, container, platform_shell(_digest_script(roots, files))).decode(
+            "ascii", "replace"
+        )
+    except ListingError:
+        return None
+    if not (line.startswith(f"{_DIGEST_LINE} ") and line.endswith("\n")):
+        return None
+    return ImageDigest(roots, files, line[len(_DIGEST_LINE) + 1 : -1])
 
 
 def of_image(api: docker.APIClient, container: str, image_id: str) -> Listing:

@@ -238,20 +238,9 @@ class TamperCheck:
         return self.image.stat(path)
 
 
-def check(
-    api: docker.APIClient,
-    container: str,
-    image_id: str,
-    labels: dict[str, str],
-    digest_output: str | None = None,
-) -> None:
+def check(api: docker.APIClient, container: str, image_id: str, labels: dict[str, str]) -> None:
     """Raise SandboxTamperedError naming what the agent changed of the image's executables and
-    libraries; return if nothing. `labels` go on the image's reference container. `digest_output` is
-    what file_listing.digest_command printed in the container after the agent's processes ended:
-    when it shows the image's records unchanged, nothing more is read."""
-    listing = file_listing.known(image_id)
-    if digest_output is not None and listing is not None and file_listing.unchanged(listing, digest_output):
-        return
+    libraries; return if nothing. `labels` go on the image's reference container."""
     found = TamperCheck(api, container, image_id, labels).findings()
     if not found:
         return
