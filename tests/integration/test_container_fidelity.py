@@ -148,8 +148,10 @@ async def test_agent_and_verifier_run_as_the_users_the_task_names(
 
 
 START_DAEMON = """#!/bin/sh
-# The task's service daemonizes (a session of its own, as start-stop-daemon and most daemons do).
-setsid sh -c 'while :; do date +%s%N > /tmp/daemon-beat; sleep 0.05; done' > /dev/null 2>&1 < /dev/null &
+# The task's service daemonizes (a session of its own, as start-stop-daemon and most daemons do). Each
+# beat replaces the file whole: a reader never sees it truncated and not yet written.
+setsid sh -c 'while :; do date +%s%N > /tmp/beat.new; mv /tmp/beat.new /tmp/daemon-beat; sleep 0.05; done' \
+    > /dev/null 2>&1 < /dev/null &
 exec "$@"
 """
 
@@ -180,7 +182,7 @@ async def test_a_service_the_entrypoint_daemonized_outlives_the_kill_before_the_
         started = await env.exec(
             "setsid sh -c 'while :; do sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo agent-loop"
         )
-        assert started.stdout == "agent-loop\n"
+        assert started.stdout == "agent-loop\n", started
         await env.upload_dir(tests, "/tests")  # the verifier starts: the agent's processes end
 
         left = (await env.exec("ps -eo sid,args")).stdout or ""
