@@ -364,3 +364,54 @@ async def test_the_digest_of_an_untouched_container_matches_and_a_protected_chan
         printed = await digest()
         assert printed.startswith("regatta-listing-sha256 ") and not file_listing.unchanged(image, printed)
     assert not file_listing.unchanged(image, "x" + f"regatta-listing-sha256 {image.digest}\n")
+
+
+# Each a change the digest sees (what the image has first, then the change), made where the quick test
+# must see it too: a file's mode, a file added to a PATH folder, a library deleted, a loader file the
+# image lacks created, a root folder of the image deleted, and a protected file outside the roots (one
+# the digest names) deleted.
+GDB_SCRIPT = "/usr/share/gdb/auto-load/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30-gdb.py"
+PROTECTED_CHANGES = [
+    "test -f /usr/bin/env && chmod 700 /usr/bin/env",
+    "test ! -e /usr/local/bin/new-tool && touch /usr/local/bin/new-tool",
+    "ls /usr/lib/x86_64-linux-gnu/libz.so.1* && rm /usr/lib/x86_64-linux-gnu/libz.so.1*",
+    "test ! -e /etc/ld.so.preload && touch /etc/ld.so.preload",
+    "test -d /usr/local/sbin && rmdir /usr/local/sbin",
+    f"test -f {GDB_SCRIPT} && rm {GDB_SCRIPT}",
+]
+
+
+@pytest.mark.parametrize("change", PROTECTED_CHANGES)
+async def test_the_quick_untouched_test_sees_every_change_the_digest_covers(
+    engine: docker.DockerClient, tmp_path: Path, change: str
+) -> None:
+    """file_listing._untouched_test, which lets the exec that ends the agent's turn print the image's
+    digest line without walking the records: it holds in an untouched container and after changes
+    outside what the check protects, and fails after any protected change (so the full digest then
+    decides, and differs)."""
+    from regatta_executor.container import execs, file_listing
+
+    async with started_environment(tmp_path) as env:
+        assert env.image is not None
+        image = file_listing.known(env.image.image_id)
+        assert image is not None and image.digest is not None and image.digest.present is not None
+        untouched = file_listing._untouched_test(image.digest)
+        assert untouched is not None
+        api, container = env._client.api, env._running()
+
+        async def holds() -> bool:
+            printed = await execs.end_other_processes(
+                api, container, then=f"if {untouched}; then echo holds; else echo fails; fi"
+            )
+            assert printed in ("holds\n", "fails\n"), printed
+            return printed == "holds\n"
+
+        assert await holds()
+        result = await env.exec("echo x > /app/x && rm -rf /usr/share/doc && touch /tmp/y.txt", user="root")
+        assert result.return_code == 0, result
+        assert await holds()
+        result = await env.exec(change, user="root")
+        assert result.return_code == 0, result
+        assert not await holds()
+        printed = await execs.end_other_processes(api, container, then=file_listing.digest_command(image))
+        assert printed.startswith("regatta-listing-sha256 ") and not file_listing.unchanged(image, printed)

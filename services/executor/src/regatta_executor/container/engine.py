@@ -8,6 +8,7 @@ import socket
 
 import docker
 from docker.errors import DockerException
+from docker.transport.unixconn import UnixHTTPAdapter
 from requests.exceptions import RequestException
 
 CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
@@ -24,12 +25,36 @@ _API_TIMEOUT_SEC = 120
 # Every attempt holds a thread on a pooled connection while a command runs; the pool must not be the
 # limit on concurrent attempts.
 _POOL_SIZE = 64
+# The scheme docker-py mounts its socket adapters on.
+_SOCKET_SCHEME = "http+docker://"
+
+
+class OnePoolAdapter(UnixHTTPAdapter):
+    """The engine's socket with one connection pool. docker-py's adapter keys its pools by the whole
+    URL, so nearly every call (each names a container or an exec) makes a pool of its own, opens a new
+    connection and evicts another pool: a connection setup on both sides and two passes over a
+    `_POOL_SIZE` queue per call, about a tenth of the executor's CPU per attempt. Every URL here is on
+    the one socket, so one pool is right; a connection the engine took over for a stream (an exec's
+    output) and then closed is seen as dropped when next taken, and replaced."""
+
+    def get_connection(self, url: str, proxies: object = None) -> object:
+        return super().get_connection(_SOCKET_SCHEME + "localhost", proxies)
 
 
 @functools.cache
 def client() -> docker.DockerClient:
     """The process's client, from DOCKER_HOST (default: the local socket)."""
-    return docker.DockerClient.from_env(timeout=_API_TIMEOUT_SEC, max_pool_size=_POOL_SIZE)
+    engine = docker.DockerClient.from_env(timeout=_API_TIMEOUT_SEC, max_pool_size=_POOL_SIZE)
+    api = engine.api
+    default = api.adapters.get(_SOCKET_SCHEME)
+    if type(default) is UnixHTTPAdapter:
+        adapter = OnePoolAdapter(
+            f"http+unix://{default.socket_path}", timeout=_API_TIMEOUT_SEC, max_pool_size=_POOL_SIZE
+        )
+        api.mount(_SOCKET_SCHEME, adapter)
+        api._custom_adapter = adapter  # docker-py's fallback for URLs no mount matches
+        default.close()
+    return engine
 
 
 def engine_answers(timeout_sec: float = 10.0, tries: int = 2) -> bool:

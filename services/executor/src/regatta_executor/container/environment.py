@@ -65,7 +65,9 @@ from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
 from regatta_executor.container.harbor_commands import (
+    AGENT_LOGS,
     LOG_DIRS,
+    LOGS,
     ROOT_USERS,
     TESTS,
     VERIFIER_LOGS,
@@ -83,12 +85,18 @@ from regatta_executor.container.network import (
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mount
 from regatta_executor.container.storage_cap import StorageCap
-from regatta_executor.container.transfers import ContainerTransfers
+from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
 from regatta_executor.sandbox_faults import VerifierCannotRunError
 from regatta_executor.traits import EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
+# The exit code of the exec that ends the agent's turn when the uploads it carried could not be written.
+_INPUT_NOT_WRITTEN = 75
+
+
+class UploadNotWrittenError(RuntimeError):
+    """Files uploaded into the container could not be written there (an infrastructure fault)."""
 
 
 class ContainerEnvironment(ContainerTransfers):
@@ -127,6 +135,16 @@ class ContainerEnvironment(ContainerTransfers):
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
+        # What the exec that ended the agent's turn printed (the digest's line), from the moment Harbor
+        # read the agent's logs back (that exec archived them) until the next command: the verifier
+        # then starts without an exec of its own (_prepare_verifier).
+        self._turn_ended: str | None = None
+        # Harbor started the verifier (_prepare_verifier) and the exec that ends the agent's turn has not
+        # run yet: it runs before anything else touches the container (_flush).
+        self._verifier_pending = False
+        # Harbor runs the agent's setup and turns inside scoped_exec_env: while it is entered, any read
+        # of the agent's logs is the agent's own, mid-turn.
+        self._agent_scopes = 0
         # From the verifier's start on, commands start from the platform's shell (platform.py) where
         # the container has it: the agent may have replaced the image's.
         self._verifier_phase = False
@@ -628,6 +646,68 @@ class ContainerEnvironment(ContainerTransfers):
         return run.containers[service]
 
     @override
+    async def download_dir(self, source_dir: Path | str, target_dir: Path | str) -> None:
+        if self._turn_is_over(files.container_path(str(source_dir))):
+            await self._end_agent_turn()
+        await super().download_dir(str(source_dir), target_dir)
+
+    def _turn_is_over(self, path: str) -> bool:
+        """Harbor reads the agent's log folder back, outside any agent code, only once the agent's turn
+        is over (and the verifier or the container's removal comes next): the moment to end it."""
+        return (
+            path == AGENT_LOGS
+            and self._agent_scopes == 0
+            and self._turn_ended is None
+            and not self._verifier_pending
+            and not self._verifier_phase
+            and self._enable_environment_dir_upload
+            and self._container_id is not None
+            and self.image is not None
+            and self._snapshot is None
+        )
+
+    async def _end_agent_turn(self) -> None:
+        """End the agent's processes, empty the verifier's folders and print the digest as
+        `_prepare_verifier` does, and archive /logs in the same exec: Harbor's read of the agent's logs
+        is then answered from that archive, and the verifier's start needs no exec of its own. If that
+        exec fails, nothing is decided here: the logs are read the engine's way, and the verifier's
+        start ends the turn again (and reports what fails)."""
+        await self._flush()
+        self._ran()
+        self._before_exec()
+        listing = file_listing.known(self.image.image_id) if self.image is not None else None
+        digest = file_listing.digest_command(listing) if listing is not None else None
+        stream = files.SnapshotStream(
+            LOGS, min(self._download_budget, SNAPSHOT_MAX_BYTES), line=digest is not None
+        )
+        then = self._verifier_folders_command(digest) + f" && {tools.BUSYBOX} tar -C / -cf - {LOGS[1:]}"
+        try:
+            await execs.end_other_processes(
+                self._client.api,
+                self._running(),
+                then=then,
+                spare_started_before=self._first_exec_at or 0.0,
+                on_stdout=stream,
+            )
+        except (RuntimeError, DockerException) as exc:
+            stream.discard()
+            self.logger.debug("the agent's turn could not be ended with its logs read: %s", exc)
+            return
+        snapshot = await execs.in_thread(stream.snapshot)
+        self._turn_ended = stream.line
+        if snapshot is not None:
+            self._download_budget -= stream.size
+            self._snapshot = snapshot
+
+    def _verifier_folders_command(self, digest: str | None) -> str:
+        """Empty /tests and /logs/verifier (writable by any user), then print the digest if any."""
+        command = (
+            self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
+            + f" && chmod 777 {VERIFIER_LOGS}"
+        )
+        return f"{command} && {digest}" if digest is not None else command
+
+    @override
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         target = files.container_path(target_dir)
         if await self.unchanged_since_download(Path(source_dir), target):
@@ -648,46 +728,91 @@ class ContainerEnvironment(ContainerTransfers):
         await execs.in_thread(self._stage().add_dir, Path(source_dir), target)
 
     async def _prepare_verifier(self) -> None:
-        """Nothing the agent started may run alongside the verifier or touch its output, and nothing
-        it left in /tests or /logs/verifier may count."""
+        """Harbor starts the verifier. Nothing the agent started may run alongside it or touch its
+        output, and nothing it left in /tests or /logs/verifier may count. Unless the agent's turn was
+        ended already (when Harbor read its logs), the exec that ends it runs with the next operation
+        on the container, carrying what Harbor uploads meanwhile (the tests) as its input (_flush):
+        until then nothing runs in the container and nothing is read from it."""
+        if self._turn_ended is None:
+            self._verifier_pending = True
+            self._verifier_ready = True
+            return
+        # Ended when Harbor read the agent's logs, and nothing ran since (an upload runs nothing).
+        printed, self._turn_ended = self._turn_ended, None
         await self._flush()
+        await self._sandbox_checked(printed)
+
+    @override
+    async def _flush(self) -> None:
+        if self._verifier_pending:
+            self._verifier_pending = False
+            await self._end_turn_for_verifier()
+            if self._agent_scopes:
+                # The operation is the agent's (a later step began before the verifier ran anything).
+                self._agent_turn_begins()
+        await super()._flush()
+
+    async def _end_turn_for_verifier(self) -> None:
+        """The exec that ends the agent's turn (`_verifier_folders_command` after the kill, with the
+        digest), then writes the uploads staged since the verifier started, from its input, after
+        emptying the folders they go to: one exec where an upload and an exec would be two."""
+        listing = file_listing.known(self.image.image_id) if self.image is not None else None
+        then = self._verifier_folders_command(
+            file_listing.digest_command(listing) if listing is not None else None
+        )
+        staged, data, written = self._staged, None, 0
+        if staged is not None and staged and execs.sends_input(self._client.api):
+            self._staged, data, written = None, staged.take(), staged.file_bytes
+            # As root, over what is there, owned by root (as the engine's upload makes them); a failure
+            # exits with a code of its own, to be told from the kill's.
+            then += f" && {{ {tools.BUSYBOX} tar -xo -C / -f - || exit {_INPUT_NOT_WRITTEN}; }}"
+        if self._storage_cap is not None:
+            # The files written here are the verifier's: they must not count against the agent's
+            # cap, or get the container killed by its watch (the check after the exec allows them).
+            await self._storage_cap.stop()
         self._ran()
         self._before_exec()
-        then = (
-            self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-            + f" && chmod 777 {VERIFIER_LOGS}"
-        )
-        # In the same exec, once the agent's processes are gone: the digest that spares the tamper
-        # check its full listing when nothing it protects changed (file_listing.py).
-        listing = file_listing.known(self.image.image_id) if self.image is not None else None
-        digest = file_listing.digest_command(listing) if listing is not None else None
-        if digest is not None:
-            then += " && " + digest
         try:
             printed = await execs.end_other_processes(
                 self._client.api,
                 self._running(),
                 then=then,
                 spare_started_before=self._first_exec_at or 0.0,
+                stdin=data,
             )
-        except RuntimeError as exc:
-            # The command ran in the sandbox and failed there (say, the agent deleted its shell):
-            # the sandbox's state, so the agent's failure. The tamper check names the files if it can.
+        except execs.PlatformCommandError as exc:
+            if data is not None and exc.code == _INPUT_NOT_WRITTEN:
+                # The platform's upload failed, as when the engine refuses one: not the agent's fault.
+                raise UploadNotWrittenError(
+                    f"the files uploaded for the verifier could not be written into the container: {exc}"
+                ) from exc
+            # The command ran in the sandbox and failed there (say, the agent deleted its shell): the
+            # sandbox's state, so the agent's failure. The tamper check names the files if it can.
             await self._check_sandbox()
             raise VerifierCannotRunError(str(exc)) from exc
-        # The digest shows nothing protected changed: the tamper check has nothing to read.
+        finally:
+            if data is not None:
+                data.close()
+        await self._sandbox_checked(printed, written)
+
+    async def _sandbox_checked(self, printed: str, written: int = 0) -> None:
+        """The checks of the agent's turn, given what the exec that ended it printed (the digest that
+        shows nothing protected changed spares the tamper check its full listing: file_listing.py)
+        and the bytes of the verifier's files it wrote."""
+        listing = file_listing.known(self.image.image_id) if self.image is not None else None
         await self._check_sandbox(
-            image_unchanged=listing is not None and file_listing.unchanged(listing, printed)
+            image_unchanged=listing is not None and file_listing.unchanged(listing, printed),
+            written=written,
         )
         self._verifier_ready = True
 
-    async def _check_sandbox(self, image_unchanged: bool = False) -> None:
+    async def _check_sandbox(self, image_unchanged: bool = False, written: int = 0) -> None:
         """The agent phase is over: the writable layer within its cap and the image's executables
         and libraries as the image has them (tamper.py, unless `image_unchanged` says so already),
         else the attempt is the agent's failure."""
         if self._storage_cap is not None:
             await self._storage_cap.stop()
-            await self._storage_cap.check()
+            await self._storage_cap.check(allowance=written)
         assert self.image is not None, "started"
         api, container = self._client.api, self._running()
         labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
@@ -700,13 +825,21 @@ class ContainerEnvironment(ContainerTransfers):
     def scoped_exec_env(self, env: dict[str, str]) -> Iterator[None]:
         # Harbor wraps the agent's setup and run in this alone: the agent's turn (again, in a later
         # step of a multi-step task), so its commands run in the image's bash and its writes are
-        # measured until the next verifier.
+        # measured until the next verifier. (A verifier start still pending is resolved first, by the
+        # turn's first operation: _flush.)
         if self._verifier_phase:
-            self._verifier_phase = False
-            if self._storage_cap is not None and not self._storage_cap.exceeded:
-                self._storage_cap.start()
-        with super().scoped_exec_env(env):
-            yield
+            self._agent_turn_begins()
+        self._agent_scopes += 1
+        try:
+            with super().scoped_exec_env(env):
+                yield
+        finally:
+            self._agent_scopes -= 1
+
+    def _agent_turn_begins(self) -> None:
+        self._verifier_phase = False
+        if self._storage_cap is not None and not self._storage_cap.exceeded:
+            self._storage_cap.start()
 
     @contextlib.contextmanager
     def _cap_is_the_reason(self) -> Iterator[None]:
@@ -734,3 +867,4 @@ class ContainerEnvironment(ContainerTransfers):
         folders may be written again."""
         self._drop_snapshot()
         self._verifier_ready = False
+        self._turn_ended = None

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import functools
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import docker
+from docker.utils.socket import frames_iter
 
 from regatta_executor.container.tools import platform_shell
 
@@ -122,6 +125,14 @@ class CommandTimeoutError(RuntimeError):
     pass
 
 
+class PlatformCommandError(RuntimeError):
+    """A command of the platform's own (end_other_processes) exited non-zero in the container."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 # Harbor's output callback (harbor.environments.base.OutputCallback): a chunk of text and its stream.
 OnOutput = Callable[[str, str], Awaitable[None]]
 # Output read but not yet taken by the callback, at most: past it, chunks are dropped (and counted) rather
@@ -187,11 +198,13 @@ def _run(
     workdir: str | None,
     max_output_bytes: int,
     on_chunk: Callable[[int, bytes], None] | None = None,
+    stdin: IO[bytes] | None = None,
 ) -> Output:
-    """Run one exec to its end. An exec the runtime failed to start (no process: pid 0) never ran,
-    so it is tried again a few times: under load runc sometimes fails to start one right after another
-    operation on the container (exit 126, "unable to find user root: no matching entries in passwd
-    file", or no message at all), and Harbor would take that for the command's own failure."""
+    """Run one exec to its end (with `stdin`, a seekable file, sent as its standard input). An exec
+    the runtime failed to start (no process: pid 0) never ran, so it is tried again a few times: under
+    load runc sometimes fails to start one right after another operation on the container (exit 126,
+    "unable to find user root: no matching entries in passwd file", or no message at all), and Harbor
+    would take that for the command's own failure."""
     for delay in _START_RETRIES:
         output, started = _run_once(
             api,
@@ -202,6 +215,7 @@ def _run(
             workdir=workdir,
             max_output_bytes=max_output_bytes,
             on_chunk=on_chunk,
+            stdin=stdin,
         )
         if started:
             return output
@@ -225,12 +239,25 @@ def _run_once(
     workdir: str | None,
     max_output_bytes: int,
     on_chunk: Callable[[int, bytes], None] | None = None,
+    stdin: IO[bytes] | None = None,
 ) -> tuple[Output, bool]:
     exec_id = api.exec_create(
-        container_id, argv, environment=env, user=user, workdir=workdir, stdout=True, stderr=True
+        container_id,
+        argv,
+        environment=env,
+        user=user,
+        workdir=workdir,
+        stdout=True,
+        stderr=True,
+        stdin=stdin is not None,
     )["Id"]
     streams: list[bytearray] = [bytearray(), bytearray()]
-    for chunk in api.exec_start(exec_id, stream=True, demux=True):
+    chunks = (
+        api.exec_start(exec_id, stream=True, demux=True)
+        if stdin is None
+        else _with_input(api.exec_start(exec_id, socket=True), stdin)
+    )
+    for chunk in chunks:
         for index, data in enumerate(chunk):
             if data and on_chunk is not None:
                 on_chunk(index, data)  # as it comes: the live view (bounded by the relay)
@@ -249,6 +276,38 @@ def _run_once(
         -1 if code is None else int(code),
     )
     return output, bool(state.get("Pid")) or code is None
+
+
+def sends_input(api: docker.APIClient) -> bool:
+    """Whether an exec's standard input can be sent over this engine connection: the engine's socket,
+    or plain TCP (a TLS connection cannot be half-closed to end the input)."""
+    return api.base_url == "http+docker://localhost" or api.base_url.startswith("http://")
+
+
+def _with_input(connection: Any, data: IO[bytes]) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """The (stdout, stderr) chunks of an exec started with its stream taken over, while `data` is
+    sent to its standard input from another thread, then the input closed: a command that reads its
+    input only after writing output must not find the writer blocked on a full pipe."""
+    raw = getattr(connection, "_sock", connection)
+
+    def send() -> None:
+        try:
+            data.seek(0)
+            while block := data.read(256 * 1024):
+                raw.sendall(block)
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the command ended without reading it all: its exit code says what happened
+
+    writer = threading.Thread(target=send, name="regatta-exec-input", daemon=True)
+    writer.start()
+    try:
+        for stream, chunk in frames_iter(connection, tty=False):
+            yield (chunk, None) if stream == 1 else (None, chunk)
+    finally:
+        with contextlib.suppress(OSError):
+            connection.close()
+        writer.join(timeout=_KILL_GRACE_SEC)
 
 
 async def run_command(
@@ -332,12 +391,21 @@ async def end_other_processes(
     then: str,
     *,
     spare_started_before: float = 0.0,
+    on_stdout: Callable[[bytes], None] | None = None,
+    stdin: IO[bytes] | None = None,
 ) -> str:
     """Kill every process outside the container's first session and the sessions of processes that
     started before `spare_started_before` (`boot_time()` before the container's first exec: what
     started earlier is the image's), then run the shell command `then` (as root); returns what it
-    printed. (Nothing of the agent's can write into that output: it runs in the platform's shell,
-    which no process of the container may open or trace, tools.py.)"""
+    printed, or hands all of its standard output to `on_stdout` as it comes (and returns ""); `stdin`
+    (a seekable file) is its standard input. (Nothing
+    of the agent's can write into that output: it runs in the platform's shell, which no process of
+    the container may open or trace, tools.py.)"""
+
+    def relay(index: int, data: bytes) -> None:
+        if index == 0 and on_stdout is not None:
+            on_stdout(data)
+
     result = await in_thread(
         _run,
         api,
@@ -347,7 +415,12 @@ async def end_other_processes(
         user="0",
         workdir="/",
         max_output_bytes=4096,
+        on_chunk=relay if on_stdout is not None else None,
+        stdin=stdin,
     )
     if result.return_code != 0:
-        raise RuntimeError(f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}")
-    return result.stdout
+        raise PlatformCommandError(
+            f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}",
+            result.return_code,
+        )
+    return "" if on_stdout is not None else result.stdout

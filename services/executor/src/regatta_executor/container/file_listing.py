@@ -116,6 +116,8 @@ class ImageDigest:
     files: tuple[str, ...]
     """The image's other protected files (a `*.so*` elsewhere), each stat'ed by its path."""
     sha256: str
+    present: str | None = None
+    """Which roots the image has, one digit each (1 present, 0 absent), for `_untouched_test`."""
 
 
 def digest_roots(listing: Listing) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -148,12 +150,50 @@ def _digest_script(roots: tuple[str, ...], files: tuple[str, ...]) -> str:
     )
 
 
+def _presence_script(roots: tuple[str, ...]) -> str:
+    """Prints one digit per root, 1 where it exists (a dangling symlink included), then a line break."""
+    quoted = " ".join(shlex.quote(root) for root in roots)
+    return (
+        f'for p in {quoted}; do if [ -e "$p" ] || [ -L "$p" ]; then {BUSYBOX} echo -n 1; '
+        f"else {BUSYBOX} echo -n 0; fi; done; {BUSYBOX} echo"
+    )
+
+
+def _untouched_test(digest: ImageDigest) -> str | None:
+    """A shell test that succeeds only if nothing under the digest's roots, and none of its named
+    files, changed since the container started: the same roots exist, and no entry among them has a
+    ctime from the container's life (pid 1's start, a minute and more to spare, from the kernel's
+    uptime and pid 1's start tick: no clock the container can set). A change, an addition or a link
+    gives the entry itself that ctime, a deletion its folder; a deleted named file or root fails the
+    find or the presence digits. One walk, no stat records and no hash: where it fails, the digest
+    decides (its records differ from the image's wherever this finds a change)."""
+    if digest.present is None or len(digest.present) != len(digest.roots):
+        return None
+    walked = [root for root, bit in zip(digest.roots, digest.present, strict=True) if bit == "1"]
+    paths = " ".join(shlex.quote(path) for path in [*walked, *digest.files])
+    return (
+        "{ read -r up idle < /proc/uptime && read -r s < /proc/1/stat && set -- ${s##*) } && "
+        # Whole minutes back to pid 1's start (ticks of 1/100 s since boot), and two more.
+        "m=$(( (${up%.*} - ${20} / 100) / 60 + 2 )) && "
+        f'[ "$({_presence_script(digest.roots)})" = "{digest.present}" ] && '
+        f"changed=$({BUSYBOX} find {paths} -xdev -cmin -$m -print -quit 2>&1) && "
+        '[ -z "$changed" ]; }'
+    )
+
+
 def digest_command(listing: Listing) -> str | None:
     """Shell commands (for the platform shell, after the agent's processes are gone) that print one
-    line: the container's digest, to compare with the image's (`unchanged`); None without one."""
-    if listing.digest is None:
+    line: the container's digest, to compare with the image's (`unchanged`); None without one. Where
+    nothing the digest covers changed since the container started, that is the image's digest line,
+    printed without walking the records (`_untouched_test`)."""
+    digest = listing.digest
+    if digest is None:
         return None
-    return _digest_script(listing.digest.roots, listing.digest.files)
+    full = _digest_script(digest.roots, digest.files)
+    untouched = _untouched_test(digest) if digest.files or digest.roots else None
+    if untouched is None:
+        return full
+    return f'if {untouched}; then {BUSYBOX} echo "{_DIGEST_LINE} {digest.sha256}"; else {full}; fi'
 
 
 def unchanged(listing: Listing, output: str) -> bool:
@@ -250,15 +290,17 @@ def _image_digest(api: docker.APIClient, container: str, listing: Listing) -> Im
     if found is None:
         return None
     roots, files = found
+    script = f"{_digest_script(roots, files)}; {_presence_script(roots)}"
     try:
-        line = _started_output(api, container, platform_shell(_digest_script(roots, files))).decode(
-            "ascii", "replace"
-        )
+        output = _started_output(api, container, platform_shell(script)).decode("ascii", "replace")
     except ListingError:
         return None
-    if not (line.startswith(f"{_DIGEST_LINE} ") and line.endswith("\n")):
+    line, _, present = output.partition("\n")
+    if not line.startswith(f"{_DIGEST_LINE} ") or not present.endswith("\n"):
         return None
-    return ImageDigest(roots, files, line[len(_DIGEST_LINE) + 1 : -1])
+    present = present[:-1]
+    bits = present if len(present) == len(roots) and set(present) <= {"0", "1"} else None
+    return ImageDigest(roots, files, line[len(_DIGEST_LINE) + 1 :], bits)
 
 
 def of_image(api: docker.APIClient, container: str, image_id: str) -> Listing:

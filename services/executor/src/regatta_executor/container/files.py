@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 import docker
 
 _SPOOL_BYTES = 8 * 1024 * 1024
+_MAX_LINE_BYTES = 4096
 
 
 class DownloadTooLargeError(RuntimeError):
@@ -126,6 +127,7 @@ class StagedArchive:
         self._archive = tarfile.open(fileobj=self._buffer, mode="w")  # noqa: SIM115 (owned)
         self._regular: dict[str, tuple[int, tarfile.TarInfo]] = {}
         self.targets: list[str] = []
+        self.file_bytes = 0  # of every regular file staged (at least what extracting it writes)
 
     def __bool__(self) -> bool:
         return bool(self.targets)
@@ -191,6 +193,7 @@ class StagedArchive:
             del self._regular[staged]  # written over (a later member replaces, a folder or link hides it)
         if info.isreg():
             self._regular[name] = (self._archive.offset, copy.copy(info))
+            self.file_bytes += info.size
         return info
 
 
@@ -218,6 +221,17 @@ class Snapshot:
         """The folder itself was archived as a folder (a symlink is archived as the link alone)."""
         top = self._members.get(self._top)
         return top is not None and top.isdir()
+
+    @property
+    def ends_whole(self) -> bool:
+        """The archive's end-of-archive block follows its last member (a cut stream ends without it,
+        and tarfile takes the cut for the end)."""
+        end = self._buffer.tell()
+        try:
+            self._buffer.seek(self._archive.offset)
+            return self._buffer.read(tarfile.BLOCKSIZE) == bytes(tarfile.BLOCKSIZE)
+        finally:
+            self._buffer.seek(end)
 
     def covers(self, path: str) -> bool:
         path = container_path(path)
@@ -284,6 +298,64 @@ def fetch_snapshot(
 ) -> tuple[Snapshot, int]:
     buffer, size = _fetch(api, container_id, root, max_bytes)
     return Snapshot(root, buffer), size
+
+
+class SnapshotStream:
+    """The standard output of a command that prints one line of text and then writes a tar archive of
+    `root` (the exec that ends the agent's turn: the digest's line, then /logs): the line kept apart,
+    the archive spooled up to `max_bytes` (past it, the rest is dropped and no snapshot made)."""
+
+    def __init__(self, root: str, max_bytes: int, *, line: bool) -> None:
+        self.root = container_path(root)
+        self._max_bytes = max_bytes
+        self._line: bytearray | None = bytearray() if line else None
+        self._line_done = not line
+        self._buffer = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 (owned)
+        self.size = 0
+        self.too_large = False
+
+    def __call__(self, data: bytes) -> None:
+        if not self._line_done:
+            assert self._line is not None
+            head, newline, data = data.partition(b"\n")
+            self._line += head
+            if newline:
+                self._line += newline
+                self._line_done = True
+            elif len(self._line) > _MAX_LINE_BYTES:
+                self._line_done = True  # not the line it should be; what follows is no archive either
+                self.too_large = True
+        if not data or self.too_large:
+            return
+        self.size += len(data)
+        if self.size > self._max_bytes:
+            self.too_large = True
+            return
+        self._buffer.write(data)
+
+    def discard(self) -> None:
+        self._buffer.close()
+
+    @property
+    def line(self) -> str:
+        return bytes(self._line or b"").decode("utf-8", "replace")
+
+    def snapshot(self) -> Snapshot | None:
+        """The archive, if it came whole and archived `root` as a folder (else None: read it the
+        engine's way)."""
+        if self.too_large or not self._line_done:
+            self._buffer.close()
+            return None
+        self._buffer.seek(0)
+        try:
+            snapshot = Snapshot(self.root, self._buffer)
+        except tarfile.TarError:
+            self._buffer.close()
+            return None
+        if not (snapshot.usable and snapshot.ends_whole):
+            snapshot.close()
+            return None
+        return snapshot
 
 
 def _write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:

@@ -111,10 +111,12 @@ class StorageCap:
         if self.exceeded:
             raise self.error()
 
-    async def check(self) -> None:
-        """Measure now (the agent phase's end); kill and raise if over the cap."""
+    async def check(self, allowance: int = 0) -> None:
+        """Measure now (the agent phase's end); kill and raise if over the cap. `allowance`: bytes the
+        platform wrote into the layer since the agent's processes ended (the verifier's files), not
+        the agent's."""
         if not self.exceeded:
-            await self._measure()
+            await self._measure(allowance)
         self.raise_if_exceeded()
 
     async def _watch(self) -> None:
@@ -142,8 +144,8 @@ class StorageCap:
                     next_interval(base, now - started, self.cap_mb * _MIB - size, growth),
                 )
 
-    async def _measure(self) -> int:
-        size = await execs.in_thread(layer_bytes, self.api, self.container)
+    async def _measure(self, allowance: int = 0) -> int:
+        size = await execs.in_thread(layer_bytes, self.api, self.container) - allowance
         if size <= self.cap_mb * _MIB or self.exceeded:
             return size
         self.measured = size

@@ -17,7 +17,7 @@ from regatta_executor.container.harbor_commands import AGENT_LOGS, LOGS, ROOT_US
 
 _MIB = 1024 * 1024
 # A folder read back to answer several reads is not worth more than this; past it, each read goes alone.
-_SNAPSHOT_MAX_BYTES = 64 * _MIB
+SNAPSHOT_MAX_BYTES = 64 * _MIB
 # A folder every container has (the engine makes it) and no process in it can remove (it is a mount point
 # there): if the engine cannot see it, it has lost its view of the container's files.
 _ALWAYS_THERE = "/proc"
@@ -100,7 +100,7 @@ class ContainerTransfers(BaseEnvironment):
         if root is None:
             return None
         self._drop_snapshot()
-        limit = min(self._download_budget, _SNAPSHOT_MAX_BYTES)
+        limit = min(self._download_budget, SNAPSHOT_MAX_BYTES)
         try:
             snapshot, size = await execs.in_thread(
                 files.fetch_snapshot, self._client.api, self._running(), root, limit
