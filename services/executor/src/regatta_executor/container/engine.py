@@ -54,6 +54,8 @@ def client() -> docker.DockerClient:
         api.mount(_SOCKET_SCHEME, adapter)
         api._custom_adapter = adapter  # docker-py's fallback for URLs no mount matches
         default.close()
+        # No proxy and no .netrc applies to a local socket; requests would look both up on every call.
+        api.trust_env = False
     return engine
 
 
