@@ -17,8 +17,12 @@ transfer), so the environment makes no more of them than Harbor's calls need, an
 is provably the same: uploads wait and go in together, as one archive, with the next operation that
 could see them (so `chmod +x` of a file still waiting is done in its header); a folder read back is
 archived once and the following reads and `test -d` checks of Harbor are answered from that archive
-until anything runs in the container; the log folders go in with the first upload; ending the agent's
-processes and emptying the verifier's folders is done by Harbor's own removal of stale reward files.
+until anything runs in the container; the log folders go in with the first upload. The agent's turn
+ends (its processes killed, the verifier's folders emptied, the tamper digest printed) in one exec of
+the platform's shell, which also does the transfer at hand: where Harbor reads the agent's logs back
+after the turn (outside scoped_exec_env), it archives /logs on its output; otherwise Harbor's removal
+of stale reward files starts the verifier, and the exec runs with the next operation, writing the
+uploads made meanwhile (the tests) from its input.
 
 The kwargs are options.py, the container's engine configuration config.py, the file transfers
 transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with

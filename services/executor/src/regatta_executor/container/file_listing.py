@@ -37,6 +37,13 @@ beyond the image's own files (a file added where it shadows one, a loader config
 only be added inside those folders. The digest's line cannot be forged either: the agent's processes
 are gone when it is printed, and before that none could write into the platform shell's output (not
 dumpable: tools.py). Any other output counts as a change, and the full listing decides.
+
+Most often nothing the digest covers changed, and the records need not be read at all
+(`_untouched_test`): a single walk of its roots finds no entry with a ctime from the container's life
+(from pid 1's start, read off the kernel's uptime, with a minute and more to spare), and the roots that
+exist are the image's. The same ctime argument holds: any change, addition or link gives the entry that
+ctime, a deletion its folder, and a deleted root or named file shows in the presence digits or fails the
+walk. Then the image's digest line is printed as it is; otherwise the digest is taken.
 """
 
 from __future__ import annotations
