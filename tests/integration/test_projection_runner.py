@@ -34,7 +34,6 @@ def test_two_runners_of_one_projection_apply_each_event_once(store: EventStore) 
     assert store.checkpoint(first.checkpoint_name) == store.last_position()
 
 
-
 async def test_a_quiet_runner_stops_when_told_not_after_its_poll(store: EventStore) -> None:
     # The backstop poll (an hour) is far longer than the wait below, so only the stop can end the loop.
     runner = ProjectionRunner(store, Users(1))

@@ -72,9 +72,7 @@ def _registry(body: dict[str, Any], metadata: dict[str, Any] | None) -> Benchmar
         raise Invalid("dataset (name[@version]) is required", field="dataset")
     name, _, version = dataset.partition("@")
     if not name.strip() or len(dataset) > MAX_DATASET or CONTROL.search(dataset):
-        raise Invalid(
-            f"dataset must be name[@version], at most {MAX_DATASET} characters", field="dataset"
-        )
+        raise Invalid(f"dataset must be name[@version], at most {MAX_DATASET} characters", field="dataset")
     if not registry:
         # No registry named: the default registry's (admission.default_registry fills it in).
         return BenchmarkSource(

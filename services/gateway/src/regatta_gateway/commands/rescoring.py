@@ -52,6 +52,5 @@ def _version(body: dict[str, Any]) -> str | None:
     if not isinstance(version, str) or not version.strip():
         raise Invalid("version must be a non-empty string (a benchmark version)", field="version")
     if len(version) > MAX_VERSION_CHARS or not version.isprintable():
-        raise Invalid(f"version must be at most {MAX_VERSION_CHARS} printable characters", field="version"
-        )
+        raise Invalid(f"version must be at most {MAX_VERSION_CHARS} printable characters", field="version")
     return version

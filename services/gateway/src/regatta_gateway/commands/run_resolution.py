@@ -39,7 +39,8 @@ def ready_benchmark(store: EventStore, scope: Scope, key: str) -> dict[str, Any]
     """The benchmark a request names, if its tasks are synced: a run is resolved against a ready sync."""
     benchmark = find_benchmark(store, scope, key, field="experiment_config.benchmark")
     if benchmark["status"] != "ready":
-        raise Invalid(f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
+        raise Invalid(
+            f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
             field="experiment_config.benchmark",
             issues=[
                 {
@@ -68,9 +69,7 @@ def select_tasks(store: EventStore, benchmark: dict[str, Any], request: Selectio
     ]
     if issues:
         more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
-        raise Invalid(
-            issues[0]["message"] + more, field="tasks", issues=issues[:100], code="VALIDATION"
-        )
+        raise Invalid(issues[0]["message"] + more, field="tasks", issues=issues[:100], code="VALIDATION")
     return tasks
 
 
@@ -108,9 +107,7 @@ def _selected(
             issues.append({"key": "tasks.task_names", "message": f"unknown tasks: {', '.join(unknown[:20])}"})
         tasks = [task for task in tasks if task.name in set(selection.task_names)]
     if issues:
-        raise Invalid(
-            "Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION"
-        )
+        raise Invalid("Invalid task selection", field=issues[0]["key"], issues=issues, code="VALIDATION")
     if not tasks:
         raise Invalid("The task selection is empty", field="tasks", code="VALIDATION")
     return tasks

@@ -138,9 +138,7 @@ def _url_problem(scope: Scope) -> Refused | None:
             "The URL path must not contain NUL or control characters", code="VALIDATION", field="path"
         )
     if any(part in (".", "..") for part in path.split("/")):
-        return Invalid(
-            "The URL path must not contain '.' or '..' segments", code="VALIDATION", field="path"
-        )
+        return Invalid("The URL path must not contain '.' or '..' segments", code="VALIDATION", field="path")
     query = scope.get("query_string", b"").decode("latin-1")
     for name, value in parse_qsl(query, keep_blank_values=True):
         if CONTROL.search(name) or CONTROL.search(value):

@@ -120,7 +120,6 @@ def run_attempts(
     return JSONBytes(to_json(page))
 
 
-
 @router.get("/runs/{key}/logs", response_class=JSONBytes)
 def run_logs(
     request: Request, s: ScopeDep, key: str, limit: Limit = 50, cursor: str | None = None

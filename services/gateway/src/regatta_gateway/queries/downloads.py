@@ -55,9 +55,7 @@ def parse_types(raw: str | None) -> list[str]:
         return list(TYPES)
     unknown = [w for w in wanted if w not in TYPES]
     if unknown or not wanted:
-        raise Invalid(
-            f"types must be a comma list of {', '.join(TYPES)}", code="VALIDATION", field="types"
-        )
+        raise Invalid(f"types must be a comma list of {', '.join(TYPES)}", code="VALIDATION", field="types")
     return [t for t in TYPES if t in wanted]
 
 
@@ -129,9 +127,7 @@ def files_of(snapshot: RunSnapshot, types: list[str]) -> list[OutputFile]:
 def downloadable_run(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
     run = find_run(store, scope, key)
     if run["status"] in NOT_STARTED:
-        raise Conflict(
-            "Outputs are not yet available for pending or queued benchmark runs.", code="CONFLICT"
-        )
+        raise Conflict("Outputs are not yet available for pending or queued benchmark runs.", code="CONFLICT")
     return run
 
 
@@ -168,9 +164,7 @@ def signed_urls(
 ) -> dict[str, Any]:
     """URLs for the requested manifest items; items that name no file of the run are left out."""
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_URL_ITEMS:
-        raise Invalid(
-            f"items must be a list of 1..{MAX_URL_ITEMS} objects", code="VALIDATION", field="items"
-        )
+        raise Invalid(f"items must be a list of 1..{MAX_URL_ITEMS} objects", code="VALIDATION", field="items")
     run = downloadable_run(store, scope, key)
     current = store.stream_version(run_stream(run["id"]))
     expires = int(time.time()) + URL_TTL_SECONDS

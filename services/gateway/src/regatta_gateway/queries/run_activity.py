@@ -106,9 +106,7 @@ MAX_POSITION = 2**63 - 1  # the log's positions are BIGINT: a larger cursor over
 def _log_cursor(cursor: str) -> int:
     """A cursor is a log position this API handed out: a positive integer that fits a BIGINT."""
     if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 19 or not 0 < int(cursor) <= MAX_POSITION:
-        raise Invalid(
-            f"cursor must be a log position (1..{MAX_POSITION})", code="VALIDATION", field="cursor"
-        )
+        raise Invalid(f"cursor must be a log position (1..{MAX_POSITION})", code="VALIDATION", field="cursor")
     return int(cursor)
 
 

@@ -93,9 +93,7 @@ def _bound_to(workspace_id: str, kind: str, owner: str, name: str) -> bytes:
 def validate_secret(name: Any, value: Any, kind: Any, *, with_value: bool = True) -> tuple[str, str, str]:
     """Checks a write (`with_value`) or a delete; messages never echo the value."""
     if not isinstance(name, str) or not 1 <= len(name) <= 255 or not SECRET_NAME.match(name):
-        raise Invalid(
-            "name must match ^[A-Z][A-Z0-9_]*$ (1-255 characters)", code="VALIDATION", field="name"
-        )
+        raise Invalid("name must match ^[A-Z][A-Z0-9_]*$ (1-255 characters)", code="VALIDATION", field="name")
     if kind not in SCOPES:
         raise Invalid("scope must be 'user' or 'workspace'", code="VALIDATION", field="scope")
     if with_value and (not isinstance(value, str) or not value or len(value) > MAX_VALUE_LENGTH):
@@ -109,9 +107,7 @@ def validate_secret(name: Any, value: Any, kind: Any, *, with_value: bool = True
 
 def _require_writer(scope: Scope, kind: str) -> None:
     if kind == "workspace" and not scope.is_admin:
-        raise Forbidden(
-            "Only workspace admins can change workspace secrets", code="FORBIDDEN", field="scope"
-        )
+        raise Forbidden("Only workspace admins can change workspace secrets", code="FORBIDDEN", field="scope")
 
 
 def set_secret(vault: SecretVault, scope: Scope, name: str, value: str, kind: str) -> str:
