@@ -41,8 +41,11 @@ def _run_child(request: dict[str, Any], keep: set[int]) -> None:
         os.setsid()
         die_with_parent()
         signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(number, signal.SIG_DFL)
+        # As the interpreter sets it at start for `python -m`: a write to a closed socket or pipe (NATS
+        # gone mid-write) is an error to handle, not a signal that ends the service.
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         os.dup2(null, 0)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +73,33 @@ def test_a_forked_service_is_a_process_of_its_own(launcher: Launcher, tmp_path: 
     assert other.poll() is None, "only the killed one ended"
     os.killpg(other.pid, signal.SIGTERM)
     assert other.wait(timeout=30) == 0, "a service still waiting for NATS stops cleanly at SIGTERM"
+
+
+def _ignored_signals(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+
+
+def test_a_forked_service_ignores_sigpipe_as_a_python_process_does(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A service started with `python -m` ignores SIGPIPE (the interpreter's default): a write to a
+    socket whose peer died (NATS killed mid-write) raises an error it handles. A forked one must too;
+    with SIGPIPE at its default action, such a write killed the executor (exit -13)."""
+    bit = 1 << (signal.SIGPIPE - 1)
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.5)
+        assert _ignored_signals(plain.pid) & bit
+    finally:
+        plain.kill()
+        plain.wait()
+    service = launcher.spawn("relay", BY_NAME["relay"].main_module, _env(tmp_path), tmp_path / "relay.log")
+    try:
+        assert _ignored_signals(service.pid) & bit
+    finally:
+        os.killpg(service.pid, signal.SIGKILL)
+        service.wait(timeout=30)
 
 
 def test_a_service_that_cannot_start_reports_its_exit_status(launcher: Launcher, tmp_path: Path) -> None:
