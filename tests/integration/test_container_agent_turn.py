@@ -183,6 +183,51 @@ async def test_tests_that_cannot_be_written_are_the_platforms_failure_not_the_ag
             await env.exec("true", user="root")
 
 
+async def test_the_test_run_reads_the_verifiers_logs_back_in_its_own_exec(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Harbor's run of the test script (its output sent to test-stdout.txt) archives /logs/verifier in
+    the same exec once the script ends: Harbor's read of the folder next makes no engine transfer and
+    gets what the script left, and the command's exit code is the script's. The whole verifier is two
+    execs (the one that ends the agent's turn, carrying the tests, and the test run) and no transfer."""
+    async with started_environment(tmp_path) as env:
+        container = env._running()
+        tests = tmp_path / "tests"
+        tests.mkdir()
+        (tests / "test.sh").write_text(
+            "#!/bin/bash\necho running the tests\necho 0.5 > /logs/verifier/reward.txt\n"
+            f"echo detail > /logs/verifier/{LONG_NAME}\nexit 3\n"
+        )
+        (tests / "test.sh").chmod(0o755)
+        since = time.time()
+        await env.exec(REMOVE_REWARDS, user="root")
+        await env.upload_dir(tests, "/tests")
+        ran = await env.exec("(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1")
+        assert (ran.return_code, ran.stdout) == (3, ""), ran
+        await env.download_dir("/logs/verifier", tmp_path / "verifier")
+        actions = engine_actions(engine, container, since)
+        transfers = {"archive-path", "extract-to-dir"} & set(actions)
+        assert execs(actions) == 2 and not transfers, actions
+        verifier = tmp_path / "verifier"
+        assert (verifier / "reward.txt").read_text() == "0.5\n"
+        assert (verifier / "test-stdout.txt").read_text() == "running the tests\n"
+        assert (verifier / LONG_NAME).read_text() == "detail\n"
+
+
+async def test_other_verifier_commands_are_run_as_they_are(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """A verifier command that is not Harbor's test run keeps its output and reads nothing back."""
+    async with started_environment(tmp_path) as env:
+        container = env._running()
+        await env.exec(REMOVE_REWARDS, user="root")
+        since = time.time()
+        ran = await env.exec("echo visible; exit 4")
+        assert (ran.return_code, ran.stdout) == (4, "visible\n"), ran
+        await env.download_dir("/logs/verifier", tmp_path / "verifier")
+        assert "archive-path" in engine_actions(engine, container, since)
+
+
 def test_the_engine_client_keeps_one_connection_pool(engine: docker.DockerClient) -> None:
     """docker-py keys its socket pools by URL; the executor's client has one, and reuses a connection
     across calls that name different objects."""

@@ -208,11 +208,14 @@ async def test_agent_leftovers_are_gone_before_the_verifier_and_verifier_env_sta
     processes = (verifier / "processes.txt").read_text()
     assert rewards(result) == {"reward": 1.0}, processes
     assert "do echo 1" not in processes
-    # pid 1 (pid1.py) and its sleep, the verifier's command (test.sh, ps): nothing else. The verifier's
-    # commands start from the platform's shell (docs/reliability.md, issue 27 finding 4), which runs
-    # Harbor's `(/tests/test.sh) > …` by exec, with no shell of the image's left in between.
-    assert len(processes.splitlines()) == 1 + 4, processes
+    # pid 1 (pid1.py) and its sleep, the platform's shell that reads /logs/verifier back once the test
+    # ends, the verifier's command (test.sh, ps): nothing else. The verifier's commands start from the
+    # platform's shell (docs/reliability.md, issue 27 finding 4), which runs Harbor's
+    # `(/tests/test.sh) > …` by exec, with no shell of the image's left in between.
+    assert len(processes.splitlines()) == 1 + 5, processes
     assert "/.regatta/sh -c (/tests/test.sh)" not in processes and "bash -c" not in processes, processes
+    (reader,) = [line for line in processes.splitlines() if "regatta-verifier-logs-" in line]
+    assert reader.split()[2] == "sh" and "/.regatta/sh -c /.regatta/sh -c" in reader, processes
     agent_env = (trial_dir(tmp_path, result) / "agent" / "env.txt").read_text()
     assert "REGATTA" not in agent_env or "VERIFIER_ONLY" not in agent_env
     assert "for-the-verifier" not in agent_env

@@ -22,7 +22,8 @@ ends (its processes killed, the verifier's folders emptied, the tamper digest pr
 the platform's shell, which also does the transfer at hand: where Harbor reads the agent's logs back
 after the turn (outside scoped_exec_env), it archives /logs on its output; otherwise Harbor's removal
 of stale reward files starts the verifier, and the exec runs with the next operation, writing the
-uploads made meanwhile (the tests) from its input.
+uploads made meanwhile (the tests) from its input. Harbor's run of the test script (as root) archives
+/logs/verifier on its output once the script ends, which answers Harbor's read of it right after.
 
 The kwargs are options.py, the container's engine configuration config.py, the file transfers
 transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with
@@ -78,6 +79,7 @@ from regatta_executor.container.harbor_commands import (
     engine_user,
     executable_target,
     removes_reward_files,
+    runs_test_script,
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
@@ -95,6 +97,14 @@ from regatta_executor.traits import EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
+# Harbor's test command ($1) as the platform's shell runs any verifier command, then, under a marker ($2)
+# on the same output, /logs/verifier archived; the exec exits as the command did.
+_THEN_VERIFIER_LOGS = f"""{PLATFORM_SHELL} -c "$1"
+status=$?
+echo "$2"
+{files.archive_command(tools.BUSYBOX, str(VERIFIER_LOGS))} 2>/dev/null
+exit $status
+"""
 # The exit code of the exec that ends the agent's turn when the uploads it carried could not be written.
 _INPUT_NOT_WRITTEN = 75
 
@@ -557,6 +567,16 @@ class ContainerEnvironment(ContainerTransfers):
         self._ran()
         self._before_exec()
         shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
+        argv = [shell, "-c", command]
+        user_ = self._default_exec_user if resolved is None else resolved
+        logs = None
+        if shell == PLATFORM_SHELL and user_ in ROOT_USERS and runs_test_script(command):
+            # Harbor reads /logs/verifier back next: the same exec archives it once the test ends.
+            marker = f"regatta-verifier-logs-{secrets.token_hex(16)}"
+            logs = files.MarkedSnapshotStream(
+                str(VERIFIER_LOGS), min(self._download_budget, SNAPSHOT_MAX_BYTES), marker
+            )
+            argv = tools.platform_shell(_THEN_VERIFIER_LOGS, command, marker)
         with (
             self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext(),
             self._cap_is_the_reason(),
@@ -564,18 +584,27 @@ class ContainerEnvironment(ContainerTransfers):
             output = await execs.run_command(
                 self._client.api,
                 self._running(),
-                [shell, "-c", command],
+                argv,
                 env=self._merge_env(env) or {},
-                user=engine_user(self._default_exec_user if resolved is None else resolved),
+                user=engine_user(user_),
                 workdir=cwd or self.task_env_config.workdir,
                 timeout_sec=timeout_sec,
                 max_output_bytes=self.options.max_output_mb * _MIB,
                 # Set only while a trial streams a phase's output (the live view: trials.py).
                 on_output=self._output_callback(),
+                stdout_sink=logs,
             )
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
-        return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+        stdout = output.stdout
+        if logs is not None:
+            stdout += logs.rest().decode("utf-8", "replace")
+            snapshot = await execs.in_thread(logs.snapshot)
+            if snapshot is not None:
+                # Nothing ran since the test ended: the archive answers Harbor's read, as the engine's would.
+                self._download_budget -= logs.size
+                self._snapshot = snapshot
+        return ExecResult(stdout=stdout, stderr=output.stderr, return_code=output.return_code)
 
     @override
     async def service_exec(
@@ -684,7 +713,7 @@ class ContainerEnvironment(ContainerTransfers):
         stream = files.SnapshotStream(
             LOGS, min(self._download_budget, SNAPSHOT_MAX_BYTES), line=digest is not None
         )
-        then = self._verifier_folders_command(digest) + f" && {tools.BUSYBOX} tar -C / -cf - {LOGS[1:]}"
+        then = f"{self._verifier_folders_command(digest)} && {files.archive_command(tools.BUSYBOX, LOGS)}"
         try:
             await execs.end_other_processes(
                 self._client.api,

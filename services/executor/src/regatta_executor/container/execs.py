@@ -321,11 +321,23 @@ async def run_command(
     timeout_sec: float | None,
     max_output_bytes: int,
     on_output: OnOutput | None = None,
+    stdout_sink: Callable[[bytes], bytes] | None = None,
 ) -> Output:
     """Run `argv` to its end; past `timeout_sec`, or when cancelled, kill it (and what it started).
-    `on_output` hears the output while the command runs, as the engine streams it."""
+    `on_output` hears the output while the command runs, as the engine streams it. `stdout_sink` takes
+    each piece of standard output and returns the part of it that is the command's own: only that is
+    heard and returned as the output's stdout (the rest is the sink's)."""
     token = secrets.token_hex(12)
     relay = _OutputRelay(on_output, asyncio.get_running_loop()) if on_output is not None else None
+    own = bytearray()
+
+    def chunk(index: int, data: bytes) -> None:
+        if index == 0 and stdout_sink is not None:
+            data = stdout_sink(data)
+            own.extend(data[: max(0, max_output_bytes - len(own))])
+        if data and relay is not None:
+            relay.feed(index, data)
+
     running = asyncio.ensure_future(
         in_thread(
             _run,
@@ -336,7 +348,7 @@ async def run_command(
             user=user,
             workdir=workdir,
             max_output_bytes=max_output_bytes,
-            on_chunk=relay.feed if relay is not None else None,
+            on_chunk=chunk if relay is not None or stdout_sink is not None else None,
         )
     )
     try:
@@ -353,6 +365,8 @@ async def run_command(
         raise
     if relay is not None:
         await relay.close()
+    if stdout_sink is not None:
+        return Output(own.decode("utf-8", "replace"), output.stderr, output.return_code)
     return output
 
 

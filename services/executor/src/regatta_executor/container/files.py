@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import posixpath
+import shlex
 import stat
 import tarfile
 import tempfile
@@ -300,6 +301,13 @@ def fetch_snapshot(
     return Snapshot(root, buffer), size
 
 
+def archive_command(busybox: str, root: str) -> str:
+    """The platform's tar of the folder `root` to standard output, its members named as the engine's
+    archive of it names them (from the folder's own name: `verifier/...` for /logs/verifier)."""
+    path = PurePosixPath(container_path(root))
+    return f"{busybox} tar -C {shlex.quote(str(path.parent))} -cf - {shlex.quote(path.name)}"
+
+
 class SnapshotStream:
     """The standard output of a command that prints one line of text and then writes a tar archive of
     `root` (the exec that ends the agent's turn: the digest's line, then /logs): the line kept apart,
@@ -356,6 +364,50 @@ class SnapshotStream:
             snapshot.close()
             return None
         return snapshot
+
+
+class MarkedSnapshotStream:
+    """The standard output of a command followed by a marker line and a tar archive of `root` (Harbor's
+    test run, then /logs/verifier read in the same exec): a stdout sink (execs.run_command) that hands
+    back the command's own output and keeps the archive. The marker is drawn per exec; output that
+    holds it early only loses the archive (the engine's read is made instead)."""
+
+    def __init__(self, root: str, max_bytes: int, marker: str) -> None:
+        self._marker = marker.encode() + b"\n"
+        self._archive = SnapshotStream(root, max_bytes, line=False)
+        self._held = bytearray()
+        self._found = False
+
+    def __call__(self, data: bytes) -> bytes:
+        if self._found:
+            self._archive(data)
+            return b""
+        pending = bytes(self._held) + data
+        at = pending.find(self._marker)
+        if at >= 0:
+            self._found = True
+            self._held = bytearray()
+            self._archive(pending[at + len(self._marker) :])
+            return pending[:at]
+        # What may be the start of the marker is held back until the next piece.
+        keep = min(len(pending), len(self._marker) - 1)
+        self._held = bytearray(pending[len(pending) - keep :])
+        return pending[: len(pending) - keep]
+
+    def rest(self) -> bytes:
+        """The command's output held back at the end (none once the marker came)."""
+        held, self._held = bytes(self._held), bytearray()
+        return held
+
+    @property
+    def size(self) -> int:
+        return self._archive.size
+
+    def snapshot(self) -> Snapshot | None:
+        if not self._found:
+            self._archive.discard()
+            return None
+        return self._archive.snapshot()
 
 
 def _write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:

@@ -1,10 +1,12 @@
 """What the container environment knows of Harbor's calls: the container's log and test folders, which
 users Harbor means as root (and how the engine is told), and the trivial commands Harbor runs that the
-environment answers without an exec (`chmod +x` of a staged upload, removing stale reward files)."""
+environment answers without an exec (`chmod +x` of a staged upload, removing stale reward files), and
+its run of a test script, after which it reads /logs/verifier back."""
 
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from pathlib import PurePosixPath
 
@@ -54,4 +56,27 @@ def removes_reward_files(command: str) -> bool:
         and posixpath.dirname(path) == str(VERIFIER_LOGS)
         and posixpath.basename(path) not in ("", ".", "..")
         for path in argv[3:]
+    )
+
+
+_REDIRECTED = re.compile(r"\((?P<script>[^()]+)\) > (?P<output>\S+) 2>&1")
+
+
+def runs_test_script(command: str) -> bool:
+    """Whether `command` is Harbor's run of a test script with all of its output sent to a file in
+    /logs/verifier (`(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1`)."""
+    match = _REDIRECTED.fullmatch(command)
+    if match is None:
+        return False
+    try:
+        script, output = shlex.split(match["script"]), shlex.split(match["output"])
+    except ValueError:
+        return False
+    return (
+        len(script) == 1
+        and posixpath.normpath(script[0]) == script[0]
+        and within(script[0], str(TESTS))
+        and len(output) == 1
+        and posixpath.normpath(output[0]) == output[0]
+        and posixpath.dirname(output[0]) == str(VERIFIER_LOGS)
     )
