@@ -708,8 +708,7 @@ class ContainerEnvironment(ContainerTransfers):
         await self._flush()
         self._ran()
         self._before_exec()
-        listing = file_listing.known(self.image.image_id) if self.image is not None else None
-        digest = file_listing.digest_command(listing) if listing is not None else None
+        digest = self._digest_command()
         stream = files.SnapshotStream(
             LOGS, min(self._download_budget, SNAPSHOT_MAX_BYTES), line=digest is not None
         )
@@ -731,6 +730,15 @@ class ContainerEnvironment(ContainerTransfers):
         if snapshot is not None:
             self._download_budget -= stream.size
             self._snapshot = snapshot
+
+    def _image_listing(self) -> file_listing.Listing | None:
+        return file_listing.known(self.image.image_id) if self.image is not None else None
+
+    def _digest_command(self) -> str | None:
+        """What prints the container's tamper digest once the agent's processes are gone (None without
+        the image's listing: the tamper check then reads in full)."""
+        listing = self._image_listing()
+        return file_listing.digest_command(listing) if listing is not None else None
 
     def _verifier_folders_command(self, digest: str | None) -> str:
         """Empty /tests and /logs/verifier (writable by any user), then print the digest if any."""
@@ -789,10 +797,7 @@ class ContainerEnvironment(ContainerTransfers):
         """The exec that ends the agent's turn (`_verifier_folders_command` after the kill, with the
         digest), then writes the uploads staged since the verifier started, from its input, after
         emptying the folders they go to: one exec where an upload and an exec would be two."""
-        listing = file_listing.known(self.image.image_id) if self.image is not None else None
-        then = self._verifier_folders_command(
-            file_listing.digest_command(listing) if listing is not None else None
-        )
+        then = self._verifier_folders_command(self._digest_command())
         staged, data, written = self._staged, None, 0
         if staged is not None and staged and execs.sends_input(self._client.api):
             self._staged, data, written = None, staged.take(), staged.file_bytes
@@ -832,7 +837,7 @@ class ContainerEnvironment(ContainerTransfers):
         """The checks of the agent's turn, given what the exec that ended it printed (the digest that
         shows nothing protected changed spares the tamper check its full listing: file_listing.py)
         and the bytes of the verifier's files it wrote."""
-        listing = file_listing.known(self.image.image_id) if self.image is not None else None
+        listing = self._image_listing()
         await self._check_sandbox(
             image_unchanged=listing is not None and file_listing.unchanged(listing, printed),
             written=written,
