@@ -63,16 +63,24 @@ def test_a_forked_service_is_a_process_of_its_own(launcher: Launcher, tmp_path: 
     # Each runs with its own environment and writes its own log: each tried the NATS it was given.
     for name, port in ports.items():
         deadline = time.monotonic() + 60
-        while f"'127.0.0.1', {port})" not in logs[name].read_text() and time.monotonic() < deadline:
+        while f"'127.0.0.1', {port})" not in _text(logs[name]) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert f"'127.0.0.1', {port})" in logs[name].read_text(), name
-    assert str(ports["scoring"]) not in logs["relay"].read_text()
+        assert f"'127.0.0.1', {port})" in _text(logs[name]), name
+    assert str(ports["scoring"]) not in _text(logs["relay"])
 
     os.killpg(relay.pid, signal.SIGKILL)
     assert relay.wait(timeout=30) == -signal.SIGKILL
     assert other.poll() is None, "only the killed one ended"
     os.killpg(other.pid, signal.SIGTERM)
     assert other.wait(timeout=30) == 0, "a service still waiting for NATS stops cleanly at SIGTERM"
+
+
+def _text(log: Path) -> str:
+    """The log so far: a service opens it only once it has started, which may be after spawn returns."""
+    try:
+        return log.read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def _ignored_signals(pid: int) -> int:
