@@ -16,6 +16,9 @@ TIMEOUT_MULTIPLIER: Final = 1.0
 MAX_RETRIES: Final = 0
 # An attempt passes when its primary reward reaches this, unless the benchmark or the run sets another.
 PASS_THRESHOLD: Final = 1.0
+# Harbor's semantics in a shared verifier container, with integrity recorded as evidence
+# (events/integrity.py); a benchmark's standard conditions may name "enforce" instead.
+VERIFIER_INTEGRITY: Final = "record"
 
 DEFAULTS: Final = {
     "attempts_per_task": ATTEMPTS_PER_TASK,

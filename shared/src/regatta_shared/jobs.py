@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from regatta_shared import execution_defaults as defaults
 from regatta_shared.events import AgentSpec, ArtifactRef, AttemptImage, Outcome, Timings, Usage
+from regatta_shared.events.integrity import AttemptIntegrity, VerifierIntegrity
 
 
 class AttemptJob(BaseModel):
@@ -22,6 +23,7 @@ class AttemptJob(BaseModel):
     max_retries: int = defaults.MAX_RETRIES
     pass_threshold: float = defaults.PASS_THRESHOLD
     primary_reward_key: str | None = None
+    verifier_integrity: VerifierIntegrity = defaults.VERIFIER_INTEGRITY
     env: dict[str, str] = Field(default_factory=dict)
     verifier_env_names: list[str] = Field(default_factory=list)
     judge_model: str | None = None
@@ -67,6 +69,7 @@ class AttemptReport(BaseModel):
     environment_built: bool | None = None
     environment_note: str | None = Field(None, max_length=2000)
     image: AttemptImage | None = None
+    integrity: AttemptIntegrity | None = None
     # Set on a "finished" report when no attempt of the run can succeed (its task archive is gone, its
     # secrets cannot be opened): the scheduler fails the run with this reason.
     run_failure: str | None = Field(None, max_length=2000)

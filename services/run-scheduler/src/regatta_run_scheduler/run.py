@@ -224,6 +224,7 @@ def decide_on_report(state: RunState, report: AttemptReport) -> list[NewEvent]:
             environment_built=report.environment_built,
             environment_note=report.environment_note,
             image=report.image,
+            integrity=report.integrity,
         )
         # One id per attempt: whoever records it first wins, every later copy is a no-op.
         decided.append(_ev(finished, aid, "finished", *_round(attempt.rerun)))

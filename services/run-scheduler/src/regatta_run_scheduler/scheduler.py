@@ -294,6 +294,7 @@ def build_job(
         max_retries=execution.max_retries,
         pass_threshold=execution.pass_threshold if execution.pass_threshold is not None else PASS_THRESHOLD,
         primary_reward_key=submitted.primary_reward_key,
+        verifier_integrity=execution.verifier_integrity,
         env={**submitted.env, **agent.env},
         verifier_env_names=list(execution.verifier_secrets),
         judge_model=execution.judge_model,

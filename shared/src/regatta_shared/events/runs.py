@@ -10,6 +10,7 @@ from regatta_shared import execution_defaults as defaults
 from regatta_shared.conditions import ScoringConditions
 
 from .base import Event
+from .integrity import AttemptIntegrity, VerifierIntegrity
 
 
 class ModelSpec(BaseModel):
@@ -55,6 +56,8 @@ class ExecutionSettings(BaseModel):
     judge_api_key_secret: str | None = None
     verifier_secrets: list[str] = Field(default_factory=list)
     cost_cap_usd: float | None = None
+    # A scoring condition: runs under different policies never rank together (conditions.py).
+    verifier_integrity: VerifierIntegrity = defaults.VERIFIER_INTEGRITY
 
 
 class TaskSelection(BaseModel):
@@ -225,6 +228,9 @@ class AttemptFinished(Event):
     # The main container's image (container environment); None in events recorded before executors
     # said, and for attempts that never reached an image.
     image: AttemptImage | None = None
+    # What the platform saw before the verifier ran (integrity.py); None where the environment does not
+    # look (and in events recorded before executors did).
+    integrity: AttemptIntegrity | None = None
 
 
 class AttemptRetried(Event):
