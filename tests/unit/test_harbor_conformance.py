@@ -35,20 +35,22 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def harbor_fields(model: type[BaseModel] = TaskConfig, prefix: str = "") -> set[str]:
+def harbor_fields(
+    model: type[BaseModel] = TaskConfig, prefix: str = "", ancestors: tuple[type[BaseModel], ...] = ()
+) -> set[str]:
     """Every field's dotted path as a task.toml author writes it (`verifier.environment.cpus`),
     nested models followed to the end."""
     # get_type_hints resolves Harbor's forward references (`list["MCPServerConfig"]`), which the
     # fields' own annotations keep as strings.
     hints = typing.get_type_hints(model)
     paths: set[str] = set()
-    for name in model.model_fields:
-        path = f"{prefix}{name}"
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{info.alias or name}"  # an alias is the key task.toml spells
         paths.add(path)
         for nested in dict.fromkeys(_models_in(hints[name])):
-            if nested is model:
-                continue  # a model nesting itself would never end; none does in 0.26
-            paths |= harbor_fields(nested, f"{path}.")
+            if nested in (*ancestors, model):
+                continue  # a model nesting itself, however deep, would never end; none does in 0.26
+            paths |= harbor_fields(nested, f"{path}.", (*ancestors, model))
     return paths
 
 
@@ -84,6 +86,22 @@ def test_the_walk_reaches_fields_behind_forward_references_lists_and_optionals()
     ):
         assert path in fields, path
     assert "environment.network_mode.public" not in fields  # enums are values, not models
+
+
+# A Harbor upgrade as the walk would see it (module level: annotations resolve against this module).
+class _Sandbox(BaseModel):
+    kernel: str = ""
+
+
+class _UpgradedTaskConfig(TaskConfig):
+    sandboxes: list[_Sandbox] | None = None
+
+
+def test_a_key_a_harbor_upgrade_adds_would_be_reported_missing() -> None:
+    """What an upgrade looks like to the walk: a new section with a key of its own, nested in a list."""
+    added = harbor_fields(_UpgradedTaskConfig) - harbor_fields()
+    assert added == {"sandboxes", "sandboxes.kernel"}
+    assert not added & set(documented_fields(DOC.read_text()))
 
 
 def test_the_table_is_read_from_its_own_section_only() -> None:
