@@ -117,13 +117,14 @@ def write_task(
     verifier_timeout_sec: int = 60,
     dockerfile: str | None = None,
     environment: str = "",
+    verifier: str = "",
 ) -> Path:
     task = parent / name
     for sub in ("environment", "tests", "solution"):
         (task / sub).mkdir(parents=True)
     (task / "task.toml").write_text(
         f'schema_version = "1.4"\n\n[agent]\ntimeout_sec = {agent_timeout_sec}\n\n'
-        f"[verifier]\ntimeout_sec = {verifier_timeout_sec}\n\n"
+        f"[verifier]\ntimeout_sec = {verifier_timeout_sec}\n{verifier}\n"
         f'[environment]\nnetwork_mode = "{network_mode}"\n{environment}'
     )
     (task / "instruction.md").write_text(f"Ad-hoc task {name}.\n")

@@ -1,6 +1,7 @@
 """The end of the agent's turn in the `container` environment, on a real engine: the exec that ends the
-agent's processes also archives /logs when Harbor reads the agent's logs back, or writes the tests the
-verifier's start uploads, so the attempt pays for no engine transfer of its own (environment.py,
+turn (listing the agent's processes still alive, which keep running under the default `record` policy,
+as under Harbor) also archives /logs when Harbor reads the agent's logs back, or writes the tests the
+verifier's start uploads, so the attempt pays for no engine transfer of its own (verifier_turn.py,
 `_end_agent_turn` and `_end_turn_for_verifier`). The engine's own event stream shows which operations
 ran; what the agent wrote and what the verifier gets must be exactly what the engine's transfers give."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 from regatta_executor.container.engine import client
-from regatta_executor.container.environment import UploadNotWrittenError
+from regatta_executor.container.verifier_turn import UploadNotWrittenError
 from regatta_executor.sandbox_faults import StorageLimitExceededError
 
 from tests.integration.container_support import started_environment, write_task
@@ -46,9 +47,9 @@ async def test_reading_the_agent_logs_after_its_turn_ends_it_in_that_exec(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     """Harbor's read of /logs/agent once the agent's turn is over (outside scoped_exec_env) is one exec:
-    the agent's processes end and /logs comes back in it, names past 100 bytes, folders and links as
-    the agent left them; the verifier's start then runs nothing. Read during the turn (the agent's own
-    read), nothing is ended."""
+    the turn ends and /logs comes back in it, names past 100 bytes, folders and links as the agent left
+    them; the verifier's start then runs nothing. The agent's process keeps running into verification
+    (Harbor's semantics) and is recorded as alive when the verifier started."""
     async with started_environment(tmp_path) as env:
         container = env._running()
         with env.scoped_exec_env({}):
@@ -83,7 +84,14 @@ async def test_reading_the_agent_logs_after_its_turn_ends_it_in_that_exec(
         await env.upload_dir(tests, "/tests")
         ran = await env.exec("bash /tests/test.sh && cat /logs/verifier/reward.txt", user="root")
         assert ran.stdout == "1\n", ran
-        assert (await env.exec(IS_ALIVE, user="root")).stdout == "gone\n"
+        assert (await env.exec(IS_ALIVE, user="root")).stdout == "alive\n"
+        evidence = env._integrity.record()
+        # The sleep, and the shell that waits for it (the `&` above puts the whole `&&` chain in one).
+        assert evidence.processes_total == 2, evidence.processes
+        assert sorted((p.name, p.command[:9]) for p in evidence.processes) == [
+            ("bash", "bash -c m"),
+            ("sleep", "sleep 300"),
+        ], evidence.processes
 
 
 async def test_the_verifiers_start_writes_its_tests_from_the_exec_that_ends_the_turn(
@@ -91,8 +99,8 @@ async def test_the_verifiers_start_writes_its_tests_from_the_exec_that_ends_the_
 ) -> None:
     """Where the agent's logs were read during its turn (the oracle reads its log file itself), the
     exec that ends the turn at the verifier's start carries the tests as its input: no upload of its
-    own, the agent's processes gone, and the tests as the engine's upload makes them (root's, modes
-    and links kept, names past 100 bytes, a file larger than a pipe's buffer)."""
+    own, the agent's process still running (as under Harbor), and the tests as the engine's upload makes
+    them (root's, modes and links kept, names past 100 bytes, a file larger than a pipe's buffer)."""
     async with started_environment(tmp_path) as env:
         container = env._running()
         with env.scoped_exec_env({}):
@@ -124,8 +132,9 @@ async def test_the_verifiers_start_writes_its_tests_from_the_exec_that_ends_the_
             "blob",
             "long",
             digest,
-            "gone",
+            "alive",
         ], seen
+        assert env._integrity.record().processes_total == 1
 
 
 async def test_the_tests_written_at_the_turns_end_do_not_count_against_the_agents_storage_cap(

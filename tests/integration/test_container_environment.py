@@ -179,7 +179,7 @@ async def test_never_ending_verifier_times_out_and_its_container_is_gone(
     assert containers_of(engine, result.trial_name) == []
 
 
-async def test_agent_leftovers_are_gone_before_the_verifier_and_verifier_env_stays_with_it(
+async def test_under_enforce_agent_leftovers_are_gone_before_the_verifier_and_verifier_env_stays_with_it(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
     task = write_task(
@@ -203,19 +203,25 @@ async def test_agent_leftovers_are_gone_before_the_verifier_and_verifier_env_sta
             ps -eo pid,ppid,comm,args > /logs/verifier/processes.txt
         """,
     )
-    result = await run_trial(task, "oracle", tmp_path, verifier_env={"VERIFIER_ONLY": "for-the-verifier"})
+    result = await run_trial(
+        task,
+        "oracle",
+        tmp_path,
+        verifier_env={"VERIFIER_ONLY": "for-the-verifier"},
+        verifier_integrity="enforce",
+    )
     verifier = trial_dir(tmp_path, result) / "verifier"
     processes = (verifier / "processes.txt").read_text()
     assert rewards(result) == {"reward": 1.0}, processes
     assert "do echo 1" not in processes
-    # pid 1 (pid1.py) and its sleep, the platform's shell that reads /logs/verifier back once the test
-    # ends, the verifier's command (test.sh, ps): nothing else. The verifier's commands start from the
-    # platform's shell (docs/reliability.md, issue 27 finding 4), which runs Harbor's
-    # `(/tests/test.sh) > …` by exec, with no shell of the image's left in between.
+    # pid 1 (pid1.py, started again with the container) and its sleep, the platform's shell that reads
+    # /logs/verifier back once the test ends, the verifier's command (test.sh, ps): nothing else. Under
+    # `enforce` the verifier's commands start from the platform's shell (docs/reliability.md), which runs
+    # Harbor's `(/tests/test.sh) > …` by exec, with no shell of the image's left in between.
     assert len(processes.splitlines()) == 1 + 5, processes
     assert "/.regatta/sh -c (/tests/test.sh)" not in processes and "bash -c" not in processes, processes
     (reader,) = [line for line in processes.splitlines() if "regatta-verifier-logs-" in line]
-    assert reader.split()[2] == "sh" and "/.regatta/sh -c /.regatta/sh -c" in reader, processes
+    assert reader.split()[2] == "sh" and reader.split()[3:5] == ["/.regatta/sh", "-c"], processes
     agent_env = (trial_dir(tmp_path, result) / "agent" / "env.txt").read_text()
     assert "REGATTA" not in agent_env or "VERIFIER_ONLY" not in agent_env
     assert "for-the-verifier" not in agent_env

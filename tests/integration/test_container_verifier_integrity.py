@@ -1,6 +1,8 @@
-"""Issue 27, findings 4-6, on a real engine: the agent cannot grade itself (an executable or library
-of the image changed, deleted or shadowed ends the attempt `failed`, naming the files), damage from
-inside is the agent's failure (statistics.md §1), and the writable layer is capped (storage_mb).
+"""Issue 27, findings 4-6, and issue 36, on a real engine: under the `enforce` policy the agent cannot
+grade itself (an executable or library of the image changed or shadowed, with nothing in the container to
+explain it, ends the attempt `failed`, naming the files); under the default `record` policy the same is
+evidence, as under Harbor; damage from inside is the agent's failure (statistics.md §1); the writable
+layer is capped (storage_mb); and the listing and digest the evidence rests on see every change.
 
 Each attack is the oracle's solve.sh; each task's test always fails, so a reward of 1 would be the
 attack's."""
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from regatta_executor.attempt_integrity import read_integrity_record
 from regatta_executor.container.storage_cap import layer_bytes, next_interval
 from regatta_executor.sandbox_faults import StorageLimitExceededError
 
@@ -53,23 +56,23 @@ ATTACKS = {
     # Shadowed: earlier in PATH than /usr/bin, so `bash -c` finds the wrapper first.
     "shadow-bash": (
         WRAPPER + "mv /tmp/wrapper /usr/local/bin/bash\n" + PROVE.format(runs="bash"),
-        "/usr/local/bin/bash (added, shadows the image's /usr/bin/bash)",
+        "/usr/local/bin/bash (added)",
     ),
     # /bin (a symlink to /usr/bin in the image) replaced by a folder holding the wrapper.
     "replace-bin": (
         WRAPPER + "rm /bin && mkdir /bin && mv /tmp/wrapper /bin/bash\n" + PROVE.format(runs="/bin/bash"),
-        "/bin (the image's symlink to /usr/bin replaced by a folder)",
+        "/bin/bash (added)",
     ),
 }
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-async def test_an_agent_that_rigs_bash_fails_and_the_reason_names_the_file(
+async def test_under_enforce_an_agent_that_rigs_bash_fails_and_the_reason_names_the_file(
     engine: docker.DockerClient, tmp_path: Path, attack: str
 ) -> None:
     solve, named = ATTACKS[attack]
     task = write_task(tmp_path / "tasks", attack, solve=solve, test=ALWAYS_FAILS)
-    result = await run_trial(task, "oracle", tmp_path)
+    result = await run_trial(task, "oracle", tmp_path, verifier_integrity="enforce")
 
     rigged = trial_dir(tmp_path, result) / "agent" / "rigged.txt"
     assert rigged.read_text() == "1\n", "the wrapper was in place and wrote reward 1 when run"
@@ -83,32 +86,33 @@ async def test_an_agent_that_rigs_bash_fails_and_the_reason_names_the_file(
 @pytest.mark.parametrize(
     ("solve", "named"),
     [
-        ("touch /etc/ld.so.preload\n", "/etc/ld.so.preload (added"),
+        ("touch /etc/ld.so.preload\n", "/etc/ld.so.preload (added)"),
         (
             "cp /usr/lib/x86_64-linux-gnu/libc.so.6 /usr/local/lib/libc.so.6\n",
-            "/usr/local/lib/libc.so.6 (added, shadows the image's /lib/x86_64-linux-gnu/libc.so.6)",
+            "/usr/local/lib/libc.so.6 (added)",
         ),
         ("echo '# nothing' >> /usr/lib/x86_64-linux-gnu/libz.so.1\n", "libz.so.1"),
     ],
     ids=["preload", "shadowed-libc", "changed-library"],
 )
-async def test_libraries_the_verifier_loads_are_protected_too(
+async def test_under_enforce_libraries_the_verifier_loads_are_protected_too(
     engine: docker.DockerClient, tmp_path: Path, solve: str, named: str
 ) -> None:
     task = write_task(
         tmp_path / "tasks", "libraries", solve=solve, test="echo 1 > /logs/verifier/reward.txt\n"
     )
-    result = await run_trial(task, "oracle", tmp_path)
+    result = await run_trial(task, "oracle", tmp_path, verifier_integrity="enforce")
     assert exception_type(result) == "SandboxTamperedError"
     assert named in result.exception_info.exception_message, result.exception_info.exception_message
     assert outcome(result) == "failed"
 
 
-async def test_what_an_agent_adds_that_shadows_nothing_is_fine(
+async def test_what_an_agent_adds_is_fine_under_record_and_recorded(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    """Packages the agent installs: new executables, libraries and folders, the loader's cache rebuilt
-    (as every install of a library package does), and edits of its own files."""
+    """What agents install by hand: new executables, libraries and folders, the loader's cache rebuilt
+    (as every install of a library package does), and edits of their own files: fine under the default
+    policy, as under Harbor (the tool chain's additions are recorded, nothing explains them)."""
     solve = """
         ldconfig && test -s /etc/ld.so.cache
         printf '#!/bin/sh\\necho mine\\n' > /usr/local/bin/my-tool && chmod +x /usr/local/bin/my-tool
@@ -131,15 +135,19 @@ async def test_what_an_agent_adds_that_shadows_nothing_is_fine(
     assert (rewards(result), outcome(result)) == ({"reward": 1}, "passed")
 
 
-async def test_an_agent_that_deletes_the_shell_fails_with_the_reason(
+async def test_an_agent_that_deletes_the_shell_is_scored_by_the_verifier_and_the_deletion_recorded(
     engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    """The platform's step before the verifier needs /bin/sh: its loss is the agent's failure."""
-    task = write_task(tmp_path / "tasks", "no-sh", solve="rm -f /bin/sh\n", test=ALWAYS_FAILS)
+    """The platform's own steps use its own shell: the image's /bin/sh gone, the verifier still runs and
+    its verdict stands; the deletion is evidence (not unexplained: a removal runs nothing)."""
+    task = write_task(
+        tmp_path / "tasks", "no-sh", solve="rm -f /bin/sh\n", test="echo 1 > /logs/verifier/reward.txt\n"
+    )
     result = await run_trial(task, "oracle", tmp_path)
-    assert exception_type(result) == "SandboxTamperedError"
-    assert "/usr/bin/sh (deleted)" in result.exception_info.exception_message
-    assert outcome(result) == "failed"
+    assert (exception_type(result), rewards(result), outcome(result)) == (None, {"reward": 1}, "passed")
+    found = read_integrity_record(trial_dir(tmp_path, result))
+    assert found is not None and found.unexplained == 0
+    assert [(c.path, c.change) for c in found.changes] == [("/usr/bin/sh", "deleted")]
     assert containers_of(engine, result.trial_name) == []
 
 
@@ -219,19 +227,21 @@ async def test_a_later_agent_step_is_measured_again(engine: docker.DockerClient,
     assert re.fullmatch(r"storage limit exceeded \(\d+ MiB > 64 MiB\)", str(raised.value))
 
 
-async def test_the_verifiers_commands_start_from_the_platform_shell(
-    engine: docker.DockerClient, tmp_path: Path
+@pytest.mark.parametrize(("policy", "shell"), [("enforce", "/.regatta/sh"), ("record", "bash")])
+async def test_the_verifiers_commands_start_from_the_platform_shell_under_enforce(
+    engine: docker.DockerClient, tmp_path: Path, policy: str, shell: str
 ) -> None:
-    """Harbor runs the test as `(/tests/test.sh) > … 2>&1` through the environment's shell: from the
-    verifier's start (Harbor's removal of stale reward files) that shell is the platform's read-only
-    busybox, never a program of the image the agent could replace. The agent's keep the image's bash."""
-    async with started_environment(tmp_path) as env:
+    """Harbor runs the test as `(/tests/test.sh) > … 2>&1` through the environment's shell: under
+    `enforce`, from the verifier's start (Harbor's removal of stale reward files) that shell is the
+    platform's read-only busybox, never a program of the image the agent could replace; under `record`
+    the image's bash, as Harbor's docker environment runs it. The agent's keep the image's bash."""
+    async with started_environment(tmp_path, verifier_integrity=policy) as env:
         before = await env.exec('echo "$0"')
         removed = await env.exec("rm -f -- /logs/verifier/reward.txt /logs/verifier/reward.json", user="root")
         after = await env.exec('echo "$0"')
         with env.scoped_exec_env({"STEP": "2"}):  # a multi-step task's next agent step
             again = await env.exec('echo "$0"')
-    assert (before.stdout, removed.return_code, after.stdout) == ("bash\n", 0, "/.regatta/sh\n")
+    assert (before.stdout, removed.return_code, after.stdout) == ("bash\n", 0, f"{shell}\n")
     assert again.stdout == "bash\n"
 
 
@@ -311,6 +321,7 @@ async def test_the_listing_holds_exactly_the_files_the_check_protects(
         "/opt/x/libz.so", "/opt/x/libz.so.1.2", "/opt/x/so", "/opt/x/a.sox", "/opt/x/a.so\nb",
         "/etc/ld.so.preload", "/etc/ld.so.conf.d/z.conf", "/etc/ld.so.confx", "/etc/passwdx",
         "/etc/ld.so.cache", "/usr/share/f", "/usr/lib-not", "/usr/binx/g", "/srv/*/h", "/srv/[a]/i", "/app/j",
+        "/root/.local/lib/python3.11/site-packages/hook.pth", "/root/.localx/k",
     ]  # fmt: skip
     async with started_environment(tmp_path) as env:
         assert env.image is not None
@@ -329,13 +340,15 @@ async def test_the_listing_holds_exactly_the_files_the_check_protects(
     expected = {name for name in created if scope.covers(name)}
     assert {name for name in listed.files if name in created} == expected
     assert "/srv/*/h" in expected and "/srv/[a]/i" not in expected  # the rule itself, as a check
+    # The loader's cache and root's Python user site are the verifier's tool chain too.
+    assert {"/etc/ld.so.cache", "/root/.local/lib/python3.11/site-packages/hook.pth"} <= expected
     assert {
         "/usr/share/f",
         "/app/j",
         "/usr/binx/g",
         "/etc/passwdx",
         "/opt/x/so",
-        "/etc/ld.so.cache",
+        "/root/.localx/k",
     }.isdisjoint(expected)
 
 
@@ -353,7 +366,7 @@ async def test_the_digest_of_an_untouched_container_matches_and_a_protected_chan
         api, container = env._client.api, env._running()
 
         async def digest() -> str:
-            return await execs.end_other_processes(api, container, then=file_listing.digest_command(image))
+            return (await execs.end_agent_turn(api, container, then=file_listing.digest_command(image)))[0]
 
         assert file_listing.unchanged(image, await digest())
         result = await env.exec("echo x > /app/x && rm -rf /usr/share/doc && touch /tmp/y.txt", user="root")
@@ -400,7 +413,7 @@ async def test_the_quick_untouched_test_sees_every_change_the_digest_covers(
         api, container = env._client.api, env._running()
 
         async def holds() -> bool:
-            printed = await execs.end_other_processes(
+            printed, _, _ = await execs.end_agent_turn(
                 api, container, then=f"if {untouched}; then echo holds; else echo fails; fi"
             )
             assert printed in ("holds\n", "fails\n"), printed
@@ -413,5 +426,5 @@ async def test_the_quick_untouched_test_sees_every_change_the_digest_covers(
         result = await env.exec(change, user="root")
         assert result.return_code == 0, result
         assert not await holds()
-        printed = await execs.end_other_processes(api, container, then=file_listing.digest_command(image))
+        printed = (await execs.end_agent_turn(api, container, then=file_listing.digest_command(image)))[0]
         assert printed.startswith("regatta-listing-sha256 ") and not file_listing.unchanged(image, printed)

@@ -102,7 +102,7 @@ def test_the_digest_walks_the_protected_folders_and_names_the_images_other_prote
     assert set(roots) == {
         "/bin", "/usr/bin", "/usr/local/bin", "/lib", "/lib64", "/libx32", "/usr/lib", "/usr/lib64",
         "/usr/libexec", "/usr/local/lib", "/usr/local/libexec",
-        "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+        "/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/root/.local/lib",
     }  # fmt: skip
     assert named == ("/opt/x/libq.so",)  # the loader's cache is not protected (ldconfig rewrites it)
     many = Listing({f"/opt/{i:06}/libq.so": (1, 0x81ED, 0, 0, 1) for i in range(5000)}, 2, 0.0, SCOPE)
@@ -122,7 +122,9 @@ def test_the_protected_set_and_its_find_predicate() -> None:
     assert SCOPE.covers("/etc/ld.so.preload") and SCOPE.covers("/etc/ld.so.conf.d/a.conf")
     assert not SCOPE.covers("/usr/binx/a") and not SCOPE.covers("/opt/x/a.sox")
     assert not SCOPE.covers("/usr/share/doc/a") and not SCOPE.covers("/etc/passwd")
-    assert not SCOPE.covers("/etc/ld.so.cache") and SCOPE.covers("/etc/libx.so.1")
+    # The loader's cache and root's Python user site: the verifier's tool chain too (issue 36).
+    assert SCOPE.covers("/etc/ld.so.cache") and SCOPE.covers("/etc/libx.so.1")
+    assert SCOPE.covers("/root/.local/lib/python3.11/site-packages/a.pth") and not SCOPE.covers("/root/a")
     # A PATH from the image is quoted and glob-escaped; one holding / protects (and lists) everything.
     predicate = ProtectedPaths(("/srv/*'x",)).find_predicate()
     assert "-path '/srv/\\*'\"'\"'x'" in predicate

@@ -38,6 +38,7 @@ from regatta_shared.settings import load_settings
 
 from . import artifacts
 from .attempt_image import read_image_record
+from .attempt_integrity import read_integrity_record
 from .environments import EnvironmentChoice
 from .live_output import Budget, LiveOutput, forwarding
 from .outcome import TrialOutcome, classify, redact
@@ -179,6 +180,7 @@ class AttemptRunner:
                 environment_built=fidelity.built,
                 environment_note=fidelity.note,
                 image=fidelity.image,
+                integrity=fidelity.integrity,
                 run_failure=outcome.run_failure,
             )
             return
@@ -240,7 +242,10 @@ class AttemptRunner:
             outcome = classify(result, job.pass_threshold, job.primary_reward_key)
             trial_dir = trials_dir / job.attempt_id
             refs = await artifacts.upload(self.artifact_store, trial_dir, list(secrets.values()))
-            return outcome, refs, sandbox_seconds, replace(fidelity, image=read_image_record(trial_dir))
+            seen = replace(
+                fidelity, image=read_image_record(trial_dir), integrity=read_integrity_record(trial_dir)
+            )
+            return outcome, refs, sandbox_seconds, seen
         finally:
             shutil.rmtree(trials_dir, ignore_errors=True)
 

@@ -23,6 +23,7 @@ from harbor.environments.definition import COMPOSE_FILE_NAME
 from harbor.models.task.config import TaskConfig
 from pydantic import ValidationError
 from regatta_shared.events import AttemptImage
+from regatta_shared.events.integrity import AttemptIntegrity
 
 from .environments import COMPOSE_ENVIRONMENT, OWN_ENVIRONMENTS, EnvironmentChoice
 from .task_features import unsupported_features
@@ -58,6 +59,7 @@ class EnvironmentFidelity:
     built: bool | None  # None: the environment builds it its own way (Harbor types, other classes)
     note: str | None
     image: AttemptImage | None = None  # the image the container ran, where the environment says
+    integrity: AttemptIntegrity | None = None  # what it saw before the verifier ran, where it looks
 
 
 class TaskEnvironmentError(Exception):
@@ -166,7 +168,9 @@ def _check_features(choice: EnvironmentChoice, task_dir: Path) -> None:
         config = TaskConfig.model_validate(_task_toml(task_dir))
     except ValidationError:
         return  # check_ceilings read the same file first and says what is wrong with it
-    reasons = unsupported_features(config, choice.kind)
+    reasons = unsupported_features(
+        config, choice.kind, runs_separate_verifier=choice.traits.runs_separate_verifier
+    )
     if reasons:
         raise TaskEnvironmentError("; ".join(reasons))
 

@@ -1,10 +1,10 @@
-"""Harbor task features that Regatta's own environments (`container`, `local`) do not provide.
+"""Harbor task features that one of Regatta's own environments (`container`, `local`) does not provide.
 
 Each is refused before anything is created for the attempt, naming the task.toml field and the
 reason, and pointing at an environment that has it: run anyway, a separate verifier would be graded
-in the agent's container (the isolation the task asked for, gone) and a GPU task would fail in ways
-that look like the agent's. Harbor's own environment types decide for themselves (its `docker`
-environment runs a separate verifier; a GPU-capable one allocates GPUs).
+in the agent's sandbox under `local` (the isolation the task asked for, gone; `container` runs it in a
+container of its own, as Harbor does) and a GPU task would fail in ways that look like the agent's.
+Harbor's own environment types decide for themselves.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from harbor.models.task.config import TaskConfig, VerifierConfig, VerifierEnviro
 from harbor.models.task.verifier_mode import resolve_step_verifier_mode, resolve_task_verifier_mode
 
 SEPARATE_ELSEWHERE = (
-    "Harbor's docker environment (REGATTA_EXECUTOR_ENVIRONMENT=docker) runs a verifier in its own container"
+    "the container environment (REGATTA_EXECUTOR_ENVIRONMENT=container, a Docker engine) runs a verifier "
+    "in its own container"
 )
 
 
@@ -57,10 +58,10 @@ def accelerators(config: TaskConfig) -> list[str]:
     return found
 
 
-def unsupported_features(config: TaskConfig, kind: str) -> list[str]:
+def unsupported_features(config: TaskConfig, kind: str, *, runs_separate_verifier: bool) -> list[str]:
     """Why the `kind` environment (one of Regatta's own) cannot run the task, one reason per feature."""
     reasons = []
-    separate = separate_verifiers(config)
+    separate = [] if runs_separate_verifier else separate_verifiers(config)
     if separate:
         reasons.append(
             f"task.toml {', '.join(separate)}: the verifier would run in a fresh container of its own, "

@@ -30,6 +30,10 @@ class EnvironmentTraits:
     # view follows its files (live_output.py); otherwise it streams the agent's commands' output as they
     # print it (Harbor's output callbacks) and the folder's files come when the attempt ends.
     agent_logs_on_host: bool = False
+    # Whether it runs Harbor's `separate` verifier mode (a container of the verifier's own).
+    runs_separate_verifier: bool = False
+    # Whether it takes the run's verifier-integrity policy (`record` or `enforce`) as a kwarg.
+    takes_verifier_policy: bool = False
 
 
 # A Harbor environment type (docker, daytona, modal, …) or a class that declares nothing: it builds and

@@ -113,6 +113,8 @@ def _environment_config(job: AttemptJob, environment: EnvironmentChoice) -> dict
     if environment.traits.takes_run_id:
         # A build that failed is not repeated within its run (container/build_failures.py).
         config["kwargs"]["run_id"] = job.run_id
+    if environment.traits.takes_verifier_policy:
+        config["kwargs"]["verifier_integrity"] = job.verifier_integrity
     return config
 
 

@@ -42,8 +42,9 @@ class Explanation(BaseModel):
     # `dpkg`: the file's MD5 is the one /var/lib/dpkg/info/<package>.md5sums lists for it (a symlink:
     # the package's file list names it); `pip`: the file's SHA-256 and size are those a `RECORD` of an
     # installed distribution lists for it; `bytecode`: a Python byte-code cache (Python rebuilds it from
-    # its source; under `enforce` it is removed before the verifier runs).
-    source: Literal["dpkg", "pip", "bytecode"]
+    # its source; under `enforce` it is removed before the verifier runs); `ldconfig`: the loader's cache,
+    # every library it names being the image's or explained.
+    source: Literal["dpkg", "pip", "bytecode", "ldconfig"]
     package: str = Field(max_length=300)
     # Both records live in the container, which the agent (root there) can write: they explain an
     # honest install, they do not prove one.

@@ -17,13 +17,12 @@ transfer), so the environment makes no more of them than Harbor's calls need, an
 is provably the same: uploads wait and go in together, as one archive, with the next operation that
 could see them (so `chmod +x` of a file still waiting is done in its header); a folder read back is
 archived once and the following reads and `test -d` checks of Harbor are answered from that archive
-until anything runs in the container; the log folders go in with the first upload. The agent's turn
-ends (its processes killed, the verifier's folders emptied, the tamper digest printed) in one exec of
-the platform's shell, which also does the transfer at hand: where Harbor reads the agent's logs back
-after the turn (outside scoped_exec_env), it archives /logs on its output; otherwise Harbor's removal
-of stale reward files starts the verifier, and the exec runs with the next operation, writing the
-uploads made meanwhile (the tests) from its input. Harbor's run of the test script (as root) archives
-/logs/verifier on its output once the script ends, which answers Harbor's read of it right after.
+until anything runs in the container; the log folders go in with the first upload. How the agent's turn
+ends and a shared verifier starts (the run's verifier-integrity policy, and the evidence recorded) is
+verifier_turn.py. Harbor's run of the test script (as root) archives /logs/verifier on its output once
+the script ends, which answers Harbor's read of it right after. In Harbor's `separate` verifier mode
+Harbor makes a second environment of this class for the verifier (its session id says so), in which no
+agent ran: it is only a fresh container.
 
 The kwargs are options.py, the container's engine configuration config.py, the file transfers
 transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with
@@ -39,20 +38,24 @@ import contextlib
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator
-from pathlib import Path, PurePosixPath
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, override
 
 from docker.errors import APIError, DockerException, NotFound
 from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
 from harbor.environments.definition import should_use_prebuilt_docker_image
+from harbor.models.task.config import TaskConfig
+from harbor.models.task.verifier_mode import task_has_any_shared_verifier
 from harbor.models.trial.config import ResourceMode
 from harbor.utils.env import resolve_env_vars
 from regatta_shared.events import AttemptImage
 from regatta_shared.outbound import OutboundPolicy
 
 from regatta_executor.attempt_image import write_image_record
+from regatta_executor.attempt_integrity import IntegrityLog
 from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.container import (
     allowlist,
@@ -62,19 +65,16 @@ from regatta_executor.container import (
     file_listing,
     files,
     janitor,
-    tamper,
     tools,
+    verifier_files,
 )
 from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
 from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
 from regatta_executor.container.harbor_commands import (
-    AGENT_LOGS,
     LOG_DIRS,
-    LOGS,
     ROOT_USERS,
-    TESTS,
     VERIFIER_LOGS,
     engine_user,
     executable_target,
@@ -91,29 +91,38 @@ from regatta_executor.container.network import (
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mount
 from regatta_executor.container.storage_cap import StorageCap
-from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
-from regatta_executor.sandbox_faults import VerifierCannotRunError
+from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES
+from regatta_executor.container.verifier_turn import VerifierTurn
 from regatta_executor.traits import EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
-# Harbor's test command ($1) as the platform's shell runs any verifier command, then, under a marker ($2)
-# on the same output, /logs/verifier archived; the exec exits as the command did.
-_THEN_VERIFIER_LOGS = f"""{PLATFORM_SHELL} -c "$1"
+# Harbor's test command ($1) in the verifier's shell ($3: the image's bash, or the platform's under
+# `enforce`), after the check of what else wrote the verifier's files ($4, on standard error); then, under
+# a marker ($2) on the same output, /logs/verifier archived; the exec exits as the command did.
+_THEN_VERIFIER_LOGS = f"""eval "$4"
+"$3" -c "$1"
 status=$?
 echo "$2"
 {files.archive_command(tools.BUSYBOX, str(VERIFIER_LOGS))} 2>/dev/null
 exit $status
 """
-# The exit code of the exec that ends the agent's turn when the uploads it carried could not be written.
-_INPUT_NOT_WRITTEN = 75
+# Harbor names a separate verifier's environment after its trial with this in the middle
+# (harbor.trial.trial.Trial._separate_verifier_session_id).
+SEPARATE_VERIFIER_SESSION = "__verifier__"
 
 
-class UploadNotWrittenError(RuntimeError):
-    """Files uploaded into the container could not be written there (an infrastructure fault)."""
+def _has_shared_verifier(environment_dir: Path) -> bool:
+    """Whether a verifier of the task (in any step) runs where the agent ran. The task's own task.toml,
+    which the executor loaded and checked already; unreadable, the answer is the safe one (yes)."""
+    try:
+        config = TaskConfig.model_validate_toml((environment_dir.parent / "task.toml").read_text())
+    except (OSError, ValueError):
+        return True
+    return task_has_any_shared_verifier(config)
 
 
-class ContainerEnvironment(ContainerTransfers):
+class ContainerEnvironment(VerifierTurn):
     """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
     USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
     (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
@@ -131,6 +140,8 @@ class ContainerEnvironment(ContainerTransfers):
         checks_compose=True,
         takes_run_id=True,
         takes_deployment_policy=True,
+        takes_verifier_policy=True,
+        runs_separate_verifier=True,
     )
     # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
     # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
@@ -159,15 +170,24 @@ class ContainerEnvironment(ContainerTransfers):
         # Harbor runs the agent's setup and turns inside scoped_exec_env: while it is entered, any read
         # of the agent's logs is the agent's own, mid-turn.
         self._agent_scopes = 0
-        # From the verifier's start on, commands start from the platform's shell (platform.py) where
-        # the container has it: the agent may have replaced the image's.
+        # From the verifier's start on, under `enforce`, commands start from the platform's shell
+        # (platform.py) where the container has it; under `record`, from the image's bash, as Harbor's.
         self._verifier_phase = False
         self._platform_shell = False
         self._storage_mb: int | None = None
         self._storage_cap: StorageCap | None = None
         # The host's boot time before the container's first exec: what started earlier in it is the
-        # image's, never the agent's (execs.KILL_OTHERS spares it).
+        # image's, never the agent's (execs.LIST_OTHERS leaves it out).
         self._first_exec_at: float | None = None
+        self._created_at = time.time()
+        self._for_verifier = SEPARATE_VERIFIER_SESSION in self.session_id
+        self._shared_verifier = not self._for_verifier and _has_shared_verifier(self.environment_dir)
+        self._integrity = IntegrityLog(
+            self.trial_paths.trial_dir,
+            self.options.verifier_integrity,
+            "separate" if self._for_verifier else "shared",
+        )
+        self._tests_uploaded: dict[str, str] | None = None
         # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
@@ -255,9 +275,18 @@ class ContainerEnvironment(ContainerTransfers):
             self.image = await self._image(force_build)
             network = await self._network()
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
-        self._record_image(self.image)
-        await self._list_image_files()
-        if self._storage_mb and "storage" not in self.enforced_limits:
+        if self._for_verifier:
+            # Harbor's `separate` mode: a fresh container of the task's image (or its verifier's), into
+            # which Harbor copies only the agent's collected outputs. Its writes are the verifier's.
+            self._integrity.note(
+                "the verifier ran in a container of its own; only the outputs Harbor collected came "
+                "from the agent's"
+            )
+        else:
+            self._record_image(self.image)
+        if self._shared_verifier:
+            await self._list_image_files()
+        if self._storage_mb and "storage" not in self.enforced_limits and not self._for_verifier:
             self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
             self._storage_cap.start()
         if self._network_is_allowlist and self._compose is None:
@@ -268,9 +297,9 @@ class ContainerEnvironment(ContainerTransfers):
         await self._upload_environment_dir_after_start()
 
     async def _list_image_files(self) -> None:
-        """The image's files, for the tamper check, from this container before anything of the agent's
-        runs (kept per image, so once per image and executor); then, only right after the image was
-        made, the wait that closes the listing's blind spot (file_listing.py)."""
+        """The image's files, for the tool chain's evidence, from this container before anything of
+        the agent's runs (kept per image, so once per image and executor); then, only right after the
+        image was made, the wait that closes the listing's blind spot (file_listing.py)."""
         assert self.image is not None, "started"
         try:
             listing = await execs.in_thread(
@@ -487,12 +516,24 @@ class ContainerEnvironment(ContainerTransfers):
         container.start()
         return str(container.id)
 
+    def _address(self, network: str) -> str:
+        attrs = self._client.api.inspect_container(self._container_id)
+        networks = (attrs.get("NetworkSettings") or {}).get("Networks") or {}
+        return str(networks.get(network, {}).get("IPAddress") or "")
+
+    @override
+    def _restart_allowlist(self) -> None:
+        """A restarted container may get another address on its network: its allowlist follows it."""
+        state = self._allowlist
+        if state is None or self._address(self.options.allowlist_network) == state.address:
+            return
+        allowlist.close_attempt(state)
+        self._allowlist = None
+        self._allowlist = self._open_allowlist(self.options.allowlist_network)
+
     def _open_allowlist(self, network: str) -> allowlist.AttemptState:
         """The container's allowed hosts, opened before anything but its pid 1 runs in it."""
-        attrs = self._client.api.inspect_container(self._container_id)
-        address = (
-            ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network, {}).get("IPAddress")
-        )
+        address = self._address(network)
         try:
             upstreams = dns.parse_upstreams(self.options.sandbox_dns_upstreams) or dns.host_upstreams()
             return allowlist.open_attempt(
@@ -556,7 +597,7 @@ class ContainerEnvironment(ContainerTransfers):
             # that too, so the agent's processes are ended and the verifier's folders emptied now, in
             # the same exec, rather than by an exec of its own when the tests are uploaded. Not where
             # tests come with the image (Harbor then uploads none, and /tests must stay).
-            if removes_reward_files(command):
+            if removes_reward_files(command) and self._shared_verifier:
                 if self._enable_environment_dir_upload:
                     await self._prepare_verifier()
                     return ExecResult(stdout="", stderr="", return_code=0)
@@ -566,17 +607,23 @@ class ContainerEnvironment(ContainerTransfers):
         await self._flush()
         self._ran()
         self._before_exec()
-        shell = PLATFORM_SHELL if self._verifier_phase and self._platform_shell else "bash"
+        enforced = self._enforced and self._verifier_phase and self._platform_shell
+        shell = PLATFORM_SHELL if enforced else "bash"
         argv = [shell, "-c", command]
         user_ = self._default_exec_user if resolved is None else resolved
-        logs = None
-        if shell == PLATFORM_SHELL and user_ in ROOT_USERS and runs_test_script(command):
-            # Harbor reads /logs/verifier back next: the same exec archives it once the test ends.
+        logs = check = None
+        wrapped = self._verifier_phase and self._platform_shell and not self._for_verifier
+        if wrapped and user_ in ROOT_USERS and runs_test_script(command):
+            # Harbor reads /logs/verifier back next: the same exec archives it once the test ends, and
+            # first looks at what else wrote the verifier's files (verifier_files.py).
             marker = f"regatta-verifier-logs-{secrets.token_hex(16)}"
+            check = secrets.token_hex(16)
             logs = files.MarkedSnapshotStream(
                 str(VERIFIER_LOGS), min(self._download_budget, SNAPSHOT_MAX_BYTES), marker
             )
-            argv = tools.platform_shell(_THEN_VERIFIER_LOGS, command, marker)
+            argv = tools.platform_shell(
+                _THEN_VERIFIER_LOGS, command, marker, shell, verifier_files.check_command(check)
+            )
         with (
             self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext(),
             self._cap_is_the_reason(),
@@ -596,7 +643,11 @@ class ContainerEnvironment(ContainerTransfers):
             )
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
-        stdout = output.stdout
+        stdout, stderr = output.stdout, output.stderr
+        if check is not None:
+            written, stderr = verifier_files.written_by_another(stderr, check, self._tests_uploaded)
+            if written:
+                self._integrity.verifier_files_written(written)
         if logs is not None:
             stdout += logs.rest().decode("utf-8", "replace")
             snapshot = await execs.in_thread(logs.snapshot)
@@ -604,7 +655,7 @@ class ContainerEnvironment(ContainerTransfers):
                 # Nothing ran since the test ended: the archive answers Harbor's read, as the engine's would.
                 self._download_budget -= logs.size
                 self._snapshot = snapshot
-        return ExecResult(stdout=stdout, stderr=output.stderr, return_code=output.return_code)
+        return ExecResult(stdout=stdout, stderr=stderr, return_code=output.return_code)
 
     @override
     async def service_exec(
@@ -677,232 +728,3 @@ class ContainerEnvironment(ContainerTransfers):
         if run is None or service not in run.containers:
             raise ServiceOperationsUnsupportedError(f"the attempt has no running compose service {service!r}")
         return run.containers[service]
-
-    @override
-    async def download_dir(self, source_dir: Path | str, target_dir: Path | str) -> None:
-        if self._turn_is_over(files.container_path(str(source_dir))):
-            await self._end_agent_turn()
-        await super().download_dir(str(source_dir), target_dir)
-
-    def _turn_is_over(self, path: str) -> bool:
-        """Harbor reads the agent's log folder back, outside any agent code, only once the agent's turn
-        is over (and the verifier or the container's removal comes next): the moment to end it."""
-        return (
-            path == AGENT_LOGS
-            and self._agent_scopes == 0
-            and self._turn_ended is None
-            and not self._verifier_pending
-            and not self._verifier_phase
-            and self._enable_environment_dir_upload
-            and self._container_id is not None
-            and self.image is not None
-            and self._snapshot is None
-        )
-
-    async def _end_agent_turn(self) -> None:
-        """End the agent's processes, empty the verifier's folders and print the digest as
-        `_prepare_verifier` does, and archive /logs in the same exec: Harbor's read of the agent's logs
-        is then answered from that archive, and the verifier's start needs no exec of its own. If that
-        exec fails, nothing is decided here: the logs are read the engine's way, and the verifier's
-        start ends the turn again (and reports what fails)."""
-        await self._flush()
-        self._ran()
-        self._before_exec()
-        digest = self._digest_command()
-        stream = files.SnapshotStream(
-            LOGS, min(self._download_budget, SNAPSHOT_MAX_BYTES), line=digest is not None
-        )
-        then = f"{self._verifier_folders_command(digest)} && {files.archive_command(tools.BUSYBOX, LOGS)}"
-        try:
-            await execs.end_other_processes(
-                self._client.api,
-                self._running(),
-                then=then,
-                spare_started_before=self._first_exec_at or 0.0,
-                on_stdout=stream,
-            )
-        except (RuntimeError, DockerException) as exc:
-            stream.discard()
-            self.logger.debug("the agent's turn could not be ended with its logs read: %s", exc)
-            return
-        snapshot = await execs.in_thread(stream.snapshot)
-        self._turn_ended = stream.line
-        if snapshot is not None:
-            self._download_budget -= stream.size
-            self._snapshot = snapshot
-
-    def _image_listing(self) -> file_listing.Listing | None:
-        return file_listing.known(self.image.image_id) if self.image is not None else None
-
-    def _digest_command(self) -> str | None:
-        """What prints the container's tamper digest once the agent's processes are gone (None without
-        the image's listing: the tamper check then reads in full)."""
-        listing = self._image_listing()
-        return file_listing.digest_command(listing) if listing is not None else None
-
-    def _verifier_folders_command(self, digest: str | None) -> str:
-        """Empty /tests and /logs/verifier (writable by any user), then print the digest if any."""
-        command = (
-            self._empty_dirs_command([str(TESTS), str(VERIFIER_LOGS)], chmod=False)
-            + f" && chmod 777 {VERIFIER_LOGS}"
-        )
-        return f"{command} && {digest}" if digest is not None else command
-
-    @override
-    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
-        target = files.container_path(target_dir)
-        if await self.unchanged_since_download(Path(source_dir), target):
-            # What Harbor read back, sent back unchanged: the container holds it already, as the agent
-            # left it, which is what a verifier sees where the logs are mounted (Harbor's docker).
-            return
-        self._forget_downloads(target)
-        if PurePosixPath(target) == TESTS and not self._verifier_ready:
-            # The verifier starts now (Harbor did not announce it by removing reward files first).
-            # Harbor uploads a multi-step task's tests in several calls without an exec between them;
-            # only the first of those clears.
-            await self._prepare_verifier()
-        if not any(Path(source_dir).iterdir()):
-            # Nothing to archive, but the folder must exist afterwards (`mkdir -p`: an archive entry
-            # for it would reset an existing folder's owner and mode).
-            await self.exec(self._ensure_dirs_command([target], chmod=False), user="root")
-            return
-        await execs.in_thread(self._stage().add_dir, Path(source_dir), target)
-
-    async def _prepare_verifier(self) -> None:
-        """Harbor starts the verifier. Nothing the agent started may run alongside it or touch its
-        output, and nothing it left in /tests or /logs/verifier may count. Unless the agent's turn was
-        ended already (when Harbor read its logs), the exec that ends it runs with the next operation
-        on the container, carrying what Harbor uploads meanwhile (the tests) as its input (_flush):
-        until then nothing runs in the container and nothing is read from it."""
-        if self._turn_ended is None:
-            self._verifier_pending = True
-            self._verifier_ready = True
-            return
-        # Ended when Harbor read the agent's logs, and nothing ran since (an upload runs nothing).
-        printed, self._turn_ended = self._turn_ended, None
-        await self._flush()
-        await self._sandbox_checked(printed)
-
-    @override
-    async def _flush(self) -> None:
-        if self._verifier_pending:
-            self._verifier_pending = False
-            await self._end_turn_for_verifier()
-            if self._agent_scopes:
-                # The operation is the agent's (a later step began before the verifier ran anything).
-                self._agent_turn_begins()
-        await super()._flush()
-
-    async def _end_turn_for_verifier(self) -> None:
-        """The exec that ends the agent's turn (`_verifier_folders_command` after the kill, with the
-        digest), then writes the uploads staged since the verifier started, from its input, after
-        emptying the folders they go to: one exec where an upload and an exec would be two."""
-        then = self._verifier_folders_command(self._digest_command())
-        staged, data, written = self._staged, None, 0
-        if staged is not None and staged and execs.sends_input(self._client.api):
-            self._staged, data, written = None, staged.take(), staged.file_bytes
-            # As root, over what is there, owned by root (as the engine's upload makes them); a failure
-            # exits with a code of its own, to be told from the kill's.
-            then += f" && {{ {tools.BUSYBOX} tar -xo -C / -f - || exit {_INPUT_NOT_WRITTEN}; }}"
-        if self._storage_cap is not None:
-            # The files written here are the verifier's: they must not count against the agent's
-            # cap, or get the container killed by its watch (the check after the exec allows them).
-            await self._storage_cap.stop()
-        self._ran()
-        self._before_exec()
-        try:
-            printed = await execs.end_other_processes(
-                self._client.api,
-                self._running(),
-                then=then,
-                spare_started_before=self._first_exec_at or 0.0,
-                stdin=data,
-            )
-        except execs.PlatformCommandError as exc:
-            if data is not None and exc.code == _INPUT_NOT_WRITTEN:
-                # The platform's upload failed, as when the engine refuses one: not the agent's fault.
-                raise UploadNotWrittenError(
-                    f"the files uploaded for the verifier could not be written into the container: {exc}"
-                ) from exc
-            # The command ran in the sandbox and failed there (say, the agent deleted its shell): the
-            # sandbox's state, so the agent's failure. The tamper check names the files if it can.
-            await self._check_sandbox()
-            raise VerifierCannotRunError(str(exc)) from exc
-        finally:
-            if data is not None:
-                data.close()
-        await self._sandbox_checked(printed, written)
-
-    async def _sandbox_checked(self, printed: str, written: int = 0) -> None:
-        """The checks of the agent's turn, given what the exec that ended it printed (the digest that
-        shows nothing protected changed spares the tamper check its full listing: file_listing.py)
-        and the bytes of the verifier's files it wrote."""
-        listing = self._image_listing()
-        await self._check_sandbox(
-            image_unchanged=listing is not None and file_listing.unchanged(listing, printed),
-            written=written,
-        )
-        self._verifier_ready = True
-
-    async def _check_sandbox(self, image_unchanged: bool = False, written: int = 0) -> None:
-        """The agent phase is over: the writable layer within its cap and the image's executables
-        and libraries as the image has them (tamper.py, unless `image_unchanged` says so already),
-        else the attempt is the agent's failure."""
-        if self._storage_cap is not None:
-            await self._storage_cap.stop()
-            await self._storage_cap.check(allowance=written)
-        assert self.image is not None, "started"
-        api, container = self._client.api, self._running()
-        labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
-        if not image_unchanged:
-            await execs.in_thread(tamper.check, api, container, self.image.image_id, labels)
-        self._verifier_phase = True
-
-    @override
-    @contextlib.contextmanager
-    def scoped_exec_env(self, env: dict[str, str]) -> Iterator[None]:
-        # Harbor wraps the agent's setup and run in this alone: the agent's turn (again, in a later
-        # step of a multi-step task), so its commands run in the image's bash and its writes are
-        # measured until the next verifier. (A verifier start still pending is resolved first, by the
-        # turn's first operation: _flush.)
-        if self._verifier_phase:
-            self._agent_turn_begins()
-        self._agent_scopes += 1
-        try:
-            with super().scoped_exec_env(env):
-                yield
-        finally:
-            self._agent_scopes -= 1
-
-    def _agent_turn_begins(self) -> None:
-        self._verifier_phase = False
-        if self._storage_cap is not None and not self._storage_cap.exceeded:
-            self._storage_cap.start()
-
-    @contextlib.contextmanager
-    def _cap_is_the_reason(self) -> Iterator[None]:
-        """An engine error from a container the storage cap killed meanwhile (the exec's create or start
-        answering 409 "not running") is the cap's failure, not an infrastructure fault."""
-        try:
-            yield
-        except DockerException as exc:
-            if self._storage_cap is not None and self._storage_cap.exceeded:
-                raise self._storage_cap.error() from exc
-            raise
-
-    def _running(self) -> str:
-        # A container the storage cap killed fails whatever touches it next with the cap's reason.
-        if self._storage_cap is not None:
-            self._storage_cap.raise_if_exceeded()
-        return super()._running()
-
-    def _before_exec(self) -> None:
-        if self._first_exec_at is None:
-            self._first_exec_at = execs.boot_time()
-
-    def _ran(self) -> None:
-        """Something runs in the container: what was read from it may change, and the verifier's
-        folders may be written again."""
-        self._drop_snapshot()
-        self._verifier_ready = False
-        self._turn_ended = None

@@ -54,62 +54,50 @@ token=$1; sessions=" "
 for d in /proc/[0-9]*; do
   [ -r "$d/environ" ] || continue
   if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "REGATTA_EXEC=$token"; then
-    read -r stat < "$d/stat" 2>/dev/null || continue
+    stat=$(cat "$d/stat" 2>/dev/null) || continue
     set -- ${stat##*) }
     sessions="$sessions$4 "
     kill -KILL "${d#/proc/}" 2>/dev/null
   fi
 done
 for d in /proc/[0-9]*; do
-  read -r stat < "$d/stat" 2>/dev/null || continue
+  stat=$(cat "$d/stat" 2>/dev/null) || continue
   set -- ${stat##*) }
   case "$sessions" in *" $4 "*) kill -KILL "${d#/proc/}" 2>/dev/null;; esac
 done
 exit 0
 """
 
-# Kills every process but those of the spared sessions and itself. Spared: the container's first session
-# (pid 1, and the image's ENTRYPOINT with what it runs), and every session with a process that started
-# before clock tick $1 since boot, i.e. before the container's first exec (a service the ENTRYPOINT
-# daemonized, setsid included); a $1 past the kernel's uptime (another host's clock) spares no more.
-# Every exec starts a session of its own (runc calls setsid), no process can join another session, and
-# none can start earlier than the exec it descends from, so nothing an exec started is spared however it
-# forks, setsids or reparents. Processes are stopped first, round after round until no new one appears,
-# so that none can fork its way out between the listing and the kill.
-# (/proc/<pid>/stat after the command name: $4 is the session, ${20} the start time in clock ticks.)
-KILL_OTHERS = r"""
-limit=$1
+# Lists, on standard error, every process but those of the spared sessions and its own: the agent's,
+# alive as the verifier starts (evidence under the `record` policy, which leaves them running as Harbor
+# does). Spared: the container's first session (pid 1, and the image's ENTRYPOINT with what it runs), and
+# every session with a process that started before clock tick $1 since boot, i.e. before the container's
+# first exec (a service the ENTRYPOINT daemonized); a $1 past the kernel's uptime spares no more. Each
+# line: the nonce $2, the pid, then its name and command line with line breaks and NULs as spaces.
+# /proc/<pid>/stat is read whole: a line break in a process's name must not cut its fields short.
+# (After the name's closing parenthesis: $4 is the session, ${20} the start time in clock ticks.)
+LIST_OTHERS = r"""
+limit=$1; nonce=$2
 read -r up idle < /proc/uptime
 [ "$limit" -lt "${up%.*}${up#*.}" ] || limit=0
-spared=" 1 "
+spared=" 1 $$ "
 for d in /proc/[0-9]*; do
-  read -r s < "$d/stat" 2>/dev/null || continue
+  s=$(cat "$d/stat" 2>/dev/null) || continue
   set -- ${s##*) }
   [ "${20}" -lt "$limit" ] && spared="$spared$4 "
 done
-previous=""
-for round in 1 2 3 4 5 6 7 8 9 10; do
-  current=""
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    [ "$p" = "$$" ] && continue
-    read -r s < "$d/stat" 2>/dev/null || continue
-    set -- ${s##*) }
-    case "$spared" in *" $4 "*) continue;; esac
-    kill -STOP "$p" 2>/dev/null && current="$current $p"
-  done
-  [ "$current" = "$previous" ] && break
-  previous=$current
-done
-for p in $previous; do kill -KILL "$p" 2>/dev/null; done
+listed=0
 for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  [ "$p" = "$$" ] && continue
-  read -r s < "$d/stat" 2>/dev/null || continue
+  s=$(cat "$d/stat" 2>/dev/null) || continue
   set -- ${s##*) }
-  case "$spared" in *" $4 "*) ;; *) kill -KILL "$p" 2>/dev/null;; esac
+  case "$spared" in *" $4 "*) continue;; esac
+  listed=$((listed + 1))
+  [ "$listed" -le 50 ] || continue
+  name=$(tr '\n\0' '  ' < "$d/comm" 2>/dev/null)
+  line=$(head -c 300 "$d/cmdline" 2>/dev/null | tr '\n\0' '  ')
+  echo "$nonce ${d#/proc/} $name	$line" >&2
 done
-exit 0
+echo "$nonce count $listed" >&2
 """
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -278,6 +266,20 @@ def _run_once(
     return output, bool(state.get("Pid")) or code is None
 
 
+def run_platform(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    *,
+    stdin: IO[bytes] | None = None,
+    max_output_bytes: int = 4096,
+) -> Output:
+    """A command of the platform's own (argv from tools.platform_shell), as root in /, to its end."""
+    return _run(
+        api, container_id, argv, env={}, user="0", workdir="/", max_output_bytes=max_output_bytes, stdin=stdin
+    )
+
+
 def sends_input(api: docker.APIClient) -> bool:
     """Whether an exec's standard input can be sent over this engine connection: the engine's socket,
     or plain TCP (a TLS connection cannot be half-closed to end the input)."""
@@ -399,42 +401,73 @@ def ticks_before(boot_seconds: float) -> int:
     return max(0, int(boot_seconds * _CLOCK_TICKS) - 1)
 
 
-async def end_other_processes(
+@dataclass(frozen=True)
+class AliveProcess:
+    pid: int
+    name: str
+    command: str
+
+
+def parse_alive(stderr: str, nonce: str) -> tuple[list[AliveProcess], int, str]:
+    """The processes LIST_OTHERS printed, their count, and the rest of the standard error."""
+    found: list[AliveProcess] = []
+    count = 0
+    rest = []
+    head = nonce + " "
+    for line in stderr.splitlines(keepends=True):
+        if not line.startswith(head):
+            rest.append(line)
+            continue
+        pid, _, described = line[len(head) :].rstrip("\n").partition(" ")
+        if pid == "count":
+            count = int(described) if described.isdigit() else count
+        elif pid.isdigit():
+            name, _, command = described.partition("\t")
+            found.append(AliveProcess(int(pid), name.strip()[:64], command.strip()[:300]))
+    return found, max(count, len(found)), "".join(rest)
+
+
+async def end_agent_turn(
     api: docker.APIClient,
     container_id: str,
     then: str,
     *,
-    spare_started_before: float = 0.0,
+    list_alive_before: float | None = None,
     on_stdout: Callable[[bytes], None] | None = None,
     stdin: IO[bytes] | None = None,
-) -> str:
-    """Kill every process outside the container's first session and the sessions of processes that
-    started before `spare_started_before` (`boot_time()` before the container's first exec: what
-    started earlier is the image's), then run the shell command `then` (as root); returns what it
-    printed, or hands all of its standard output to `on_stdout` as it comes (and returns ""); `stdin`
-    (a seekable file) is its standard input. (Nothing
-    of the agent's can write into that output: it runs in the platform's shell, which no process of
-    the container may open or trace, tools.py.)"""
+) -> tuple[str, list[AliveProcess], int]:
+    """Run the shell command `then` (as root, in the platform's shell) once the agent's turn is over;
+    returns what it printed (or hands all of its standard output to `on_stdout` as it comes, and
+    returns ""), with, given `list_alive_before` (`boot_time()` before the container's first exec),
+    the agent's processes still alive first (LIST_OTHERS) and their count. `stdin` (a seekable file) is
+    its standard input. (Nothing of the agent's can write into that output: it runs in the platform's
+    shell, which no process of the container may open or trace, tools.py.)"""
 
     def relay(index: int, data: bytes) -> None:
         if index == 0 and on_stdout is not None:
             on_stdout(data)
 
+    nonce = secrets.token_hex(16)
+    if list_alive_before is None:
+        argv = platform_shell(then)
+    else:
+        argv = platform_shell(LIST_OTHERS + then, str(ticks_before(list_alive_before)), nonce)
     result = await in_thread(
         _run,
         api,
         container_id,
-        platform_shell(KILL_OTHERS.replace("exit 0\n", then + "\n"), str(ticks_before(spare_started_before))),
+        argv,
         env={},
         user="0",
         workdir="/",
-        max_output_bytes=4096,
+        max_output_bytes=64 * 1024,
         on_chunk=relay if on_stdout is not None else None,
         stdin=stdin,
     )
+    alive, count, stderr = parse_alive(result.stderr, nonce)
     if result.return_code != 0:
         raise PlatformCommandError(
-            f"cannot end the agent's processes or reset its folders: {result.stderr.strip()}",
+            f"cannot reset the verifier's folders: {stderr.strip()}",
             result.return_code,
         )
-    return "" if on_stdout is not None else result.stdout
+    return ("" if on_stdout is not None else result.stdout), alive, count

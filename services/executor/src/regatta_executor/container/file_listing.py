@@ -1,5 +1,5 @@
 """Every file of a container's root filesystem as the platform's busybox lists it (path, ctime, mode,
-owner, size), and what differs from the listing its image had: the tamper check's changes (tamper.py).
+owner, size), and what differs from the listing its image had: the tool chain's changes (toolchain.py).
 
 Why not the engine's changes API: this engine answers it by walking the image and the container in
 full, about 400 ms of the engine's CPU for debian:bookworm-slim and seconds for a large image, for
@@ -8,7 +8,7 @@ every attempt, on the engine every attempt of the host shares. A listing costs t
 digest is sent, from the exec that ends the agent's processes (below).
 
 Why a listing can be trusted:
-- it runs after the agent phase, once the agent's processes are gone (execs.end_other_processes), with
+- it runs after the agent phase (once the agent's processes are gone under `enforce`: verifier_turn.py), with
   the platform's static busybox from the read-only tools mount (tools.py): no program of the image or
   the agent's is involved;
 - each record starts with a nonce drawn for that listing, so a file name (which may hold line breaks)
@@ -63,6 +63,7 @@ from regatta_executor.container.protected_paths import (
     LIBRARY_DIRS,
     LIBRARY_ROOTS,
     LOADER_PATHS,
+    USER_SITE,
     ProtectedPaths,
     under,
 )
@@ -131,7 +132,7 @@ def digest_roots(listing: Listing) -> tuple[tuple[str, ...], tuple[str, ...]] | 
     """What the digest reads for an image of `listing`: every PATH and library folder (present or not:
     what the agent adds there is judged) and the loader's configuration as roots, and the protected
     files of the image outside them. None when those files are too many to name in one command."""
-    wanted = [*listing.scope.path, *LIBRARY_DIRS, *LOADER_PATHS]
+    wanted = [*listing.scope.path, *LIBRARY_DIRS, *LOADER_PATHS, USER_SITE]
     wanted += [
         path
         for path in listing.files

@@ -52,6 +52,17 @@ def _fetch(
     return buffer, size
 
 
+def read_folder(
+    api: docker.APIClient, container_id: str, source: str, max_bytes: int
+) -> tempfile.SpooledTemporaryFile[bytes] | None:
+    """The engine's archive of the container's `source` folder (its members named `<folder name>/...`),
+    None if it is larger than `max_bytes`."""
+    try:
+        return _fetch(api, container_id, source, max_bytes)[0]
+    except DownloadTooLargeError:
+        return None
+
+
 def download_dir(api: docker.APIClient, container_id: str, source: str, target: Path, max_bytes: int) -> int:
     """Copy the contents of the container's `source` folder into `target` (created); returns the
     archive's size."""

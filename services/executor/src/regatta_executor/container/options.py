@@ -7,6 +7,7 @@ import re
 
 from harbor.environments.options import EnvironmentOptions
 from pydantic import Field, field_validator, model_validator
+from regatta_shared.events.integrity import VerifierIntegrity
 
 from regatta_executor.container.dns import ForwarderError, parse_upstreams
 
@@ -74,6 +75,12 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
         default=None,
         pattern=r"^[A-Za-z0-9_.:-]{1,200}$",
         description="The attempt's run (set by the executor): a build that failed is not repeated in it.",
+    )
+    verifier_integrity: VerifierIntegrity = Field(
+        default="record",
+        description="The run's verifier-integrity policy (set by the executor): `record` keeps Harbor's "
+        "semantics and records evidence; `enforce` restarts the container before a shared verifier "
+        "(no agent process survives) and fails the attempt on an unexplained tool-chain change.",
     )
     max_download_mb: int = Field(
         default=1024,

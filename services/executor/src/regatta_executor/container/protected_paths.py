@@ -1,11 +1,12 @@
-"""Which files of a container the tamper check protects (tamper.py), and the busybox `find` predicate that
-lists exactly those (file_listing.py). One definition for both: the listing must never leave out a file
-the check judges, and listing nothing else keeps it small (a third of debian:bookworm-slim's files).
+"""The verifier's tool chain: which files of a container the integrity evidence covers (toolchain.py),
+and the busybox `find` predicate that lists exactly those (file_listing.py). One definition for both: the
+listing must never leave out a file the evidence judges, and listing nothing else keeps it small (a third
+of debian:bookworm-slim's files).
 
-Protected: everything under the verifier's PATH folders (the image's PATH), the library folders (/lib*,
-/usr/lib*, /usr/local/lib*), any `*.so*` but /etc/ld.so.cache, and /etc/ld.so.preload and
-/etc/ld.so.conf* (they make every program load a library). The loader's cache is rewritten by every
-install of a library package (ldconfig), as agents do; it only points at files in the protected folders.
+Covered: everything under the verifier's PATH folders (the image's PATH), the library folders (/lib*,
+/usr/lib*, /usr/local/lib*: shared objects, `glibc-hwcaps` folders, Python's site folders with their
+`.pth` files and `sitecustomize`), root's user site folder (/root/.local/lib), any `*.so*`, and the
+loader's configuration and cache (/etc/ld.so.preload, /etc/ld.so.conf*, /etc/ld.so.cache).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LIBRARY_ROOTS = re.compile(r"^/(lib[^/]*|usr/lib[^/]*|usr/local/lib[^/]*)(/|$)")
 SHARED_OBJECT = re.compile(r"\.so(\.|$)")
-LOADER_CONFIG = re.compile(r"^/etc/(ld\.so\.preload|ld\.so\.conf(\.d(/.*)?)?)$")
-LOADER_PATHS = ("/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
-LOADER_CACHE = "/etc/ld.so.cache"
+LOADER_CONFIG = re.compile(r"^/etc/(ld\.so\.preload|ld\.so\.cache|ld\.so\.conf(\.d(/.*)?)?)$")
+LOADER_PATHS = ("/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+# Python adds root's user site folder to its path when it exists (the verifier runs as root by default).
+USER_SITE = "/root/.local/lib"
 # The folders the dynamic loader searches by default (the multiarch ones, under /lib and /usr/lib,
 # are added per image by the check).
 LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
@@ -31,6 +33,9 @@ _FIXED_PATTERNS = (
     ("-path", "/usr/lib*"),
     ("-path", "/usr/local/lib*"),
     ("-path", "/etc/ld.so.preload"),
+    ("-path", "/etc/ld.so.cache"),
+    ("-path", USER_SITE),
+    ("-path", USER_SITE + "/*"),
     ("-path", "/etc/ld.so.conf"),
     ("-path", "/etc/ld.so.conf.d"),
     ("-path", "/etc/ld.so.conf.d/*"),
@@ -66,7 +71,8 @@ class ProtectedPaths:
         return (
             under(path, self.path)
             or bool(LIBRARY_ROOTS.match(path))
-            or (bool(SHARED_OBJECT.search(posixpath.basename(path))) and path != LOADER_CACHE)
+            or under(path, (USER_SITE,))
+            or bool(SHARED_OBJECT.search(posixpath.basename(path)))
             or bool(LOADER_CONFIG.match(path))
         )
 
@@ -82,5 +88,5 @@ class ProtectedPaths:
             patterns += [("-path", escaped), ("-path", escaped + "/*")]
         patterns += _FIXED_PATTERNS
         words = " -o ".join(f"{test} {shlex.quote(pattern)}" for test, pattern in patterns)
-        shared = f"\\( \\( -name '*.so' -o -name '*.so.*' \\) ! -path {LOADER_CACHE} \\)"
+        shared = "-name '*.so' -o -name '*.so.*'"
         return f"\\( {words} -o {shared} \\)"

@@ -40,6 +40,7 @@ from harbor.environments.capabilities import EnvironmentCapabilities, Environmen
 from harbor.environments.options import EnvironmentOptions
 from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
+from regatta_shared.events.integrity import VerifierIntegrity
 
 from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.local.limits import Limits
@@ -84,6 +85,11 @@ class LocalEnvironmentOptions(EnvironmentOptions):
         description="Host folders mounted read-only at the same place; the sandbox can read all of them.",
     )
     start_timeout_sec: float = Field(default=30.0, gt=0)
+    verifier_integrity: VerifierIntegrity = Field(
+        default="record",
+        description="`record`: what the agent started keeps running into verification, as under Harbor; "
+        "`enforce`: every process of the agent is killed before the verifier starts (set per run).",
+    )
 
     @field_validator("host_dirs")
     @classmethod
@@ -114,6 +120,7 @@ class LocalEnvironment(BaseEnvironment):
         takes_run_id=False,
         takes_deployment_policy=False,
         agent_logs_on_host=True,
+        takes_verifier_policy=True,
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -222,14 +229,14 @@ class LocalEnvironment(BaseEnvironment):
         source = Path(source_dir)
         files = self._running().files
         if PurePosixPath("/", target_dir) == TESTS and not self._uploading_tests:
-            # The verifier's phase begins. Whatever the agent left running could rig the verifier's
-            # output or read its secrets: every process goes, and /logs/verifier starts empty. The
-            # tests arrive in a /tests the agent could write to: anything it left there (a
-            # conftest.py that passes everything, junk filling the folder's tmpfs) goes too. Harbor
-            # uploads a multi-step task's tests in several calls, without an exec between them; only
-            # the first of those clears.
+            # The verifier's phase begins, and /logs/verifier and /tests start empty (a conftest.py the
+            # agent left there must not count). Under `enforce`, whatever the agent left running could
+            # rig the verifier's output or read its secrets: every process goes (pid 1's kill(-1),
+            # sound whatever the processes' names or fork rate). Under `record`, as under Harbor, they
+            # keep running (a server the tests talk to). Harbor uploads a multi-step task's tests in
+            # several calls, without an exec between them; only the first of those clears.
             self._uploading_tests = True
-            await self._running().reset_for_verifier()
+            await self._running().reset_for_verifier(kill=self.options.verifier_integrity == "enforce")
             await asyncio.to_thread(files.clear_dir, str(TESTS))
         await _copy(files.upload_dir, source, target_dir, small=_is_small(source))
 

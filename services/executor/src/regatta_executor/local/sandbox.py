@@ -140,16 +140,17 @@ class Sandbox(SandboxSetup):
             stderr = subprocesses.take_output(err_path) if err_path else None
         return CommandResult(return_code=code, stdout=stdout, stderr=stderr)
 
-    async def reset_for_verifier(self) -> None:
-        """Make the sandbox ready for a verifier: kill every process but pid 1 (whatever the agent
-        left running could otherwise rig the verifier's output or read its secrets from
-        /proc/<pid>/environ) and empty the verifier's log folder. No process that ran before
-        survives, so none holds a file or folder of the new verifier output open."""
+    async def reset_for_verifier(self, *, kill: bool) -> None:
+        """Make the sandbox ready for a verifier: empty the verifier's log folder and, with `kill`,
+        first kill every process but pid 1 (whatever the agent left running could otherwise rig the
+        verifier's output or read its secrets from /proc/<pid>/environ); then no process that ran
+        before survives, so none holds a file or folder of the new verifier output open."""
         control = self._control
         if control is None:
             raise RuntimeError("the sandbox is not running")
-        self._commands += 1
-        await control.kill_all(f"killall-{self._commands}")
+        if kill:
+            self._commands += 1
+            await control.kill_all(f"killall-{self._commands}")
         if any(b.target == VERIFIER_LOGS for b in self.spec.binds):
             await asyncio.to_thread(self.files.clear_dir, str(VERIFIER_LOGS))
 
