@@ -138,9 +138,9 @@ class Ceilings:
 
 
 def _storage_ceiling(field: str, setting: str, disk: Disk | None, ram_mb: int | None) -> Ceiling:
-    """Harbor's storage_mb is a disk request: the disk's size where the sandboxes write on one. Where they
-    keep a task's files in memory (`local`: its root, /tmp and log folders are tmpfs sized by storage_mb),
-    half the RAM, as a tmpfs that outgrew it would take the host's memory."""
+    """Harbor's storage_mb is a disk request: the size of the disk the sandboxes write a task's files on.
+    Where they keep them in memory instead (`local`: its root, /tests and log folders are tmpfs sized by
+    storage_mb), half the RAM, as a tmpfs that outgrew it would take the host's memory."""
     if disk is not None:
         return Ceiling(field, setting, float(disk.mib), disk.what)
     if ram_mb is None:
