@@ -9,8 +9,8 @@ Workspace B (the attacker) and workspace A (the victim) share the stack and its 
 3. B runs a benchmark of attacks: `ADD` from a host-only listener and an image pulled from it (1);
    A's image by id prefix, by its platform tag and as FROM (2); a bash that writes reward 1 after the
    test (4); 1 GiB written under a 64 MiB storage cap (6); a task asking for a 1 TiB memory limit and
-   a 1 TiB logs tmpfs (7) and one holding a 1 GiB file (8), which the sync lists invalid; and one
-   honest task.
+   1 PiB of storage, more than the engine's disk (7), and one holding a 1 GiB file (8), which the sync
+   lists invalid; and one honest task.
 Each attack fails with its reason; nothing of A's hidden file, of B's poison or of the listener's
 answer is in any stored artifact or download; the scores are the honest ones and every service is
 alive and healthy afterwards. (Finding 5 through the stack: test_verifier_integrity_stack.py.)
@@ -190,7 +190,7 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
         dockerfile=f"FROM {BASE_IMAGE}\nWORKDIR /app\n",
         environment="storage_mb = 64\n",
     )
-    greedy = "memory_mb = 1048576\nstorage_mb = 1048576\n"
+    greedy = "memory_mb = 1048576\nstorage_mb = 1073741824\n"
     _task(attacks, "greedy", dockerfile=f"FROM {BASE_IMAGE}\n", environment=greedy)
     _task(attacks, "bomb", dockerfile=f"FROM {BASE_IMAGE}\n")
     with (attacks / "bomb" / "environment" / "zeros.bin").open("wb") as handle:
@@ -202,8 +202,9 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
     assert set(invalid) == {"greedy", "bomb"}, invalid
     assert re.fullmatch(
         r"task 'greedy': \[environment\]\.memory_mb = 1048576 exceeds the operator's ceiling of \d+ "
-        r"\(REGATTA_MAX_MEMORY_MB\); \[environment\]\.storage_mb = 1048576 exceeds the operator's "
-        r"ceiling of \d+ \(REGATTA_MAX_STORAGE_MB\)",
+        r"\(REGATTA_MAX_MEMORY_MB\); \[environment\]\.storage_mb = 1073741824 exceeds the \d+ MiB of "
+        r"this host's disk, the filesystem of the Docker engine's data root /\S+ "
+        r"\(REGATTA_MAX_STORAGE_MB sets another ceiling\)",
         invalid["greedy"],
     ), invalid["greedy"]
     assert (

@@ -63,6 +63,9 @@ def test_compose_file_is_valid_and_executors_scale() -> None:
     # Executors run each attempt in its own container on the engine, through its socket: the only
     # service that holds it, and only the engine's socket (no task or log folder of the host).
     assert executor["environment"]["REGATTA_EXECUTOR_ENVIRONMENT"] == "container"
+    # The services that check a task's ceilings know its storage is the containers' disk, not RAM.
+    for name in ("registry-sync", "gateway"):
+        assert config["services"][name]["environment"]["REGATTA_EXECUTOR_ENVIRONMENT"] == "container", name
     assert executor["environment"]["DOCKER_HOST"] == "unix:///var/run/docker.sock"
     assert [v.rsplit(":", 1)[0] for v in executor["volumes"]] == ["/var/run/docker.sock:/var/run/docker.sock"]
     assert "no-new-privileges:true" in executor["security_opt"]

@@ -26,6 +26,7 @@ from regatta_executor.container.engine import LABEL_SESSION
 
 from tests.integration.container_support import (
     BASE_IMAGE,
+    build_log,
     containers_of,
     exception_type,
     host_addresses,
@@ -180,6 +181,89 @@ async def test_main_built_from_the_task_root(engine: docker.DockerClient, tmp_pa
     result = await run_trial(task, "oracle", tmp_path)
     assert rewards(result) == {"reward": 1.0}, result.exception_info
     assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+
+
+async def test_main_built_from_an_absolute_dockerfile_in_the_task_root(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """As 3 of 24 real compose tasks write it: `context: ${CONTEXT_DIR}/..` and `dockerfile:
+    ${CONTEXT_DIR}/Dockerfile`, absolute once Harbor's CONTEXT_DIR is filled in. The image really is
+    built from that Dockerfile (its RUN and a COPY from outside environment/), and the oracle passes."""
+    marker = secrets.token_hex(8)
+    task = write_task(
+        tmp_path / "tasks",
+        "absolute-dockerfile",
+        solve="cp /opt/marker /logs/agent/seen.txt",
+        test=f"""
+            if [ "$(cat /logs/agent/seen.txt)" = "{marker}" ] \\
+               && [ "$(cat /opt/shared.txt)" = "from the root" ]
+            then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+        """,
+        dockerfile=f"FROM {BASE_IMAGE}\nCOPY shared/shared.txt /opt/shared.txt\n"
+        f"RUN echo {marker} > /opt/marker\n",
+    )
+    (task / "shared").mkdir()
+    (task / "shared" / "shared.txt").write_text("from the root\n")
+    (task / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}/..\n"
+        "      dockerfile: ${CONTEXT_DIR}/Dockerfile\n"
+    )
+    result = await run_trial(task, "oracle", tmp_path)
+    assert rewards(result) == {"reward": 1.0}, result.exception_info
+    assert "building regatta-env:" in build_log(
+        tmp_path, result
+    ) and "from environment/Dockerfile" in build_log(tmp_path, result)
+    assert _leftovers(engine, result) == {"containers": [], "networks": [], "volumes": [], "rules": []}
+
+
+@pytest.mark.parametrize("attack", ["host-file", "dot-dot", "linked-file", "linked-folder"])
+async def test_a_dockerfile_out_of_the_context_is_refused_before_anything_is_built(
+    engine: docker.DockerClient, tmp_path: Path, attack: str
+) -> None:
+    """A task naming, as its Dockerfile, a file of the executor's host outside the build context:
+    directly (an absolute path), by `..` after ${CONTEXT_DIR}, or through a link in its environment/
+    (the file, or a folder on its path). The host's file is a Dockerfile that would build (its LABEL
+    would mark the image): the attempt is refused naming where the path leads, and nothing is built or
+    made on the engine."""
+    label = f"dev.regatta.test.host-dockerfile={secrets.token_hex(8)}"
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nLABEL {label}\n")
+    name = f"hostile-{attack}-{secrets.token_hex(4)}"
+    task = write_task(tmp_path / "tasks", name)
+    environment = task / "environment"
+    named = {
+        "host-file": str(outside / "Dockerfile"),
+        "dot-dot": "${CONTEXT_DIR}/../../../host/Dockerfile",
+        "linked-file": "${CONTEXT_DIR}/Dockerfile.linked",
+        "linked-folder": "${CONTEXT_DIR}/linked/Dockerfile",
+    }[attack]
+    if attack == "linked-file":
+        (environment / "Dockerfile.linked").symlink_to(outside / "Dockerfile")
+    if attack == "linked-folder":
+        (environment / "linked").symlink_to(outside)
+    (environment / "docker-compose.yaml").write_text(
+        f"services:\n  main:\n    build:\n      context: ${{CONTEXT_DIR}}/..\n      dockerfile: {named}\n"
+    )
+    said = (
+        f"environment/docker-compose.yaml: services.main.build.dockerfile "
+        f"{named.replace('${CONTEXT_DIR}', str(environment.resolve()))!r} resolves to "
+        f"{(outside / 'Dockerfile').resolve()}, outside the build context {task.resolve()}"
+    )
+    try:
+        result = await run_trial(task, "oracle", tmp_path)
+    except ValueError as exc:
+        assert said in str(exc)
+    else:
+        assert result.exception_info is not None, "the attempt ran"
+        assert said in result.exception_info.exception_message, result.exception_info
+        assert exception_type(result) in ("ValueError", "ComposeError"), result.exception_info
+        assert build_log(tmp_path, result) == "", "a build was started"
+    assert engine.images.list(filters={"label": label}) == []
+    assert containers_of(engine, name) == []
+    for kind in (engine.networks, engine.volumes):
+        labelled = kind.list(filters={"label": LABEL_SESSION})
+        assert not [item for item in labelled if item.attrs["Labels"][LABEL_SESSION].startswith(name)]
 
 
 REFUSED_KEYS = [

@@ -83,3 +83,18 @@ def test_the_refusal_comes_before_any_compose_file_is_read(tmp_path: Path) -> No
     task = _with(write_task(tmp_path, "compose"), "[verifier]", 'environment_mode = "separate"')
     (task / "environment" / "docker-compose.yaml").write_text("services:\n  main: {build: .}\n")
     assert "environment_mode = 'separate'" in _refusal("container", task)
+
+
+def test_the_executors_check_takes_an_absolute_dockerfile_inside_the_context_only(tmp_path: Path) -> None:
+    """The check an attempt passes before anything is made fills ${CONTEXT_DIR} as Harbor does: the
+    task's own `${CONTEXT_DIR}/Dockerfile` passes, a host file named the same way errors the attempt
+    once, naming where the path leads."""
+    compose = "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}/..\n      dockerfile: %s\n"
+    task = write_task(tmp_path, "absolute")
+    (task / "environment" / "docker-compose.yaml").write_text(compose % "${CONTEXT_DIR}/Dockerfile")
+    assert check_task_environment(EnvironmentChoice("container"), task).built is not None
+
+    (task / "environment" / "docker-compose.yaml").write_text(compose % "${CONTEXT_DIR}/../../../etc/passwd")
+    said = _refusal("container", task)
+    assert said.startswith("environment/docker-compose.yaml: services.main.build.dockerfile "), said
+    assert f"resolves to {tmp_path.resolve().parent / 'etc' / 'passwd'}, outside the build context" in said

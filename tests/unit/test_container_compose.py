@@ -226,7 +226,7 @@ REFUSED = [
     ),
     (
         "services:\n  main:\n    build: {dockerfile: ../../../etc/passwd}\n",
-        "services.main.build.dockerfile '../../../etc/passwd' is not a file inside the build context",
+        "services.main.build.dockerfile '../../../etc/passwd' resolves to ",
     ),
     ("services:\n  main:\n    build: {network: host}\n", "services.main.build.network is not supported"),
     ("include: [../other.yaml]\nservices: {}\n", "include is not supported"),
@@ -414,3 +414,89 @@ def test_main_built_from_a_dockerfile_outside_environment(tmp_path: Path) -> Non
         ComposeError, match=r"^environment/docker-compose\.yaml: services\.main\.build\.dockerfile"
     ):
         _load(environment)
+
+
+def test_an_absolute_dockerfile_inside_the_context_is_taken_as_compose_takes_it(tmp_path: Path) -> None:
+    """As real tasks write it: `${CONTEXT_DIR}/Dockerfile` with the task's root as the context (Compose
+    takes an absolute dockerfile as it is); a sidecar's too, and a link to a file of the context."""
+    environment = _task(
+        tmp_path,
+        """
+        services:
+          main:
+            build:
+              context: ${CONTEXT_DIR}/..
+              dockerfile: ${CONTEXT_DIR}/Dockerfile
+          api:
+            build: {context: ./api, dockerfile: "${CONTEXT_DIR}/api/linked.Dockerfile"}
+        """,
+        files={"api/real.Dockerfile": "FROM debian:bookworm-slim\n"},
+    )
+    (environment / "api" / "linked.Dockerfile").symlink_to("real.Dockerfile")
+    project = _load(environment)
+    main, api = project.main.build, project.services["api"].build
+    assert main is not None and (main.context, main.dockerfile) == (
+        environment.parent.resolve(),
+        "environment/Dockerfile",
+    )
+    assert api is not None and (api.context, api.dockerfile) == (
+        (environment / "api").resolve(),
+        "real.Dockerfile",
+    )
+
+
+def _hostile(tmp_path: Path, dockerfile: str, context: str = "${CONTEXT_DIR}/..") -> Path:
+    """A task whose main names `dockerfile`; beside the task, a file that makes a valid Dockerfile (an
+    attacker's aim: a file of the executor's host read and sent as the build's Dockerfile)."""
+    environment = _task(
+        tmp_path,
+        f"services:\n  main:\n    build:\n      context: {context}\n      dockerfile: {dockerfile}\n",
+    )
+    (tmp_path / "host-file").write_text("FROM debian:bookworm-slim\n")
+    (environment / "api").mkdir()
+    return environment
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "context", "resolved"),
+    [
+        ("/etc/passwd", "${CONTEXT_DIR}/..", "/etc/passwd"),
+        ("${CONTEXT_DIR}/../../host-file", "${CONTEXT_DIR}/..", "{tmp}/host-file"),
+        ("${CONTEXT_DIR}/../../../../../../../../../../etc/shadow", "${CONTEXT_DIR}/..", "/etc/shadow"),
+        # Inside the task, outside the context: only the context is sent to the builder.
+        ("${CONTEXT_DIR}/Dockerfile", "${CONTEXT_DIR}/api", "{tmp}/task/environment/Dockerfile"),
+    ],
+    ids=["host-file", "dot-dot", "far-dot-dot", "task-not-context"],
+)
+def test_an_absolute_dockerfile_out_of_the_context_is_refused_naming_where_it_leads(
+    tmp_path: Path, dockerfile: str, context: str, resolved: str
+) -> None:
+    environment = _hostile(tmp_path, dockerfile, context)
+    with pytest.raises(ComposeError) as raised:
+        _load(environment)
+    named = dockerfile.replace("${CONTEXT_DIR}", str(environment.resolve()))
+    said = resolved.format(tmp=tmp_path.resolve())
+    assert str(raised.value).startswith(
+        f"{LABEL}: services.main.build.dockerfile {named!r} resolves to {said}, outside the build context "
+    ), raised.value
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_dockerfile_linked_out_of_the_context_is_refused_naming_the_linked_file(
+    tmp_path: Path, link: str
+) -> None:
+    """A link inside the context (the file itself, or a folder on its path) to the host's files: the
+    path resolves, links followed, out of the context."""
+    if link == "file":
+        environment = _hostile(tmp_path, "${CONTEXT_DIR}/Dockerfile.evil")
+        (environment / "Dockerfile.evil").symlink_to(tmp_path / "host-file")
+        target = tmp_path.resolve() / "host-file"
+    else:
+        environment = _hostile(tmp_path, "${CONTEXT_DIR}/linked/host-file")
+        (environment / "linked").symlink_to(tmp_path)
+        target = tmp_path.resolve() / "host-file"
+    with pytest.raises(ComposeError, match=r"resolves to (\S+), outside the build context") as raised:
+        _load(environment)
+    assert f"resolves to {target}, outside the build context {environment.parent.resolve()}" in str(
+        raised.value
+    ), raised.value

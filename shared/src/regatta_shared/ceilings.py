@@ -4,6 +4,9 @@ A task.toml is the dataset author's: `memory_mb = 1048576` would otherwise becom
 and a 1 TiB RAM-backed tmpfs on a 24 GiB host. Every value a task asks for is compared here, in the same
 words, by registry-sync (the task is listed invalid), by the gateway at run submission (the ceilings
 may have been lowered since the sync) and by the executor (defence in depth: refused, never clamped).
+
+A ceiling the operator does not set is this host's own figure: memory and CPUs from its RAM and cores,
+storage from the disk the sandboxes write on (sandbox_disk.py), which the message then names.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .events import TaskResources
+from .sandbox_disk import Disk, sandbox_disk_kept
 from .settings import Settings
 
 _MIB = 1024 * 1024
@@ -30,6 +34,13 @@ class Ceiling:
     field: str  # the task.toml field the message names
     setting: str
     value: float
+    measured: str | None = None
+    """What the value is the size of, when it is this host's figure (in MiB) and not the setting's."""
+
+    def exceeded(self) -> str:
+        if self.measured is None:
+            return f"the operator's ceiling of {_number(self.value)} ({self.setting})"
+        return f"the {_number(self.value)} MiB of {self.measured} ({self.setting} sets another ceiling)"
 
 
 # The expansion ratio applies past this many expanded bytes: a small task of repetitive text may
@@ -78,22 +89,34 @@ class Ceilings:
     max_processes: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Ceilings:
+    def from_settings(cls, settings: Settings, disk: Disk | None = None) -> Ceilings:
+        """`disk`: the disk the sandboxes write a task's files on, the default ceiling on storage_mb;
+        None where they keep them in memory (the `local` environment's tmpfs): half the RAM."""
         ram = _physical_memory_mb()
         derived: dict[str, float | None] = {
-            # Three quarters of the RAM for one sandbox's memory, half for its storage (the /logs and
-            # /tmp of a sandbox are RAM-backed tmpfs sized by storage_mb).
+            # Three quarters of the RAM for one sandbox's memory.
             "max_memory_mb": ram * 3 // 4 if ram else 16_384,
-            "max_storage_mb": ram // 2 if ram else 16_384,
             "max_cpus": float(os.cpu_count() or 1),
         }
         values = {}
         for key, (field, setting, attribute) in _FIELDS.items():
             value = getattr(settings, attribute)
+            if value is None and attribute == "max_storage_mb":
+                values[key] = _storage_ceiling(field, setting, disk, ram)
+                continue
             if value is None:
                 value = derived[attribute]
             values[key] = Ceiling(field, setting, float(value))  # type: ignore[arg-type]
         return cls(values, settings.max_processes)
+
+    @classmethod
+    def of_host(cls, settings: Settings, environment: str | None = None) -> Ceilings:
+        """The ceilings with this host's sandbox disk measured, for `environment` (an executor's
+        resolved one; else REGATTA_EXECUTOR_ENVIRONMENT, as registry-sync and the gateway know it)."""
+        disk = None
+        if settings.max_storage_mb is None:
+            disk = sandbox_disk_kept(environment or settings.executor_environment, data_dir=settings.data_dir)
+        return cls.from_settings(settings, disk)
 
     def violations(self, resources: TaskResources | None, timeout_multiplier: float = 1.0) -> list[str]:
         """Each value over its ceiling, in words naming the field, the value and the setting. Timeouts
@@ -110,11 +133,24 @@ class Ceilings:
             if effective > ceiling.value or effective != effective:
                 scaled = key in _TIMEOUTS and timeout_multiplier != 1
                 times = f" (x{timeout_multiplier:g} timeout multiplier)" if scaled else ""
-                found.append(
-                    f"{ceiling.field} = {_number(asked)}{times} exceeds the operator's ceiling of "
-                    f"{_number(ceiling.value)} ({ceiling.setting})"
-                )
+                found.append(f"{ceiling.field} = {_number(asked)}{times} exceeds {ceiling.exceeded()}")
         return found
+
+
+def _storage_ceiling(field: str, setting: str, disk: Disk | None, ram_mb: int | None) -> Ceiling:
+    """Harbor's storage_mb is a disk request: the size of the disk the sandboxes write a task's files on.
+    Where they keep them in memory instead (`local`: its root, /tests and log folders are tmpfs sized by
+    storage_mb), half the RAM, as a tmpfs that outgrew it would take the host's memory."""
+    if disk is not None:
+        return Ceiling(field, setting, float(disk.mib), disk.what)
+    if ram_mb is None:
+        return Ceiling(field, setting, 16_384.0)
+    return Ceiling(
+        field,
+        setting,
+        float(ram_mb // 2),
+        "half this host's memory, where the local sandbox keeps a task's files",
+    )
 
 
 def task_resources(config: Any) -> TaskResources:

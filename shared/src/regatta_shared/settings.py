@@ -80,7 +80,8 @@ class Settings(BaseSettings):
     auth_failures_per_minute: float = Field(20.0, gt=0, alias="REGATTA_AUTH_FAILURES_PER_MINUTE")
     # Operator ceilings on what one task may ask for (regatta_shared.ceilings, docs/configuration.md). A
     # task over one is listed invalid at sync, refused at run submission and refused by the executor.
-    # None: derived from this machine (memory and storage from its RAM, CPUs from its cores).
+    # None: derived from this machine (memory from its RAM, CPUs from its cores, storage from the disk
+    # its sandboxes write on: regatta_shared.sandbox_disk).
     max_memory_mb: int | None = Field(None, ge=16, alias="REGATTA_MAX_MEMORY_MB")
     max_cpus: float | None = Field(None, gt=0, alias="REGATTA_MAX_CPUS")
     max_storage_mb: int | None = Field(None, ge=16, alias="REGATTA_MAX_STORAGE_MB")

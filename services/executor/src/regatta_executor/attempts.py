@@ -30,7 +30,6 @@ from nats.js import JetStreamContext
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 from regatta_shared.bus import REPORT_SUBJECT, REPORTS_STREAM
-from regatta_shared.ceilings import Ceilings
 from regatta_shared.jobs import AttemptJob, AttemptReport
 from regatta_shared.live import live_subject
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
@@ -46,7 +45,7 @@ from .reasons import short_reason
 from .redaction import Redactor
 from .reports import StartedReport, archive_missing, setup_error, signed
 from .task_cache import TaskArchiveRefused, TaskCache
-from .task_ceilings import check_ceilings
+from .task_ceilings import check_ceilings, executor_ceilings
 from .task_environment import EnvironmentFidelity, TaskEnvironmentError, check_task_environment
 from .trials import run_trial, trial_config
 
@@ -110,7 +109,7 @@ class AttemptRunner:
         # Opened by Executor.open(); an attempt cancelled before its first step needs neither.
         self.tasks: TaskCache | None = None
         # Read once per process, like the environment: the executor's own check of every task.
-        self.ceilings = Ceilings.from_settings(load_settings())
+        self.ceilings = executor_ceilings(load_settings(), environment)
         self.artifact_store: ObjectStore | None = None
 
     async def run(self, job: AttemptJob) -> None:

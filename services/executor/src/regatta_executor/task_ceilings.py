@@ -7,16 +7,32 @@ is refused, never clamped silently to something it did not ask for.
 
 from __future__ import annotations
 
+import logging
 import tomllib
 from pathlib import Path
 
 from harbor.models.task.config import TaskConfig
 from pydantic import ValidationError
 from regatta_shared.ceilings import Ceilings, task_resources
+from regatta_shared.sandbox_disk import LOCAL
+from regatta_shared.settings import Settings
 
+from .environments import EnvironmentChoice
 from .task_environment import TaskEnvironmentError
 
 MAX_TASK_TOML_BYTES = 1024 * 1024
+log = logging.getLogger(__name__)
+
+
+def executor_ceilings(settings: Settings, environment: EnvironmentChoice) -> Ceilings:
+    """The ceilings of an executor running `environment` (resolved: never `auto`): storage_mb against
+    the disk its sandboxes write on, or half the RAM for one that runs on this host in tmpfs (`local`,
+    or a class built on it), said once at start."""
+    kind = LOCAL if environment.traits.runs_on_host else environment.kind
+    ceilings = Ceilings.of_host(settings, kind)
+    storage = ceilings.values["storage_mb"]
+    log.info("ceiling of [environment].storage_mb: %s", storage.exceeded())
+    return ceilings
 
 
 def check_ceilings(

@@ -104,7 +104,7 @@ class BenchmarkSync:
         self.concurrency = concurrency
         self.workdir = workdir
         settings = load_settings() if ceilings is None or bounds is None else None
-        self.ceilings = ceilings or Ceilings.from_settings(settings)  # type: ignore[arg-type]
+        self.ceilings = ceilings or Ceilings.of_host(settings)  # type: ignore[arg-type]
         self.bounds = bounds or TaskFileBounds.from_settings(settings)  # type: ignore[arg-type]
 
     async def run(self, benchmark_id: str, sync_id: str, on_page: OnPage | None = None) -> None:

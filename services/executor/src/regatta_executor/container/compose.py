@@ -19,6 +19,7 @@ other networks or network modes, published ports are ignored rather than publish
 from __future__ import annotations
 
 import io
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ MAX_DOTENV_BYTES = 64 * 1024
 MAX_SERVICES = 10
 MAX_VOLUMES = 16
 MAX_STRING = 64 * 1024
+MAX_PATH = 4096
 # Harbor's keep-alive command for `main` (its base files), which Regatta's pid 1 passes to main's
 # entrypoint (pid1.py): another command for main is refused, an entrypoint is main's own.
 HARBOR_MAIN_COMMAND = ["sh", "-c", "sleep infinity"]
@@ -265,7 +267,8 @@ class _Checker:
         if (
             not isinstance(dockerfile_text, str)
             or not dockerfile_text
-            or PurePosixPath(dockerfile_text).is_absolute()
+            or "\0" in dockerfile_text
+            or len(dockerfile_text) > MAX_PATH
         ):
             raise ComposeError(f"{where}.dockerfile must be a path inside the build context")
         args = self._mapping(value.get("args") or {}, f"{where}.args", allow_missing=True)
@@ -276,12 +279,7 @@ class _Checker:
         context = (self.project_dir / context_text).resolve()
         if not context.is_relative_to(self.task_root) or not context.is_dir():
             raise ComposeError(f"{where}.context {context_text[:200]!r} is not a folder inside the task")
-        dockerfile = (context / dockerfile_text).resolve()
-        if not dockerfile.is_relative_to(context) or not dockerfile.is_file():
-            raise ComposeError(
-                f"{where}.dockerfile {dockerfile_text[:200]!r} is not a file inside the build context"
-            )
-        return Build(context, dockerfile.relative_to(context).as_posix(), args)
+        return Build(context, _dockerfile_in(context, dockerfile_text, f"{where}.dockerfile"), args)
 
     def _image(self, value: Any, where: str, _: str) -> str:
         if not isinstance(value, str):
@@ -577,6 +575,24 @@ class _Checker:
                 elif not state.get(step):
                     state[step] = 1
                     stack.append((step, iter(services[step].depends_on)))
+
+
+def _dockerfile_in(context: Path, text: str, where: str) -> str:
+    """The Dockerfile's path relative to the (resolved) build context. As Compose does, a relative
+    `dockerfile` is taken from the context and an absolute one as it is (`${CONTEXT_DIR}/Dockerfile`);
+    either must lead, links followed, to a file inside the context, since only the context is sent and
+    a path out of it would make a file of the executor's host the Dockerfile. A path out of the context
+    even before links are followed is refused without touching the host's files."""
+    named = context / text  # `context / "/abs"` is "/abs"
+    lexical = Path(os.path.normpath(named))
+    resolved = named.resolve() if lexical.is_relative_to(context) else lexical
+    if not resolved.is_relative_to(context):
+        raise ComposeError(
+            f"{where} {text[:200]!r} resolves to {str(resolved)[:400]}, outside the build context {context}"
+        )
+    if not resolved.is_file():
+        raise ComposeError(f"{where} {text[:200]!r} is not a file inside the build context")
+    return resolved.relative_to(context).as_posix()
 
 
 def _shown(value: Any) -> str:

@@ -61,7 +61,7 @@ def select_tasks(store: EventStore, benchmark: dict[str, Any], request: Selectio
     execution = request.execution_config
     multiplier = execution.timeout_multiplier if execution else defaults.TIMEOUT_MULTIPLIER
     # Read per submission: a ceiling lowered since the sync applies to the next run, not the next sync.
-    ceilings = Ceilings.from_settings(load_settings())
+    ceilings = Ceilings.of_host(load_settings())
     issues = [
         {"key": "tasks", "message": f"task {task.name!r}: {over}"}
         for task in tasks
