@@ -1,8 +1,8 @@
 """Issue 27, finding 5, through the whole stack: an agent that breaks its sandbox (deletes /bin/sh, or
-fork-bombs it until its time is up) cannot turn its failure into no score. One benchmark of four
-tasks on a running stack with the container environment: the two attacks end `failed` with their
-reasons, two honest tasks pass, and the run's pass@1 is the honest 0.5 (it was 1.0 when the broken
-attempts ended `errored` and dropped out of the denominator)."""
+fork-bombs it until its time is up) cannot turn its failure into no score; a deletion is evidence.
+One benchmark of four tasks on a running stack with the container environment: the two attacks end
+`failed` with their reasons, two honest tasks pass, and the run's pass@1 is the honest 0.5 (it was 1.0
+when the broken attempts ended `errored` and dropped out of the denominator)."""
 
 from __future__ import annotations
 
@@ -73,9 +73,12 @@ def test_an_agent_that_breaks_its_sandbox_fails_and_pass_at_1_stays_honest(
         "honest-b": "passed",
     }
     finished = {d["task"]: d for kind, d in run_events(stack, run_id) if kind == "AttemptFinished"}
-    # The reasons are shown: the deleted shell is named, the bomb's timeout is said.
-    assert finished["delete-sh"]["exception_type"] == "SandboxTamperedError"
-    assert "/usr/bin/sh (deleted)" in finished["delete-sh"]["exception_message"]
+    # The verifier's verdict stands where the shell is gone (the platform uses its own), and the
+    # deletion is recorded as evidence; the bomb's timeout is said.
+    deleted = finished["delete-sh"]
+    assert (deleted["exception_type"], deleted["rewards"]) == (None, {"reward": 0}), deleted
+    evidence = finished["delete-sh"]["integrity"]
+    assert [(c["path"], c["change"]) for c in evidence["changes"]] == [("/usr/bin/sh", "deleted")], evidence
     assert finished["fork-bomb"]["exception_type"] == "AgentTimeoutError"
     assert all(finished[task]["try_number"] == 1 for task in TASKS), "the agent's failure is not retried"
     totals = detail["totals"]

@@ -74,7 +74,7 @@ def environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     return chosen
 
 
-async def run_oracle(environment: Environment, task: Path, work: Path) -> TrialResult:
+async def run_oracle(environment: Environment, task: Path, work: Path, **kwargs: Any) -> TrialResult:
     config = TrialConfig(
         task={"path": str(task)},
         trials_dir=work / "trials",
@@ -82,7 +82,7 @@ async def run_oracle(environment: Environment, task: Path, work: Path) -> TrialR
         environment={
             "import_path": environment.import_path,
             "delete": True,
-            "kwargs": environment.kwargs(work),
+            "kwargs": {**environment.kwargs(work), **kwargs},
         },
     )
     trial = await Trial.create(config)
@@ -193,7 +193,7 @@ async def test_the_hosts_services_are_unreachable(
     assert accepted == []
 
 
-async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
+async def test_under_enforce_a_process_left_by_the_agent_cannot_rig_the_verifier(
     environment: Environment, tmp_path: Path
 ) -> None:
     """A background loop started by the agent keeps writing reward 1 and scans every process's
@@ -210,7 +210,7 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
     task = write_task(tmp_path / "tasks", "rigger", solve=RIGGER, test=test)
     with (task / "task.toml").open("a") as toml:
         toml.write(f'\n[verifier.env]\nVERIFIER_SECRET = "{secret}"\n')
-    result = await run_oracle(environment, task, tmp_path)
+    result = await run_oracle(environment, task, tmp_path, verifier_integrity="enforce")
 
     assert exception_type(result) is None
     assert rewards(result) == {"reward": 0} and outcome(result) == "failed"
@@ -225,7 +225,7 @@ async def test_a_process_left_by_the_agent_cannot_rig_the_verifier(
     assert [p.name for p in files if secret.encode() in p.read_bytes()] == []
 
 
-async def test_the_agent_cannot_disarm_the_kill_by_replacing_the_images_programs(
+async def test_under_enforce_the_agent_cannot_disarm_the_kill_by_replacing_the_images_programs(
     environment: Environment, tmp_path: Path
 ) -> None:
     """The kill before the verifier once ran the image's /bin/sh (and its tr, grep): a root agent that
@@ -244,14 +244,14 @@ async def test_the_agent_cannot_disarm_the_kill_by_replacing_the_images_programs
         done
     """
     task = write_task(tmp_path / "tasks", "disarm", solve=RIGGER + textwrap.dedent(disarm), test=test)
-    result = await run_oracle(environment, task, tmp_path)
+    result = await run_oracle(environment, task, tmp_path, verifier_integrity="enforce")
 
     trial = trial_dir(tmp_path, result)
     assert [p.read_text() for p in (trial / "artifacts").rglob("alive.txt")] == ["alive\n"]
     assert not (trial / "verifier" / "rigged.txt").exists()
     if environment.import_path == CONTAINER_ENVIRONMENT:
-        # The tamper check (issue 27, finding 4): the image's programs the agent replaced are named,
-        # and the attempt is `failed` before the verifier runs.
+        # Under `enforce`, the image's programs the agent replaced, with nothing to explain them, are
+        # named, and the attempt is `failed` before the verifier runs.
         assert exception_type(result) == "SandboxTamperedError"
         assert "/usr/bin/sh (changed)" in result.exception_info.exception_message
         assert rewards(result) is None and outcome(result) == "failed"

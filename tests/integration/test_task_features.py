@@ -1,6 +1,7 @@
-"""Issue 26: Harbor task features Regatta's own environments do not provide (a verifier in a container
-of its own, GPUs) are refused before anything of the attempt is made, naming the task.toml field and
-the reason, in both `container` and `local`; Harbor's own environment types decide for themselves."""
+"""Issue 26: Harbor task features one of Regatta's own environments does not provide (a verifier in a
+container of its own under `local`, GPUs under both) are refused before anything of the attempt is made,
+naming the task.toml field and the reason; `container` runs a separate verifier (issue 36); Harbor's own
+environment types decide for themselves."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from regatta_executor.task_environment import TaskEnvironmentError, check_task_e
 from tests.support.tasks import write_task
 
 OURS = ("container", "local", "tests.support.flaky_environment:FlakyLocalEnvironment")
+WITHOUT_SEPARATE = ("local", "tests.support.flaky_environment:FlakyLocalEnvironment")
 
 
 def _with(task: Path, section: str, lines: str) -> Path:
@@ -29,20 +31,25 @@ def _refusal(kind: str, task: Path) -> str:
     return str(refused.value)
 
 
-@pytest.mark.parametrize("kind", OURS)
+@pytest.mark.parametrize("kind", WITHOUT_SEPARATE)
 def test_a_separate_verifier_is_refused_naming_environment_mode(kind: str, tmp_path: Path) -> None:
     task = _with(write_task(tmp_path, "separate"), "[verifier]", 'environment_mode = "separate"')
     said = _refusal(kind, task)
     assert said.startswith("task.toml [verifier] environment_mode = 'separate': "), said
     assert f"which the {kind!r} environment does not make" in said
-    assert "REGATTA_EXECUTOR_ENVIRONMENT=docker" in said
+    assert "REGATTA_EXECUTOR_ENVIRONMENT=container" in said
     # `shared`, said or left out, runs as before.
     _with(write_task(tmp_path, "shared"), "[verifier]", 'environment_mode = "shared"')
     assert check_task_environment(EnvironmentChoice(kind), tmp_path / "shared").built is not None
     assert check_task_environment(EnvironmentChoice(kind), write_task(tmp_path, "plain")).built is not None
 
 
-@pytest.mark.parametrize("kind", OURS)
+def test_the_container_environment_runs_a_separate_verifier(tmp_path: Path) -> None:
+    task = _with(write_task(tmp_path, "separate"), "[verifier]", 'environment_mode = "separate"')
+    assert check_task_environment(EnvironmentChoice("container"), task).built is True
+
+
+@pytest.mark.parametrize("kind", WITHOUT_SEPARATE)
 def test_a_verifier_environment_implies_separate_and_is_refused(kind: str, tmp_path: Path) -> None:
     task = write_task(tmp_path, "implied")
     (task / "task.toml").write_text(
@@ -73,7 +80,7 @@ def test_a_task_asking_for_gpus_is_refused_naming_the_field(kind: str, tmp_path:
 def test_both_refusals_are_given_at_once(tmp_path: Path) -> None:
     task = _with(write_task(tmp_path, "both"), "[verifier]", 'environment_mode = "separate"')
     _with(task, "[environment]", "gpus = 2")
-    said = _refusal("container", task)
+    said = _refusal("local", task)
     assert "[verifier] environment_mode = 'separate'" in said and "[environment] gpus = 2" in said, said
 
 
@@ -82,7 +89,7 @@ def test_the_refusal_comes_before_any_compose_file_is_read(tmp_path: Path) -> No
     whatever its compose file says."""
     task = _with(write_task(tmp_path, "compose"), "[verifier]", 'environment_mode = "separate"')
     (task / "environment" / "docker-compose.yaml").write_text("services:\n  main: {build: .}\n")
-    assert "environment_mode = 'separate'" in _refusal("container", task)
+    assert "environment_mode = 'separate'" in _refusal("local", task)
 
 
 def test_the_executors_check_takes_an_absolute_dockerfile_inside_the_context_only(tmp_path: Path) -> None:
