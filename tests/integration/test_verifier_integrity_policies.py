@@ -312,3 +312,43 @@ async def test_in_separate_mode_a_cheat_that_works_in_shared_mode_does_not(
     result = await run_trial(honest, "oracle", tmp_path)
     assert (exception_type(result), rewards(result), outcome(result)) == (None, {"reward": 1}, "passed")
     assert containers_of(engine, result.trial_name) == []
+
+
+async def test_a_multi_step_task_mixes_separate_and_shared_verifiers_and_collects_outputs(
+    engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Step one's verifier runs apart: it sees what a `[[verifier.collect]]` command and the agent left in
+    /logs/artifacts, not the agent's container (no /app/one). Step two's is shared: it sees both steps'
+    work in the agent's container, which lived on across step one's separate verifier."""
+    task = tmp_path / "tasks" / "mixed-steps"
+    (task / "environment").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nWORKDIR /app\n")
+    (task / "task.toml").write_text(
+        'schema_version = "1.4"\n\n[environment]\nnetwork_mode = "no-network"\n\n'
+        '[[verifier.collect]]\ncommand = "cp /app/one /logs/artifacts/collected.txt 2>/dev/null || true"\n\n'
+        '[[steps]]\nname = "one"\n[steps.verifier]\nenvironment_mode = "separate"\n\n'
+        '[[steps]]\nname = "two"\n[steps.verifier]\nenvironment_mode = "shared"\n'
+    )
+    checks = {
+        "one": "[ ! -e /app/one ] && grep -qx one /logs/artifacts/collected.txt "
+        "&& grep -qx mine /logs/artifacts/declared.txt",
+        "two": "[ -f /app/one ] && [ -f /app/two ]",
+    }
+    for step, check in checks.items():
+        folder = task / "steps" / step
+        for sub in ("solution", "tests"):
+            (folder / sub).mkdir(parents=True)
+        (folder / "instruction.md").write_text(f"Step {step}.\n")
+        (folder / "solution" / "solve.sh").write_text(
+            f"#!/bin/bash\necho {step} > /app/{step}\n"
+            "mkdir -p /logs/artifacts && echo mine > /logs/artifacts/declared.txt\n"
+        )
+        (folder / "tests" / "test.sh").write_text("#!/bin/bash\n" + PASS_IF.format(check=check))
+    result = await run_trial(task, "oracle", tmp_path)
+
+    assert exception_type(result) is None, result.exception_info
+    assert [
+        (s.step_name, s.verifier_result.rewards if s.verifier_result else None)
+        for s in result.step_results or []
+    ] == [("one", {"reward": 1}), ("two", {"reward": 1})]
+    assert containers_of(engine, result.trial_name) == []
