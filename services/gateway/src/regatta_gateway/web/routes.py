@@ -325,6 +325,7 @@ def benchmark_page(
             **_base(request, scope, "benchmarks"),
             "benchmark": detail,
             "source": benchmark_views.benchmark_source(store, scope, detail["id"]),
+            "may_remove": benchmark_views.may_remove(store, scope, detail["id"]),
             "sort": chosen,
             "leaderboard": rows,
             "not_ranked": leaderboard_views.not_ranked(store, scope, detail["id"], rows),
