@@ -19,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.admission import registry_catalog
 from regatta_gateway.app import create_app
+from regatta_shared.outbound import NOT_ALLOWED
 
 from .conftest import Gateway, make_settings
 from .test_hostile_input import Unchanged, refused
@@ -251,7 +252,7 @@ def test_a_registry_url_is_read_through_the_outbound_guard(open_gateway, registr
     body = guarded.v1("GET", "/registry/datasets")
     assert body.status_code == 503 and body.json()["code"] == "REGISTRY_UNAVAILABLE"
     assert body.json()["message"] == (
-        f"The default registry cannot be reached: registry {url}: address not allowed"
+        f"The default registry cannot be reached: registry {url}: {NOT_ALLOWED}"
     )
     assert Registry.served == 0
 
@@ -268,7 +269,7 @@ def test_a_registry_url_is_read_through_the_outbound_guard(open_gateway, registr
     Registry.mode, Registry.redirect_to = "redirect", "http://127.0.0.2:80/registry.json"
     redirected = open_gateway(url, outbound_allow=f"127.0.0.1:{port}")
     message = redirected.v1("GET", "/registry/datasets").json()["message"]
-    assert message.endswith("address not allowed"), message
+    assert message.endswith(NOT_ALLOWED), message
 
 
 @pytest.mark.parametrize(
