@@ -25,6 +25,8 @@ import anyio
 import httpcore
 import httpx
 
+from .answers import AnswerBounds, AnswerRefused, AsyncBoundedTransport, BoundedTransport, BoundsOf
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -188,7 +190,7 @@ def check_url(
 
 def reason_of(error: BaseException) -> str:
     """The reason class of a failed fetch: the same for a closed port, a reset or a bad TLS handshake."""
-    if isinstance(error, OutboundRefused):
+    if isinstance(error, OutboundRefused | AnswerRefused):
         return error.reason
     if isinstance(error, httpx.TimeoutException | TimeoutError):
         return TIMED_OUT
@@ -252,15 +254,22 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def guarded_client(policy: OutboundPolicy, field: str, **kwargs: typing.Any) -> httpx.Client:
-    """An httpx client whose every connection (redirects too) goes only to an allowed address.
+def guarded_client(
+    policy: OutboundPolicy, field: str, answers: AnswerBounds | BoundsOf | None = None, **kwargs: typing.Any
+) -> httpx.Client:
+    """An httpx client whose every connection (redirects too) goes only to an allowed address, and
+    whose every answer, with `answers`, is read within those bounds (regatta_shared.answers).
     No proxies from the environment: a proxy would make the checked address the proxy's."""
     transport = httpx.HTTPTransport(trust_env=False)
     transport._pool._network_backend = _GuardedBackend(policy, field)
-    return httpx.Client(transport=transport, trust_env=False, **kwargs)
+    bounded = BoundedTransport(transport, answers) if answers is not None else transport
+    return httpx.Client(transport=bounded, trust_env=False, **kwargs)
 
 
-def guarded_async_client(policy: OutboundPolicy, field: str, **kwargs: typing.Any) -> httpx.AsyncClient:
+def guarded_async_client(
+    policy: OutboundPolicy, field: str, answers: AnswerBounds | BoundsOf | None = None, **kwargs: typing.Any
+) -> httpx.AsyncClient:
     transport = httpx.AsyncHTTPTransport(trust_env=False)
     transport._pool._network_backend = _AsyncGuardedBackend(policy, field)
-    return httpx.AsyncClient(transport=transport, trust_env=False, **kwargs)
+    bounded = AsyncBoundedTransport(transport, answers) if answers is not None else transport
+    return httpx.AsyncClient(transport=bounded, trust_env=False, **kwargs)
