@@ -177,7 +177,8 @@ async def test_an_allowed_add_source_cannot_redirect_the_fetch_to_a_host_only_li
         refused = await run_trial(task, "oracle", tmp_path, outbound_allow=f"127.0.0.1:{redirector.port}")
         assert exception_type(refused) == "DockerfileRefusedError"
         message = refused.exception_info.exception_message or ""
-        assert f"environment/Dockerfile line 2: ADD '{url}' refused (address not allowed)" in message
+        refusal = "refused (address not allowed unless REGATTA_OUTBOUND_ALLOW names it)"
+        assert f"environment/Dockerfile line 2: ADD '{url}' {refusal}" in message
         assert redirector.requests >= 1 and listener.requests == 0
         assert containers_of(engine, refused.trial_name) == []
         assert not artifacts_hold(tmp_path, listener.body)

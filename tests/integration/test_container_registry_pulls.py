@@ -182,7 +182,8 @@ async def test_a_registry_redirect_to_a_host_only_listener_is_never_followed(
     refused = await run_trial(task, "oracle", tmp_path, outbound_allow=f"127.0.0.1:{server.port}")
     assert exception_type(refused) == "ImageRefusedError"
     message = refused.exception_info.exception_message or ""
-    assert f"cannot pull image '{reference}': refused (address not allowed)" in message, message
+    refusal = "refused (address not allowed unless REGATTA_OUTBOUND_ALLOW names it)"
+    assert f"cannot pull image '{reference}': {refusal}" in message, message
     assert any(path.startswith("/v2/team/base/blobs/") for path in server.requests)
     assert storage.requests == [], "the listener the policy does not allow got no request"
     assert containers_of(engine, refused.trial_name) == []

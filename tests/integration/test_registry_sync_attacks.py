@@ -29,6 +29,10 @@ from .registry_sync_support import (
     write_task,
 )
 
+REFUSED_REGISTRY_URL = (
+    "could not fetch registry_url: address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
+)
+
 
 @pytest.fixture
 async def harness(tmp_path: Path, nats_url: str) -> AsyncIterator[SyncHarness]:
@@ -222,7 +226,7 @@ async def test_internal_registry_urls_fail_alike_for_open_and_closed_ports(
             assert body["sync_status"] == "failed"
             errors.add(body["sync_error"])
         assert served.hits == [], "the internal server was reached"
-    assert errors == {"could not fetch registry_url: address not allowed"}
+    assert errors == {REFUSED_REGISTRY_URL}
 
 
 async def test_a_redirect_to_an_internal_address_is_refused_and_nothing_is_echoed(
@@ -237,7 +241,7 @@ async def test_a_redirect_to_an_internal_address_is_refused_and_nothing_is_echoe
             harness.add(url_source(registry.url("/registry.json")), trusted=False)
         )
         assert body["sync_status"] == "failed"
-        assert body["sync_error"] == "could not fetch registry_url: address not allowed"
+        assert body["sync_error"] == REFUSED_REGISTRY_URL
         assert internal.hits == [] and registry.hits == ["/registry.json"]
 
         missing = await harness.first_sync(

@@ -225,7 +225,9 @@ async def test_a_registry_json_in_the_repository_is_held_to_the_source_policy(
     )
 
     assert internal["sync_status"] == "failed"
-    assert internal["sync_error"] == "could not fetch task 'inside'.git_url: address not allowed"
+    assert internal["sync_error"] == (
+        "could not fetch task 'inside'.git_url: address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
+    )
 
     # Harbor names a task of a repository's registry.json after its folder.
     entries[1:] = [{"name": "star", "path": "tasks/*"}]

@@ -23,9 +23,14 @@ from regatta_shared.events import (
 
 BM = "bm_1"
 WS = "ws_1"
+ADDER = "usr_adder"
 
 
 def stream(*payloads: Event) -> list[StoredEvent]:
+    """The stream as recorded: the benchmark added by ADDER, everything after by registry-sync."""
+    recorded = [
+        new_event(p, actor=ADDER if isinstance(p, BenchmarkAdded) else "registry-sync") for p in payloads
+    ]
     return [
         StoredEvent(
             position=version,
@@ -37,7 +42,7 @@ def stream(*payloads: Event) -> list[StoredEvent]:
             metadata=e.metadata,
             recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
         )
-        for version, e in enumerate((new_event(p) for p in payloads), start=1)
+        for version, e in enumerate(recorded, start=1)
     ]
 
 
@@ -102,20 +107,48 @@ def test_a_removed_benchmark_is_neither_synced_nor_removed_again() -> None:
     state = decider.fold(BM, stream(added(), *synced(), BenchmarkRemoved(benchmark_id=BM)))
     assert state.removed
     assert refusal(lambda: decider.decide_sync(state, WS, "sync_b")) == "not_found"
-    assert refusal(lambda: decider.decide_remove(state, WS)) == "not_found"
+    assert refusal(lambda: decider.decide_remove(state, WS, ADDER, False)) == "not_found"
 
 
 def test_another_workspace_and_an_empty_stream_find_nothing() -> None:
     state = decider.fold(BM, stream(added(), *synced()))
     assert refusal(lambda: decider.decide_sync(state, "ws_other", "sync_b")) == "not_found"
-    assert refusal(lambda: decider.decide_remove(state, "ws_other")) == "not_found"
+    assert refusal(lambda: decider.decide_remove(state, "ws_other", ADDER, True)) == "not_found"
     empty = decider.fold(BM, [])
     assert empty.version == 0
-    assert refusal(lambda: decider.decide_remove(empty, WS)) == "not_found"
+    assert refusal(lambda: decider.decide_remove(empty, WS, ADDER, True)) == "not_found"
 
 
 def test_remove_is_decided_even_mid_sync_but_never_for_a_hosted_benchmark() -> None:
     mid_sync = decider.fold(BM, stream(added(), *synced()[:2]))
-    assert decider.decide_remove(mid_sync, WS) == [BenchmarkRemoved(benchmark_id=BM)]
+    assert decider.decide_remove(mid_sync, WS, ADDER, False) == [BenchmarkRemoved(benchmark_id=BM)]
     hosted = decider.fold(BM, stream(added(hosted=True), *synced()))
-    assert refusal(lambda: decider.decide_remove(hosted, WS)) == "hosted"
+    assert refusal(lambda: decider.decide_remove(hosted, WS, ADDER, True)) == "hosted"
+
+
+def test_the_adder_and_admins_remove_a_benchmark_and_no_other_member_does() -> None:
+    state = decider.fold(BM, stream(added(), *synced()))
+    assert state.added_by == ADDER
+    removed = [BenchmarkRemoved(benchmark_id=BM)]
+    assert decider.decide_remove(state, WS, ADDER, False) == removed
+    assert decider.decide_remove(state, WS, "usr_admin", True) == removed
+    assert refusal(lambda: decider.decide_remove(state, WS, "usr_other", False)) == "not_adder"
+
+
+def test_a_benchmark_whose_adder_is_unknown_is_removed_by_admins_only() -> None:
+    anonymous = [
+        StoredEvent(
+            position=1,
+            event_id="e1",
+            stream_id=f"benchmark-{BM}",
+            version=1,
+            type=BenchmarkAdded.type_name,
+            data=added().model_dump(mode="json"),
+            metadata={},
+            recorded_at=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+    ]
+    state = decider.fold(BM, anonymous)
+    assert state.added_by is None
+    assert refusal(lambda: decider.decide_remove(state, WS, "usr_other", False)) == "not_adder"
+    assert decider.decide_remove(state, WS, "usr_admin", True) == [BenchmarkRemoved(benchmark_id=BM)]

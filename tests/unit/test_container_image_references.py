@@ -112,7 +112,8 @@ def test_a_refusal_names_the_line_and_the_source() -> None:
     with pytest.raises(DockerfileRefusedError) as refused:
         plan(b"FROM debian\n\nADD http://127.0.0.1:8080/n /x\n", OutboundPolicy())
     assert str(refused.value) == (
-        "environment/Dockerfile line 3: ADD 'http://127.0.0.1:8080/n' refused (address not allowed)"
+        "environment/Dockerfile line 3: ADD 'http://127.0.0.1:8080/n' "
+        "refused (address not allowed unless REGATTA_OUTBOUND_ALLOW names it)"
     )
 
 

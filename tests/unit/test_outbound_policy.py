@@ -7,20 +7,76 @@ import ipaddress
 
 import pytest
 from regatta_shared.git_values import GitValueInvalid, check_commit, check_ref, check_repo_path, url_kind
-from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_addresses, is_public
+from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_addresses, embedded_ipv4, is_public
 
 INTERNAL = [
     "127.0.0.1", "127.8.9.10", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",
     "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fd00::1", "fc00::5", "ff02::1",
     "::ffff:127.0.0.1", "::ffff:10.0.0.1",
 ]  # fmt: skip
+NAMES_THE_SETTING = " unless REGATTA_OUTBOUND_ALLOW names it$"
+# Internal IPv4 addresses in the IPv6 forms that carry them (issue 37), and deprecated site-local space.
+INTERNAL_IN_IPV6 = [
+    "::7f00:1",  # IPv4-compatible 127.0.0.1
+    "::a9fe:a9fe",  # IPv4-compatible 169.254.169.254
+    "::ffff:0:7f00:1",  # IPv4-translated 127.0.0.1
+    "64:ff9b::a9fe:a9fe",  # NAT64 well-known prefix, 169.254.169.254
+    "64:ff9b::a00:1",  # NAT64 well-known prefix, 10.0.0.1
+    "64:ff9b:1::a00:1",  # NAT64 local-use prefix, /96 layout, 10.0.0.1
+    "64:ff9b:1:a00:0:100::",  # NAT64 local-use prefix, /48 layout, 10.0.0.1
+    "64:ff9b:1:808:c0:a801:100:0",  # NAT64 local-use prefix: public in every layout but /64 (192.168.1.1)
+    "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+    "2002:c0a8:101::1",  # 6to4 of 192.168.1.1
+    "2001:0:a00:1::f7f7:f7f7",  # Teredo: server 10.0.0.1, client 8.8.8.8
+    "2001:0:808:808::80ff:fffe",  # Teredo: server 8.8.8.8, client 127.0.0.1
+    "fec0::1",  # site-local
+    "feff::1",  # site-local
+]
 
 
 @pytest.mark.parametrize("address", INTERNAL)
 def test_internal_addresses_are_not_public(address: str) -> None:
     assert not is_public(ipaddress.ip_address(address))
-    with pytest.raises(OutboundRefused, match=r"^could not fetch registry_url: address not allowed$"):
+    with pytest.raises(
+        OutboundRefused,
+        match=r"^could not fetch registry_url: address not allowed" + NAMES_THE_SETTING,
+    ):
         check_addresses("example.org", 443, [address], "registry_url", OutboundPolicy())
+
+
+@pytest.mark.parametrize("address", INTERNAL_IN_IPV6)
+def test_internal_ipv4_in_ipv6_forms_and_site_local_are_refused(address: str) -> None:
+    with pytest.raises(
+        OutboundRefused,
+        match=r"^could not fetch url: address not allowed" + NAMES_THE_SETTING,
+    ):
+        check_addresses("example.org", 443, [address], "url", OutboundPolicy())
+
+
+@pytest.mark.parametrize(
+    ("address", "carried"),
+    [
+        ("::ffff:8.8.8.8", ["8.8.8.8"]),
+        ("::7f00:1", ["127.0.0.1"]),
+        ("::ffff:0:808:808", ["8.8.8.8"]),
+        ("64:ff9b::808:808", ["8.8.8.8"]),
+        ("64:ff9b:1:a00:0:100::", ["10.0.0.1", "0.0.1.0", "0.1.0.0", "0.0.0.0"]),
+        ("2002:808:808::1", ["8.8.8.8"]),
+        # RFC 4380's example: server 65.54.227.120, client 192.0.2.45 (its last 32 bits inverted).
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", ["65.54.227.120", "192.0.2.45"]),
+        ("2606:4700::1111", []),
+        ("fec0::1", []),
+    ],
+)
+def test_the_ipv4_addresses_an_ipv6_address_carries(address: str, carried: list[str]) -> None:
+    assert [str(a) for a in embedded_ipv4(ipaddress.IPv6Address(address))] == carried
+
+
+@pytest.mark.parametrize(
+    "address", ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2606:4700::1111", "8.8.8.8"]
+)
+def test_public_ipv4_in_ipv6_forms_and_public_ipv6_pass(address: str) -> None:
+    assert is_public(ipaddress.ip_address(address))
 
 
 def test_one_internal_answer_refuses_the_host() -> None:

@@ -1,8 +1,10 @@
 """The outbound guard: which network addresses a fetch on a user's behalf may reach.
 
-Registry URLs, git remotes, the hub and webhook targets are written by users (or by a registry's JSON),
-so without a guard they reach the deployment's own network: loopback services, cloud metadata
-(169.254.169.254), private and unique-local ranges. Every resolved address of a host is checked (one bad
+Registry URLs, git remotes, the hub, webhook targets, Dockerfile `ADD` URLs and image registries are
+written by users (or by a registry's JSON), so without a guard they reach the deployment's own network:
+loopback services, cloud metadata (169.254.169.254), private, unique-local and site-local ranges, or the
+same through an IPv6 form that carries an IPv4 address (mapped, compatible, translated, NAT64, 6to4,
+Teredo: `is_public` decides on the IPv4 inside). Every resolved address of a host is checked (one bad
 address refuses the host), and the HTTP transports below connect to the very address that was checked,
 so a DNS answer that changes between check and connect (rebinding) cannot slip through; a redirect opens
 a new connection and is checked the same way. `REGATTA_OUTBOUND_ALLOW` names exceptions (CIDRs, hosts,
@@ -23,11 +25,14 @@ import anyio
 import httpcore
 import httpx
 
+from .answers import AnswerBounds, AnswerRefused, AsyncBoundedTransport, BoundedTransport, BoundsOf
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-# Reason classes: the only words an outbound error carries after "could not fetch <field>:".
-NOT_ALLOWED = "address not allowed"
+# Reason classes: the only words an outbound error carries after "could not fetch <field>:". A refused
+# address names the setting that would allow it, so whoever reads the refusal knows what to ask for.
+NOT_ALLOWED = "address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
 NO_NAME = "name does not resolve"
 BAD_URL = "not an allowed URL"
 UNREACHABLE = "unreachable"
@@ -90,11 +95,47 @@ def _split_host_port(entry: str) -> tuple[str, int | None]:
     return entry, None
 
 
+SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")  # deprecated (RFC 3879), still routed inside some sites
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")  # SIIT (RFC 2765)
+NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052, always the /96 layout
+NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215, any RFC 6052 prefix length >= 48
+# Which bytes of the address hold the IPv4 one for each RFC 6052 prefix length a local-use prefix may
+# have (byte 8, bits 64-71, never does).
+RFC6052_IPV4_BYTES = {48: (6, 7, 9, 10), 56: (7, 9, 10, 11), 64: (9, 10, 11, 12), 96: (12, 13, 14, 15)}
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 one reaches through a dual-stack socket, a translator or a tunnel:
+    IPv4-mapped, IPv4-compatible, IPv4-translated, NAT64 (well-known and local-use), 6to4 and Teredo
+    (its server and its client). A local-use NAT64 address gives the IPv4 address of every prefix length
+    its translator might use, since the address does not say which. Empty for any other address."""
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if address in IPV4_COMPATIBLE or address in IPV4_TRANSLATED or address in NAT64_WELL_KNOWN:
+        return (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF),)
+    if address in NAT64_LOCAL_USE:
+        packed = address.packed
+        return tuple(
+            ipaddress.IPv4Address(bytes(packed[i] for i in where)) for where in RFC6052_IPV4_BYTES.values()
+        )
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo  # (server: bits 32-63, client: the last 32 bits inverted)
+    return ()
+
+
 def is_public(address: Address) -> bool:
-    """Globally routable unicast only: loopback, link-local, private, unique-local, CGNAT, reserved,
-    multicast and unspecified addresses (and IPv4 ones hidden in IPv6) are internal."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Globally routable unicast only: loopback, link-local, private, unique-local, site-local, CGNAT,
+    reserved, multicast and unspecified addresses are internal, and so is an IPv6 address that carries
+    an internal IPv4 one (embedded_ipv4): each IPv4 it carries is decided as an IPv4 address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in SITE_LOCAL:
+            return False
+        carried = embedded_ipv4(address)
+        if carried:
+            return all(is_public(inner) for inner in carried)
     return address.is_global and not address.is_multicast
 
 
@@ -149,7 +190,7 @@ def check_url(
 
 def reason_of(error: BaseException) -> str:
     """The reason class of a failed fetch: the same for a closed port, a reset or a bad TLS handshake."""
-    if isinstance(error, OutboundRefused):
+    if isinstance(error, OutboundRefused | AnswerRefused):
         return error.reason
     if isinstance(error, httpx.TimeoutException | TimeoutError):
         return TIMED_OUT
@@ -213,15 +254,22 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def guarded_client(policy: OutboundPolicy, field: str, **kwargs: typing.Any) -> httpx.Client:
-    """An httpx client whose every connection (redirects too) goes only to an allowed address.
+def guarded_client(
+    policy: OutboundPolicy, field: str, answers: AnswerBounds | BoundsOf | None = None, **kwargs: typing.Any
+) -> httpx.Client:
+    """An httpx client whose every connection (redirects too) goes only to an allowed address, and
+    whose every answer, with `answers`, is read within those bounds (regatta_shared.answers).
     No proxies from the environment: a proxy would make the checked address the proxy's."""
     transport = httpx.HTTPTransport(trust_env=False)
     transport._pool._network_backend = _GuardedBackend(policy, field)
-    return httpx.Client(transport=transport, trust_env=False, **kwargs)
+    bounded = BoundedTransport(transport, answers) if answers is not None else transport
+    return httpx.Client(transport=bounded, trust_env=False, **kwargs)
 
 
-def guarded_async_client(policy: OutboundPolicy, field: str, **kwargs: typing.Any) -> httpx.AsyncClient:
+def guarded_async_client(
+    policy: OutboundPolicy, field: str, answers: AnswerBounds | BoundsOf | None = None, **kwargs: typing.Any
+) -> httpx.AsyncClient:
     transport = httpx.AsyncHTTPTransport(trust_env=False)
     transport._pool._network_backend = _AsyncGuardedBackend(policy, field)
-    return httpx.AsyncClient(transport=transport, trust_env=False, **kwargs)
+    bounded = AsyncBoundedTransport(transport, answers) if answers is not None else transport
+    return httpx.AsyncClient(transport=bounded, trust_env=False, **kwargs)

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     # Internal addresses that outbound fetches may reach anyway: CIDRs, hosts, host:port, comma separated
     # (regatta_shared.outbound).
     outbound_allow: str = Field("", alias="REGATTA_OUTBOUND_ALLOW")
+    # Bounds of one answer read from a registry or the Harbor hub: its body's size, and the time from the
+    # request to the body's last byte (regatta_shared.answers).
+    fetch_max_mb: int = Field(32, ge=1, le=4096, alias="REGATTA_FETCH_MAX_MB")
+    fetch_timeout_sec: float = Field(60.0, gt=0, le=3600, alias="REGATTA_FETCH_TIMEOUT_SEC")
     # Local images tasks of the `container` environment may name (FROM, docker_image) without a pull:
     # image references, comma separated; any other reference is pulled from its registry.
     local_images: str = Field("", alias="REGATTA_LOCAL_IMAGES")

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from .answers import AnswerBounds
 from .outbound import OutboundPolicy
 from .settings import Settings, load_settings
+
+DEFAULT_ANSWERS = AnswerBounds.from_settings(Settings.model_construct())  # the settings' defaults
 
 
 class SourceRefused(Exception):
@@ -30,12 +33,14 @@ class SourceRefused(Exception):
 class SourcePolicy:
     roots: tuple[Path, ...] = ()
     outbound: OutboundPolicy = field(default_factory=OutboundPolicy)
+    # What one answer of a registry or the hub may take: bytes and seconds (regatta_shared.answers).
+    answers: AnswerBounds = DEFAULT_ANSWERS
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> SourcePolicy:
         settings = settings or load_settings()
         roots = tuple(Path(r).resolve() for r in settings.source_roots.split(os.pathsep) if r.strip())
-        return cls(roots, OutboundPolicy.parse(settings.outbound_allow))
+        return cls(roots, OutboundPolicy.parse(settings.outbound_allow), AnswerBounds.from_settings(settings))
 
     def under_roots(self, path: str | Path) -> bool:
         resolved = Path(path).resolve()

@@ -21,6 +21,8 @@ from sqlalchemy import select
 from .conftest import ADMIN_TOKEN, Gateway
 from .test_hostile_input import Unchanged, refused
 
+REFUSED_URL = "could not fetch url: address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
+
 
 def tokens_of(gw: Gateway, email: str) -> list[dict[str, Any]]:
     with gw.store.read_engine.connect() as conn:
@@ -184,7 +186,9 @@ def test_internal_registry_urls_are_refused_alike_for_open_and_closed_ports(
             refused(gw.v1("POST", "/benchmarks", json={"name": "x", "repo": repo}), 400, "repo")
         for repo in ("git://example.com/x.git", "http://example.com/x.git", "ext::sh -c touch% /tmp/x"):
             refused(gw.v1("POST", "/benchmarks", json={"name": "x", "repo": repo}), 400, "repo")
-    assert messages == {"could not fetch registry_url: address not allowed"}
+    assert messages == {
+        "could not fetch registry_url: address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
+    }
 
 
 # --- finding 7 (webhooks): internal targets ----------------------------------------------------------
@@ -201,7 +205,33 @@ def test_webhooks_to_internal_addresses_are_refused(pg_gateway: Gateway, listeni
             "http://[fd00::1]/hook",
         ):
             body = refused(gw.v1("POST", "/webhooks", json={"url": url}), 400, "url")
-            assert body["message"] == "could not fetch url: address not allowed"
+            assert body["message"] == REFUSED_URL
+    assert gw.ok(gw.v1("GET", "/webhooks"))["webhooks"] == []
+
+
+# Internal IPv4 addresses written in the IPv6 forms that carry them, and site-local space (issue 37).
+IPV6_FORMS = [
+    "::7f00:1",
+    "64:ff9b::a9fe:a9fe",
+    "64:ff9b::a00:1",
+    "64:ff9b:1::a00:1",
+    "2002:7f00:1::1",
+    "::ffff:0:7f00:1",
+    "2001:0:808:808::80ff:fffe",
+    "fec0::1",
+]
+
+
+def test_webhooks_and_registries_at_internal_ipv4_in_ipv6_forms_are_refused(pg_gateway: Gateway) -> None:
+    gw = pg_gateway
+    with Unchanged(gw):
+        for address in IPV6_FORMS:
+            body = refused(gw.v1("POST", "/webhooks", json={"url": f"http://[{address}]:9/hook"}), 400, "url")
+            assert "address not allowed" in body["message"], body
+            assert "REGATTA_OUTBOUND_ALLOW" in body["message"], body
+            source = {"name": "x", "registry_url": f"http://[{address}]/registry.json", "dataset": "d@1"}
+            body = refused(gw.v1("POST", "/benchmarks", json=source), 400, "registry_url")
+            assert "REGATTA_OUTBOUND_ALLOW" in body["message"], body
     assert gw.ok(gw.v1("GET", "/webhooks"))["webhooks"] == []
 
 
@@ -254,6 +284,6 @@ def test_webhook_delivery_checks_the_target_again_and_logs_status_codes_only(pg_
         }
     finally:
         receiver.close()
-    assert logged["wh_blocked"] == [(None, "could not fetch url: address not allowed")] * MAX_ATTEMPTS
+    assert logged["wh_blocked"] == [(None, REFUSED_URL)] * MAX_ATTEMPTS
     assert logged["wh_allowed"] == [(500, "HTTP 500")] * MAX_ATTEMPTS and receiver.hits == MAX_ATTEMPTS
     assert "internal-service-secret" not in gw.all_event_json()

@@ -17,6 +17,7 @@ from harbor.models.package.reference import PackageReference
 from harbor.models.task.id import PackageTaskId
 from harbor.registry.client.base import UnavailableDatasetTasksError
 from harbor.registry.client.package import PackageDatasetClient
+from regatta_shared.answers import AnswerRefused
 from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.outbound import OutboundRefused, check_url
@@ -25,6 +26,7 @@ from regatta_shared.task_archives import TaskArchiveRefused
 
 from . import hub_archives
 from .dataset import Dataset, SourceInvalid, TaskLocation
+from .hub_client import bounded_hub_client
 from .manifest import MANIFEST_NAME, ManifestFile
 
 HUB_TIMEOUT_SEC = 600.0
@@ -47,7 +49,7 @@ async def open_hub(
         raise SourceInvalid(f"hub dataset {text!r}: {_first_line(error)}") from None
     label = f"hub dataset {ref}"
     try:
-        async with asyncio.timeout(HUB_TIMEOUT_SEC):
+        async with asyncio.timeout(HUB_TIMEOUT_SEC), bounded_hub_client(policy, bounds, HUB_TIMEOUT_SEC):
             _package, row = await RegistryDB().resolve_dataset_version(ref.org, ref.short_name, ref.ref)
             digest = str(row["content_hash"]).removeprefix("sha256:")
             client = PackageDatasetClient()
@@ -89,9 +91,10 @@ def _file_digests(files: dict[str, Path]) -> dict[str, str]:
     return {name: "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()}
 
 
-def _refusal(error: BaseException) -> TaskArchiveRefused | None:
-    """A bounds refusal, also from inside the exception groups of Harbor's concurrent downloads."""
-    if isinstance(error, TaskArchiveRefused):
+def _refusal(error: BaseException) -> TaskArchiveRefused | AnswerRefused | None:
+    """A bounds refusal (of an archive or of an answer), also from inside the exception groups of
+    Harbor's concurrent downloads."""
+    if isinstance(error, TaskArchiveRefused | AnswerRefused):
         return error
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:

@@ -16,17 +16,16 @@ from harbor.models.registry import DatasetSpec
 from harbor.models.task.id import GitTaskId
 from harbor.registry.client.base import resolve_version
 from pydantic import ValidationError
+from regatta_shared.answers import AnswerRefused
 from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_client, reason_of
+from regatta_shared.outbound import OutboundRefused, guarded_async_client, reason_of
 from regatta_shared.source_policy import SourcePolicy, SourceRefused
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .git_source import checked_task_id, fetch_git_tasks
 from .manifest import MANIFEST_NAME, ManifestFile
 
-HTTP_TIMEOUT_SEC = 60.0
-MAX_REGISTRY_BYTES = 32 * 1024 * 1024
 MAX_REDIRECTS = 5
 
 
@@ -42,7 +41,7 @@ async def open_registry(
     wanted = source.version or parse_dataset_ref(source.ref)[1]
     if source.registry_url:
         label = f"registry {source.registry_url}"
-        text = await asyncio.to_thread(_fetch, source.registry_url, "registry_url", policy.outbound, False)
+        text = await _fetch(source.registry_url, "registry_url", policy, False)
         base: Path | None = None
     else:
         path = Path(source.registry_path or "")
@@ -87,7 +86,7 @@ async def open_registry(
         )
         for (index, _, _), location in zip(git_tasks, fetched, strict=True):
             locations[index] = location
-    manifest = await asyncio.to_thread(_manifest_beside, source, base, spec.name, policy.outbound)
+    manifest = await _manifest_beside(source, base, spec.name, policy)
     return Dataset(
         name=spec.name,
         version=spec.version,
@@ -142,45 +141,46 @@ def _read(path: Path, label: str) -> str:
         raise SourceInvalid(f"{label}: cannot be read ({error})") from None
 
 
-def _fetch(url: str, field: str, policy: OutboundPolicy, missing_ok: bool) -> str | None:
-    """GET `url` through the outbound guard: redirects followed, each hop checked; the error names the
-    field and a reason class, never what the remote answered."""
+async def _fetch(url: str, field: str, policy: SourcePolicy, missing_ok: bool) -> str | None:
+    """GET `url` through the outbound guard: redirects followed, each hop checked, each answer read
+    within the policy's bounds; the error names the field and a reason class, never what the remote
+    answered."""
     try:
-        with (
-            guarded_client(
-                policy, field, timeout=HTTP_TIMEOUT_SEC, follow_redirects=True, max_redirects=MAX_REDIRECTS
-            ) as client,
-            client.stream("GET", url) as response,
-        ):
+        async with guarded_async_client(
+            policy.outbound,
+            field,
+            policy.answers,
+            # The answer's bounds are the only time limit: httpx's own per-step default is 5 s.
+            timeout=policy.answers.seconds,
+            follow_redirects=True,
+            max_redirects=MAX_REDIRECTS,
+        ) as client:
+            response = await client.get(url)
             if missing_ok and response.status_code == 404:
                 return None
             response.raise_for_status()
-            body = b""
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_REGISTRY_BYTES:
-                    raise SourceInvalid(f"could not fetch {field}: larger than {MAX_REGISTRY_BYTES} bytes")
-            return body.decode()
-    except (OutboundRefused, httpx.HTTPError, OSError) as error:
+            return response.content.decode()
+    except (OutboundRefused, AnswerRefused, httpx.HTTPError, OSError) as error:
         raise SourceInvalid(f"could not fetch {field}: {reason_of(error)}") from None
     except UnicodeDecodeError:
         raise SourceInvalid(f"could not fetch {field}: not UTF-8 text") from None
 
 
-def _manifest_beside(
-    source: BenchmarkSource, base: Path | None, dataset: str, policy: OutboundPolicy
+async def _manifest_beside(
+    source: BenchmarkSource, base: Path | None, dataset: str, policy: SourcePolicy
 ) -> ManifestFile | None:
     names = [f"regatta.{dataset}.toml", MANIFEST_NAME]
     if base is not None:
         for name in names:
             path = base / name
-            if path.is_file():
-                return ManifestFile(label=str(path), text=_read(path, f"manifest {path}"))
+            if await asyncio.to_thread(path.is_file):
+                text = await asyncio.to_thread(_read, path, f"manifest {path}")
+                return ManifestFile(label=str(path), text=text)
         return None
     root = (source.registry_url or "").rsplit("/", 1)[0]
     for name in names:
         url = f"{root}/{name}"
-        text = _fetch(url, "registry_url (its manifest)", policy, True)
+        text = await _fetch(url, "registry_url (its manifest)", policy, True)
         if text is not None:
             return ManifestFile(label=url, text=text)
     return None

@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.outbound import OutboundPolicy
 from regatta_shared.settings import Settings
 from regatta_shared.source_policy import SourcePolicy
 
@@ -32,10 +31,10 @@ class DefaultRegistry:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DefaultRegistry:
-        outbound = SourcePolicy.from_settings(settings).outbound
-        return cls(settings.default_registry, outbound, settings.default_registry_cache_seconds)
+        policy = SourcePolicy.from_settings(settings)
+        return cls(settings.default_registry, policy, settings.default_registry_cache_seconds)
 
-    def __init__(self, location: str, policy: OutboundPolicy, ttl: float) -> None:
+    def __init__(self, location: str, policy: SourcePolicy, ttl: float) -> None:
         self.location = location.strip()
         self._policy = policy
         self._ttl = ttl

@@ -1,25 +1,27 @@
 """A registry's dataset list (Harbor's registry JSON) read as the hostile input it is: someone else's
 JSON, fetched over the internet through the outbound guard (every hop's address checked, no proxies),
-within a size cap and a timeout, each row checked for kind and length before it is shown or used;
-malformed rows are skipped and counted. default_registry.py caches it and resolves names against it.
+each answer within REGATTA_FETCH_MAX_MB and REGATTA_FETCH_TIMEOUT_SEC (regatta_shared.answers), each
+row checked for kind and length before it is shown or used; malformed rows are skipped and counted.
+default_registry.py caches it and resolves names against it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_client, reason_of
+from regatta_shared.answers import AnswerRefused
+from regatta_shared.outbound import OutboundRefused, guarded_client, reason_of
+from regatta_shared.source_policy import SourcePolicy
 
-FETCH_TIMEOUT_SEC = 15.0
+READ_TIMEOUT_SEC = 15.0
 MAX_REDIRECTS = 5
-# The same cap registry-sync reads a registry with (regatta_registry_sync.registry_json).
-MAX_REGISTRY_BYTES = 32 * 1024 * 1024
+# The operator's own registry file (a URL's answer is bounded by REGATTA_FETCH_MAX_MB instead).
+MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_DATASETS = 20_000
 MAX_NAME = 200
 MAX_VERSION = 100
@@ -65,7 +67,7 @@ def is_url(location: str) -> bool:
     return location.lower().startswith(("http://", "https://"))
 
 
-def read_catalog(location: str, policy: OutboundPolicy) -> Catalog:
+def read_catalog(location: str, policy: SourcePolicy) -> Catalog:
     if is_url(location):
         text = _fetch(location, policy)
     elif location.startswith("/"):
@@ -86,35 +88,29 @@ def _read(location: str) -> str:
     try:
         if not path.is_file():
             raise RegistryUnavailable(f"registry {location}: file not found")
-        if path.stat().st_size > MAX_REGISTRY_BYTES:
-            raise RegistryUnavailable(f"registry {location}: larger than {MAX_REGISTRY_BYTES} bytes")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise RegistryUnavailable(f"registry {location}: larger than {MAX_FILE_BYTES} bytes")
         return path.read_text()
     except (OSError, UnicodeDecodeError):
         raise RegistryUnavailable(f"registry {location}: cannot be read") from None
 
 
-def _fetch(url: str, policy: OutboundPolicy) -> str:
+def _fetch(url: str, policy: SourcePolicy) -> str:
     field = "default registry"
     try:
-        with (
-            guarded_client(
-                policy, field, timeout=FETCH_TIMEOUT_SEC, follow_redirects=True, max_redirects=MAX_REDIRECTS
-            ) as client,
-            client.stream("GET", url) as response,
-        ):
+        with guarded_client(
+            policy.outbound,
+            field,
+            policy.answers,
+            # Each read within this too: a registry gone silent is cut off before the answer's bound.
+            timeout=min(READ_TIMEOUT_SEC, policy.answers.seconds),
+            follow_redirects=True,
+            max_redirects=MAX_REDIRECTS,
+        ) as client:
+            response = client.get(url)
             response.raise_for_status()
-            body = bytearray()
-            # The timeout above bounds each read; this bounds the whole transfer, so a registry that
-            # trickles bytes cannot hold a request thread for longer.
-            deadline = time.monotonic() + FETCH_TIMEOUT_SEC * 4
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_REGISTRY_BYTES:
-                    raise RegistryUnavailable(f"registry {url}: larger than {MAX_REGISTRY_BYTES} bytes")
-                if time.monotonic() > deadline:
-                    raise RegistryUnavailable(f"registry {url}: timed out")
-            return body.decode()
-    except (OutboundRefused, httpx.HTTPError, OSError) as error:
+            return response.content.decode()
+    except (OutboundRefused, AnswerRefused, httpx.HTTPError, OSError) as error:
         raise RegistryUnavailable(f"registry {url}: {reason_of(error)}") from None
     except UnicodeDecodeError:
         raise RegistryUnavailable(f"registry {url}: not UTF-8 text") from None

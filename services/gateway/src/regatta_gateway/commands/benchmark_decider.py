@@ -28,7 +28,7 @@ from regatta_shared.events import (
 
 SYNCING = ("pending", "syncing")
 
-Refusal = Literal["not_found", "hosted", "sync_in_progress"]
+Refusal = Literal["not_found", "hosted", "sync_in_progress", "not_adder"]
 
 
 class BenchmarkRefused(Exception):
@@ -44,13 +44,19 @@ class BenchmarkState:
     benchmark_id: str
     version: int = 0
     added: BenchmarkAdded | None = None
+    # The user who added it (the actor of BenchmarkAdded): they may remove it, as may a workspace admin.
+    added_by: str | None = None
     status: str = "pending"
     sync_id: str | None = None
     removed: bool = False
 
 
 def fold(benchmark_id: str, events: Iterable[StoredEvent]) -> BenchmarkState:
-    return fold_into(BenchmarkState(benchmark_id=benchmark_id), events, _apply)
+    stored = list(events)
+    state = fold_into(BenchmarkState(benchmark_id=benchmark_id), stored, _apply)
+    # Who acted lives in the envelope, not the payload the fold applies.
+    state.added_by = next((e.actor for e in stored if e.type == BenchmarkAdded.type_name), None)
+    return state
 
 
 def _apply(state: BenchmarkState, event: Event) -> None:
@@ -87,11 +93,19 @@ def decide_sync(state: BenchmarkState, workspace_id: str, sync_id: str) -> list[
     return [BenchmarkSyncRequested(benchmark_id=state.benchmark_id, sync_id=sync_id)]
 
 
-def decide_remove(state: BenchmarkState, workspace_id: str) -> list[Event]:
-    """Remove the benchmark, unless the deployment hosts it. A sync in progress does not prevent it:
-    registry-sync starts no sync of a removed benchmark, and one already running only records tasks
-    nobody can select any more."""
+def may_remove(added_by: str | None, user_id: str, is_admin: bool) -> bool:
+    """A benchmark is removed by the user who added it or by an admin of its workspace, nobody else
+    (hosted ones by nobody: decide_remove)."""
+    return is_admin or (added_by is not None and added_by == user_id)
+
+
+def decide_remove(state: BenchmarkState, workspace_id: str, user_id: str, is_admin: bool) -> list[Event]:
+    """Remove the benchmark, unless the deployment hosts it or `user_id` may not (may_remove). A sync in
+    progress does not prevent it: registry-sync starts no sync of a removed benchmark, and one already
+    running only records tasks nobody can select any more."""
     added = _existing(state, workspace_id)
     if added.hosted:
         raise BenchmarkRefused("hosted")
+    if not may_remove(state.added_by, user_id, is_admin):
+        raise BenchmarkRefused("not_adder")
     return [BenchmarkRemoved(benchmark_id=state.benchmark_id)]

@@ -111,7 +111,9 @@ def remove_benchmark(store: EventStore, scope: Scope, key: str) -> None:
         scope,
         benchmark["id"],
         key,
-        lambda state: benchmark_decider.decide_remove(state, scope.workspace_id),
+        lambda state: benchmark_decider.decide_remove(
+            state, scope.workspace_id, scope.principal.user_id, scope.is_admin
+        ),
     )
 
 
@@ -151,6 +153,11 @@ def _decide_on_benchmark(
 def _benchmark_refusal(refused: benchmark_decider.BenchmarkRefused, key: str) -> Refused:
     if refused.reason == "hosted":
         return Forbidden("Hosted benchmarks cannot be removed", code="FORBIDDEN")
+    if refused.reason == "not_adder":
+        return Forbidden(
+            f"Only the member who added benchmark {key!r} or a workspace admin can remove it",
+            code="FORBIDDEN",
+        )
     if refused.reason == "sync_in_progress":
         return Conflict("A sync is already in progress", code="CONFLICT")
     return NotFound(f"Benchmark {key!r} not found", code="NOT_FOUND")

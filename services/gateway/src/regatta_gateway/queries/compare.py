@@ -8,14 +8,13 @@ always agrees with the p-values behind the leaderboard's ranks.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from regatta_scoring.statistics import paired_permutation_test, score
+from regatta_shared.csv_export import csv_text
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import func, select
 
@@ -85,14 +84,7 @@ def compare(store: EventStore, scope: Scope, a: Participant, b: Participant) -> 
 
 
 def rows_csv(result: dict[str, Any]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in result["tasks"]:
-        cells = [row[column] for column in CSV_COLUMNS]
-        # A task name from a hostile benchmark must not become a spreadsheet formula.
-        writer.writerow(["'" + c if isinstance(c, str) and c[:1] in "=+-@\t\r" else c for c in cells])
-    return out.getvalue()
+    return csv_text(CSV_COLUMNS, ([row[column] for column in CSV_COLUMNS] for row in result["tasks"]))
 
 
 def _side(store: EventStore, scope: Scope, who: Participant, field: str) -> dict[str, Any]:

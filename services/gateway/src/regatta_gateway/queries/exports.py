@@ -10,11 +10,10 @@ Agents and attempts are numbered from 1, as in the logs and the web UI.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
+from regatta_shared.csv_export import csv_text
 from regatta_shared.per_task import per_task_figures
 
 SUMMARY_COLUMNS = [
@@ -87,12 +86,7 @@ def _cell(value: Any) -> Any:
 
 
 def _write(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({column: _cell(row.get(column)) for column in columns})
-    return buffer.getvalue()
+    return csv_text(columns, ([_cell(row.get(column)) for column in columns] for row in rows))
 
 
 def model_name(model: dict[str, Any]) -> str:

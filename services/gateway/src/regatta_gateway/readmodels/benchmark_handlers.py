@@ -49,6 +49,7 @@ def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
             metadata={},
             added_at=recorded_at(e),
             added_by=user_name(conn, e.actor) or "system",
+            added_by_id=e.actor[:200] if e.actor else None,
             removed=False,
         )
     )

@@ -68,6 +68,8 @@ benchmarks = Table(
     Column("metadata", Json),
     Column("added_at", String(40)),
     Column("added_by", String(300)),
+    # The adder's user id (added_by is their name, for display): who may remove it besides an admin.
+    Column("added_by_id", String(200)),
     Column("removed", Boolean, default=False),
 )
 benchmark_tasks = Table(

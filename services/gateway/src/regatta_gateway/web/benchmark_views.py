@@ -9,6 +9,7 @@ from regatta_shared.eventstore import EventStore
 from regatta_shared.runs.status import RUN_STATUSES
 from sqlalchemy import select
 
+from regatta_gateway.commands import benchmark_decider
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import runs as run_queries
@@ -38,6 +39,15 @@ def benchmark_source(store: EventStore, scope: Scope, key: str) -> dict[str, Any
     source.setdefault("type", row["source_type"])
     source.setdefault("ref", row["source_ref"])
     return {k: v for k, v in source.items() if v not in (None, "", [], {})}
+
+
+def may_remove(store: EventStore, scope: Scope, key: str) -> bool:
+    """Whether the page offers Remove: by the rule the remove command decides by, so the menu offers it
+    exactly to those whose removal would be recorded."""
+    row = benchmark_queries.find_benchmark(store, scope, key)
+    return not row["hosted"] and benchmark_decider.may_remove(
+        row["added_by_id"], scope.principal.user_id, scope.is_admin
+    )
 
 
 RUNS_PAGE = 50

@@ -1,14 +1,15 @@
 """Page routes of the web UI. URLs are readable and stateful views keep their state in the query string.
 
-Every page can also answer `?fragment=a,b` with `{"a": "<html>", "b": "<html>"}`: the page's JavaScript
-polls `/api/v1` and, when something changed, swaps those regions in place. Rendering stays in one place
-(the templates), so a live update looks exactly like a reload.
+A page with live regions also answers `?fragment=a,b` with `{"a": "<html>", "b": "<html>"}`: the page's
+JavaScript polls `/api/v1` and, when something changed, swaps those regions in place. Rendering stays in
+one place (the templates), so a live update looks exactly like a reload. A name the page has no region
+for is 404 (`field: fragment`), on any page.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Annotated, Any
 
@@ -88,19 +89,33 @@ def embedded_token_file(request: Request) -> str | None:
 def render(
     request: Request, scope: Scope | None, name: str, nav: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
+    """The whole page. A page rendered whole has no fragments, so a fragment asked of it is not found."""
+    requested_fragments(request, ())
     return templates.TemplateResponse(request, name, {**_base(request, scope, nav), **context}, status)
+
+
+def requested_fragments(request: Request, known: Iterable[str]) -> list[str]:
+    """The names `?fragment=a,b` asks for (none without the parameter), each one of the page's `known`
+    regions; any other name is refused as not found."""
+    asked = request.query_params.get("fragment")
+    if not asked:
+        return []
+    names = asked.split(",")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        offered = f"; it has {', '.join(sorted(known))}" if known else ""
+        raise NotFound(
+            f"This page has no fragment {unknown[0]!r}{offered}", code="NOT_FOUND", field="fragment"
+        )
+    return names
 
 
 def fragments(request: Request, parts: dict[str, str], context: dict[str, Any]) -> JSONResponse | None:
     """`?fragment=a,b`: the named regions only, rendered from the same partial templates as the page."""
-    wanted = request.query_params.get("fragment")
+    wanted = requested_fragments(request, parts)
     if not wanted:
         return None
-    body = {
-        name: templates.get_template(parts[name]).render(context)
-        for name in wanted.split(",")
-        if name in parts
-    }
+    body = {name: templates.get_template(parts[name]).render(context) for name in wanted}
     return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
 
@@ -193,6 +208,21 @@ def switch_workspace(request: Request, scope: ScopeDep, workspace: Annotated[str
 
 # --- benchmarks -----------------------------------------------------------------------------------
 
+# Each page's regions its script refreshes in place (`data-region`), and the partial each is drawn from.
+# The run page's Task Results and Logs tabs are drawn by run.js from /api/v1, not from fragments.
+BENCHMARKS_FRAGMENTS = {"rows": "_benchmark_rows.html"}
+BENCHMARK_FRAGMENTS = {
+    "header": "_benchmark_header.html",
+    "leaderboard": "_leaderboard.html",
+    "runs": "_runs_table.html",
+}
+RUN_FRAGMENTS = {
+    "sidebar": "_run_sidebar.html",
+    "actions": "_run_actions.html",
+    "overview": "_run_overview.html",
+}
+NEW_RUN_FRAGMENTS = ("secrets",)  # JSON, not HTML: the secret records' names and scopes
+
 
 @router.get("/benchmarks")
 def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
@@ -201,7 +231,7 @@ def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
         **_base(request, scope, "benchmarks"),
         "benchmarks": benchmark_views.benchmark_rows(store, scope),
     }
-    partial = fragments(request, {"rows": "_benchmark_rows.html"}, context)
+    partial = fragments(request, BENCHMARKS_FRAGMENTS, context)
     return partial or templates.TemplateResponse(request, "benchmarks.html", context)
 
 
@@ -236,17 +266,7 @@ def run_page(request: Request, scope: ScopeDep, run_key: str, tab: str = "overvi
         page = run_views.run_page(state.store, scope, run_key, state.settings.gateway_url, request.app)
         selected = tab if tab in ("overview", "results", "configuration", "logs") else "overview"
         context = {**_base(request, scope, "benchmarks"), **page, "tab": selected}
-        partial = fragments(
-            request,
-            {
-                "sidebar": "_run_sidebar.html",
-                "actions": "_run_actions.html",
-                "overview": "_run_overview.html",
-                "results": "_run_results.html",
-                "logs": "_run_logs.html",
-            },
-            context,
-        )
+        partial = fragments(request, RUN_FRAGMENTS, context)
         return partial or templates.TemplateResponse(request, "run.html", context)
 
     return guarded(request, scope, build)
@@ -269,7 +289,7 @@ def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
         store = request.app.state.store
         detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
         secrets = secret_views.secret_names(store, scope)
-        if request.query_params.get("fragment") == "secrets":
+        if requested_fragments(request, NEW_RUN_FRAGMENTS):
             # Names and scopes only, for re-checking the agents' secret records without a reload when
             # GET /api/v1/secrets is not available.
             names = [{"name": s["name"], "scope": s["scope"]} for s in secrets]
@@ -325,6 +345,7 @@ def benchmark_page(
             **_base(request, scope, "benchmarks"),
             "benchmark": detail,
             "source": benchmark_views.benchmark_source(store, scope, detail["id"]),
+            "may_remove": benchmark_views.may_remove(store, scope, detail["id"]),
             "sort": chosen,
             "leaderboard": rows,
             "not_ranked": leaderboard_views.not_ranked(store, scope, detail["id"], rows),
@@ -338,15 +359,7 @@ def benchmark_page(
                 submitter=submitter,
             ),
         }
-        partial = fragments(
-            request,
-            {
-                "header": "_benchmark_header.html",
-                "leaderboard": "_leaderboard.html",
-                "runs": "_runs_table.html",
-            },
-            context,
-        )
+        partial = fragments(request, BENCHMARK_FRAGMENTS, context)
         return partial or templates.TemplateResponse(request, "benchmark.html", context)
 
     return guarded(request, scope, build)
