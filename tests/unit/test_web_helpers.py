@@ -142,6 +142,7 @@ def test_the_cost_axis_never_repeats_a_label(top: float) -> None:
         ("/usr/bin/l\u200bs", "/usr/bin/l\\u200bs"),  # zero-width space: two names that look alike
         ("a\nb\x1b[31m", "a\\u000ab\\u001b[31m"),
         ("/opt/café/ü", "/opt/café/ü"),
+        ("/" + "x" * 5000, "/" + "x" * 4095 + "… (905 more characters)"),
         (None, ""),
     ],
 )

@@ -34,11 +34,17 @@ TRUST = {"container-record": "a record in the container, which the agent can wri
 _HIDDEN = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}
 
 
+# The longest text shown of one path, name or note: the event bounds most fields, not every list item.
+MAX_SHOWN = 4096
+
+
 def visible(text: str | None) -> str:
-    """`text` with every hiding or reordering character written out as `\\u202e` (and so on)."""
+    """`text` with every hiding or reordering character written out as `\\u202e` (and so on), cut to
+    MAX_SHOWN characters (saying how many more there were)."""
     if not text:
         return ""
-    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _HIDDEN else c for c in text)
+    shown = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _HIDDEN else c for c in text[:MAX_SHOWN])
+    return shown if len(text) <= MAX_SHOWN else f"{shown}… ({len(text) - MAX_SHOWN} more characters)"
 
 
 def policy_label(policy: str | None) -> str:
