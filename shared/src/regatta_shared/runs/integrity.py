@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from regatta_shared.events.integrity import AttemptIntegrity
 
 INTEGRITY_COLUMNS = ("integrity_checked", "integrity_unexplained", "integrity_processes", "integrity_writes")
@@ -29,7 +31,12 @@ def integrity_columns(d: Mapping[str, Any]) -> dict[str, Any]:
     evidence = d.get("integrity")
     if not isinstance(evidence, Mapping):
         return dict.fromkeys(INTEGRITY_COLUMNS)
-    seen = AttemptIntegrity.model_validate(evidence)
+    try:
+        seen = AttemptIntegrity.model_validate(evidence)
+    except ValidationError:
+        # A fold must never stop on one event (every later one would wait behind it): evidence this
+        # code cannot read counts as not looked at, and the attempt's page says the same.
+        return {**dict.fromkeys(INTEGRITY_COLUMNS), "integrity_checked": False}
     if not seen.checked:
         return {**dict.fromkeys(INTEGRITY_COLUMNS), "integrity_checked": False}
     # The totals cover what the bounded lists leave out; the lists are what the totals must at least be.
