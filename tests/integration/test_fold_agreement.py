@@ -38,10 +38,11 @@ from regatta_shared.events import (
     RunStopRequested,
     RunSubmitted,
 )
+from regatta_shared.events.integrity import AttemptIntegrity
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import attempt_id, run_stream
 from regatta_shared.projections import ProjectionRunner
-from regatta_shared.runs import RunFold, expected_attempts
+from regatta_shared.runs import INTEGRITY_COLUMNS, RunFold, expected_attempts, integrity_columns
 from sqlalchemy import select
 
 from tests.support.runs import submission
@@ -52,6 +53,15 @@ _runs = itertools.count()
 # are added in different orders, and must still be equal.
 COSTS = st.sampled_from([None, 0.25, 0.5, 2.0])
 TRY = st.integers(1, 3)
+
+
+# What the platform saw before the verifier: nothing (an environment that does not look), not looked,
+# and something to review.
+EVIDENCE = [
+    None,
+    AttemptIntegrity(checked=False),
+    AttemptIntegrity(unexplained=2, processes_total=1, verifier_files_written=["/tests/t.sh"]),
+]
 
 
 def _finish(
@@ -77,6 +87,7 @@ STEPS = st.one_of(
             st.sampled_from([None, "2026-11-29T10:00:01.5+00:00", "not a time"]),
             st.sampled_from([(None, None), ("local", False), ("container", True)]),
             st.sampled_from([None, 12.5]),
+            st.sampled_from(EVIDENCE),
         ),
     ),
     st.tuples(st.just("note"), st.integers(0, 11)),
@@ -112,7 +123,8 @@ def _history(submitted: RunSubmitted, steps: list[tuple]) -> list[Event]:
         elif kind == "retry":
             events.append(AttemptRetried(run_id=run_id, attempt_id=aid, try_number=step[2], delay_seconds=1))
         elif kind == "finish":
-            _, _, outcome, try_number, (inputs, outputs, cache, cost), (start, environment, total) = step
+            _, _, outcome, try_number, (inputs, outputs, cache, cost), extra = step
+            start, environment, total, evidence = extra
             events.append(
                 AttemptFinished(
                     run_id=run_id,
@@ -133,6 +145,7 @@ def _history(submitted: RunSubmitted, steps: list[tuple]) -> list[Event]:
                     started_at=start,
                     environment=environment[0],
                     environment_built=environment[1],
+                    integrity=evidence,
                 )  # type: ignore[arg-type]
             )
         elif kind == "note":
@@ -195,8 +208,11 @@ def test_every_consumer_folds_a_run_history_the_same_way(
         reference.apply(event.type, event.data)
     assert scores is not None
 
-    # Attempt rows: the read model's and the snapshot's are the same rows, column for column.
+    # Attempt rows: the read model's and the snapshot's are the same rows, column for column; the
+    # evidence columns are those of the finish that counted.
     assert rows == snapshot.attempts
+    for row in rows.values():
+        assert {c: row[c] for c in INTEGRITY_COLUMNS} == integrity_columns(row["result"] or {})
     finished = {aid: row["outcome"] for aid, row in rows.items() if row["outcome"] is not None}
     assert all(row["status"] == "finished" for aid, row in rows.items() if aid in finished)
     assert {row["status"] for aid, row in rows.items() if aid not in finished} <= {

@@ -244,6 +244,7 @@ def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(sto
         "primary_reward_key": None,
         "timeout_multiplier": 1.0,
         "max_retries": 0,
+        "verifier_integrity": "record",
     }
     assert ranks(board) == {"B": (1, False), "A": (2, False)}
     # What the gateway shows for each run: the same rule, with the reason in words.
@@ -298,3 +299,36 @@ def test_a_recommended_set_row_and_a_full_row_with_equal_estimates_are_not_tied(
         (1, False),
     ]
     assert rows[1]["ranks"]["pass_at_1"]["comparison"]["comparable"] is False
+
+
+def test_a_run_under_another_verifier_integrity_policy_never_ranks_with_runs_under_the_standard(
+    store: EventStore,
+) -> None:
+    """Issue 36: `enforce` fails attempts `record` would score as the verifier did, so a run under a policy
+    other than its benchmark's never ranks; and runs at two standards (the manifest changed it) are two
+    groups, never tested against or tied with each other."""
+    scorer = Scorer(store)
+    finish_run(store, scorer, "recorded", {"A": set(range(6))}, benchmark="bm6")
+    enforce = ExecutionSettings(attempts_per_task=1, pass_threshold=1.0, verifier_integrity="enforce")
+    finish_run(
+        store, scorer, "strict", {"A": set(range(12)), "B": set(range(6))}, benchmark="bm6", execution=enforce
+    )
+    board = leaderboard(store, "bm6")
+    assert set(board) == {"A"} and board["A"]["run_id"] == "recorded"
+    assert qualification(store.read_stream(run_stream("strict"))[0].data)["reasons"] == [
+        "verifier integrity enforce differs from the benchmark's record"
+    ]
+
+    # The benchmark's standard becomes `enforce`: a run under it qualifies, in a group of its own.
+    enforced = ScoringConditions(pass_threshold=1.0, verifier_integrity="enforce")
+    finish_run(
+        store, scorer, "enforced", {"B": set(range(6))}, benchmark="bm6", execution=enforce, standard=enforced
+    )
+    board = leaderboard(store, "bm6")
+    assert {model: row["run_id"] for model, row in board.items()} == {"A": "recorded", "B": "enforced"}
+    assert board["A"]["section"]["key"] != board["B"]["section"]["key"]
+    assert board["B"]["conditions"]["verifier_integrity"] == "enforce"
+    # Equal estimates, yet no test compares the two rows: they share the rank number, neither is tied.
+    assert ranks(board) == {"A": (1, False), "B": (1, False)}
+    comparison = board["B"]["ranks"]["pass_at_1"]["comparison"]
+    assert comparison["comparable"] is False and comparison["p_value"] is None

@@ -41,6 +41,16 @@ def test_a_full_manifest_maps_onto_benchmark_metadata() -> None:
 def test_without_a_manifest_the_dataset_description_and_defaults_apply() -> None:
     metadata = resolve_metadata([], TASKS, "from the registry")
     assert metadata.description == "from the registry" and metadata.pass_threshold == 1.0
+    assert metadata.verifier_integrity == "record"
+
+
+def test_a_manifest_or_the_deployment_names_the_verifier_integrity_policy() -> None:
+    layer = parse_manifest(manifest('[benchmark]\nverifier_integrity = "enforce"\n'))
+    assert resolve_metadata([layer], TASKS).verifier_integrity == "enforce"
+    declared = from_deployment({"verifier_integrity": "record"})
+    assert resolve_metadata([layer, declared], TASKS).verifier_integrity == "record"
+    with pytest.raises(ManifestInvalid, match=r"^deployment metadata: verifier_integrity must be"):
+        resolve_metadata([from_deployment({"verifier_integrity": "off"})], TASKS)
 
 
 @pytest.mark.parametrize(
@@ -83,6 +93,15 @@ def test_without_a_manifest_the_dataset_description_and_defaults_apply() -> None
         (
             "[benchmark]\npass_threshold = nan\n",
             "manifest regatta.toml: [benchmark].pass_threshold must be a finite",
+        ),
+        (
+            "[benchmark]\nverifier_integrity = 'strict'\n",
+            "manifest regatta.toml: [benchmark].verifier_integrity must be "
+            '"record" or "enforce" (got \'strict\')',
+        ),
+        (
+            "[benchmark]\nverifier_integrity = true\n",
+            "manifest regatta.toml: [benchmark].verifier_integrity must be a string (got True)",
         ),
     ],
 )
@@ -157,6 +176,7 @@ def test_the_gateway_reads_every_source_type() -> None:
         ({"source_type": "registry", "registry": "ftp://host/registry.json", "dataset": "x"}, "registry_url"),
         ({"source_type": "nope"}, "source_type"),
         ({"path": "/srv", "metadata": {"task_sets": {"a": "alpha"}}}, "metadata.task_sets.a"),
+        ({"path": "/srv", "metadata": {"verifier_integrity": "strict"}}, "metadata.verifier_integrity"),
     ],
 )
 def test_the_gateway_refuses_a_bad_source_naming_the_field(body: dict, field: str) -> None:

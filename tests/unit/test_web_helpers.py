@@ -10,7 +10,9 @@ import pytest
 from jinja2 import Environment
 from regatta_gateway.web import charts
 from regatta_gateway.web.formatting import FILTERS
+from regatta_gateway.web.integrity_views import integrity_view, visible
 from regatta_gateway.web.session import CookieBearerMiddleware, safe_next
+from regatta_shared.events.integrity import AttemptIntegrity, Explanation, ToolChainChange
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -130,3 +132,40 @@ def test_the_cost_axis_never_repeats_a_label(top: float) -> None:
     labels = re.findall(r'<text class="tick" [^>]*text-anchor="middle">([^<]*)</text>', svg)
     assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
     assert all(re.fullmatch(r"\$[0-9,]+(\.[0-9]+)?", label) for label in labels), labels
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("/usr/bin/ls", "/usr/bin/ls"),
+        ("/tmp/\u202eexe.sh", "/tmp/\\u202eexe.sh"),  # right-to-left override: would show "hs.exe"
+        ("/usr/bin/l\u200bs", "/usr/bin/l\\u200bs"),  # zero-width space: two names that look alike
+        ("a\nb\x1b[31m", "a\\u000ab\\u001b[31m"),
+        ("/opt/café/ü", "/opt/café/ü"),
+        ("/" + "x" * 5000, "/" + "x" * 4095 + "… (905 more characters)"),
+        (None, ""),
+    ],
+)
+def test_evidence_text_spells_out_what_would_hide_or_reorder_it(text: str | None, shown: str) -> None:
+    assert visible(text) == shown
+
+
+def test_an_attempts_evidence_reads_with_its_totals_never_below_what_it_names() -> None:
+    evidence = AttemptIntegrity(
+        changes=[
+            ToolChainChange(path="/usr/bin/a", change="added"),
+            ToolChainChange(path="/usr/bin/b", change="deleted"),
+            ToolChainChange(
+                path="/usr/bin/c", change="changed", explained_by=Explanation(source="dpkg", package="c")
+            ),
+        ],
+        changes_total=0,
+        unexplained=0,
+    )
+    view = integrity_view(evidence.model_dump())
+    assert view is not None
+    assert (view["changes_total"], view["unexplained"]) == (3, 1)
+    assert [c["unexplained"] for c in view["changes"]] == [True, False, False]
+    assert view["changes"][2]["trust"] == "a record in the container, which the agent can write"
+    assert integrity_view(None) is None
+    assert integrity_view({"checked": False})["checked"] is False  # type: ignore[index]

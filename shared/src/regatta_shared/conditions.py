@@ -7,7 +7,7 @@ says why a run is or is not ranked), so both apply one rule.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,11 +17,15 @@ from regatta_shared import execution_defaults as defaults
 # measurement.
 STANDARD_TIMEOUT_MULTIPLIER = defaults.TIMEOUT_MULTIPLIER
 STANDARD_MAX_RETRIES = defaults.MAX_RETRIES
+# events/integrity.py's VerifierIntegrity, spelled out here: the events package imports this module, so
+# this module cannot import it (tests/unit/test_execution_defaults.py holds the two to the same values).
+VerifierIntegrityPolicy = Literal["record", "enforce"]
 LABELS = {
     "pass_threshold": "pass threshold",
     "primary_reward_key": "primary reward key",
     "timeout_multiplier": "timeout multiplier",
     "max_retries": "retries",
+    "verifier_integrity": "verifier integrity",
 }
 
 
@@ -31,17 +35,37 @@ class ScoringConditions(BaseModel):
     primary_reward_key: str | None = None
     timeout_multiplier: float = STANDARD_TIMEOUT_MULTIPLIER
     max_retries: int = STANDARD_MAX_RETRIES
+    # What the platform does about what the agent left for the verifier: under `enforce` an attempt can
+    # fail where under `record` it would pass, so the two are different measurements.
+    verifier_integrity: VerifierIntegrityPolicy = defaults.VERIFIER_INTEGRITY
 
     def key(self) -> tuple[Any, ...]:
         """Part of a ranking group's key: runs under different conditions never share a group."""
-        return (self.pass_threshold, self.primary_reward_key, self.timeout_multiplier, self.max_retries)
+        return (
+            self.pass_threshold,
+            self.primary_reward_key,
+            self.timeout_multiplier,
+            self.max_retries,
+            self.verifier_integrity,
+        )
 
 
-def standard_conditions(pass_threshold: float | None, primary_reward_key: str | None) -> ScoringConditions:
-    """A benchmark's standard conditions from its metadata (threshold and reward key) and the platform's."""
+def standard_conditions(
+    pass_threshold: float | None, primary_reward_key: str | None, verifier_integrity: str | None = None
+) -> ScoringConditions:
+    """A benchmark's standard conditions from its metadata (threshold, reward key, integrity policy) and
+    the platform's."""
     return ScoringConditions(
         pass_threshold=defaults.PASS_THRESHOLD if pass_threshold is None else float(pass_threshold),
         primary_reward_key=primary_reward_key,
+        verifier_integrity=verifier_integrity or defaults.VERIFIER_INTEGRITY,
+    )
+
+
+def benchmark_standard(metadata: dict[str, Any]) -> ScoringConditions:
+    """The standard conditions of a benchmark from its stored metadata (BenchmarkMetadata as a dict)."""
+    return standard_conditions(
+        metadata.get("pass_threshold"), metadata.get("primary_reward_key"), metadata.get("verifier_integrity")
     )
 
 
@@ -53,6 +77,8 @@ def run_conditions(execution: dict[str, Any], primary_reward_key: str | None) ->
         primary_reward_key=primary_reward_key,
         timeout_multiplier=float(execution.get("timeout_multiplier", STANDARD_TIMEOUT_MULTIPLIER)),
         max_retries=int(execution.get("max_retries", STANDARD_MAX_RETRIES)),
+        # Runs recorded before the policy existed ran under Harbor's semantics: `record`.
+        verifier_integrity=execution.get("verifier_integrity") or defaults.VERIFIER_INTEGRITY,
     )
 
 

@@ -26,4 +26,5 @@ DEFAULTS: Final = {
     "timeout_multiplier": TIMEOUT_MULTIPLIER,
     "max_retries": MAX_RETRIES,
     "pass_threshold": PASS_THRESHOLD,
+    "verifier_integrity": VERIFIER_INTEGRITY,
 }

@@ -38,6 +38,7 @@ from regatta_shared.events import (
     Timings,
     Usage,
 )
+from regatta_shared.events.integrity import AttemptIntegrity
 from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.schema import events as events_table
 from regatta_shared.ids import attempt_id, benchmark_stream, run_stream
@@ -159,70 +160,91 @@ class Gateway:
         artifacts: dict[str, bytes] | None = None,
         passes: Callable[[int, str], bool] | None = None,
         usage: Callable[[int, str, int], tuple[Usage, Timings]] | None = None,
+        integrity: Callable[[int, str, int], AttemptIntegrity | None] | None = None,
     ) -> None:
-        """Record what scheduler and executor would: each attempt passes when `passes(agent, task)` (default:
-        agent 0 passes, the others fail) and reports `usage(agent, task, attempt index)` (default: 120 tokens,
-        $0.01, no timings). With `finish`, execution completes and the real scoring code
-        scores the run, finishes it and recomputes the benchmark's leaderboard."""
-        passes = passes or (lambda agent, _task: agent == 0)
-        with self.store.read_engine.connect() as conn:
-            row = conn.execute(text("SELECT submission FROM rm_runs WHERE id = :id"), {"id": run_id}).first()
-        submission = row[0] if isinstance(row[0], dict) else json.loads(row[0])
-        k = submission["execution"]["attempts_per_task"]
-        tasks = [t["name"] for t in submission["tasks"]]
-        agents = submission["agents"]
+        """record_progress, with `artifacts` (path -> bytes) stored in the object store and referenced by
+        every attempt; then the read models catch up."""
         refs = [
             ArtifactRef(path=p, digest=_put_artifact(self.nats_url, b), size=len(b))
             for p, b in (artifacts or {}).items()
         ]
-        events: list[Any] = [
-            RunQueued(run_id=run_id, expected_attempts=len(tasks) * len(agents) * k),
-            RunStarted(run_id=run_id),
-        ]
-        for agent in agents:
-            for task in tasks:
-                for index in range(k):
-                    aid = attempt_id(run_id, agent["index"], task, index)
-                    outcome = "passed" if passes(agent["index"], task) else "failed"
-                    used, timings = (
-                        usage(agent["index"], task, index)
-                        if usage
-                        else (Usage(input_tokens=100, output_tokens=20, cost_usd=0.01), Timings())
-                    )
-                    events += [
-                        AttemptScheduled(
-                            run_id=run_id,
-                            attempt_id=aid,
-                            agent_index=agent["index"],
-                            task=task,
-                            attempt_index=index,
-                        ),
-                        AttemptStarted(run_id=run_id, attempt_id=aid, try_number=1, executor_id="exec-test"),
-                        AttemptFinished(
-                            run_id=run_id,
-                            attempt_id=aid,
-                            agent_index=agent["index"],
-                            task=task,
-                            attempt_index=index,
-                            try_number=1,
-                            outcome=outcome,
-                            rewards={"reward": 1.0 if outcome == "passed" else 0.0},
-                            primary_reward=1.0 if outcome == "passed" else 0.0,
-                            usage=used,
-                            timings=timings,
-                            executor_id="exec-test",
-                            artifacts=refs,
-                        ),
-                    ]
-        if finish:
-            events.append(RunExecutionCompleted(run_id=run_id))
-        stored = self.store.append(run_stream(run_id), [new_event(e, actor="run-scheduler") for e in events])
-        if finish:
-            scorer = Scorer(self.store)
-            scorer.on_event(stored[-1])
-            finished = [e for e in self.store.read_stream(run_stream(run_id)) if e.type == "RunFinished"]
-            scorer.on_event(finished[0])
+        record_progress(
+            self.store, run_id, finish=finish, refs=refs, passes=passes, usage=usage, integrity=integrity
+        )
         self.settle()
+
+
+def record_progress(
+    store: EventStore,
+    run_id: str,
+    *,
+    finish: bool = True,
+    refs: list[ArtifactRef] | None = None,
+    passes: Callable[[int, str], bool] | None = None,
+    usage: Callable[[int, str, int], tuple[Usage, Timings]] | None = None,
+    integrity: Callable[[int, str, int], AttemptIntegrity | None] | None = None,
+) -> None:
+    """Record what scheduler and executor would: each attempt passes when `passes(agent, task)` (default:
+    agent 0 passes, the others fail), reports `usage(agent, task, attempt index)` (default: 120 tokens,
+    $0.01, no timings) and the evidence `integrity(agent, task, attempt index)` (default: none, as under
+    `local`). With `finish`, execution completes and the real scoring code scores the run, finishes it and
+    recomputes the benchmark's leaderboard."""
+    passes = passes or (lambda agent, _task: agent == 0)
+    with store.read_engine.connect() as conn:
+        row = conn.execute(text("SELECT submission FROM rm_runs WHERE id = :id"), {"id": run_id}).first()
+    assert row is not None, f"run {run_id} is not in the read models yet"
+    submission = row[0] if isinstance(row[0], dict) else json.loads(row[0])
+    k = submission["execution"]["attempts_per_task"]
+    tasks = [t["name"] for t in submission["tasks"]]
+    agents = submission["agents"]
+    events: list[Any] = [
+        RunQueued(run_id=run_id, expected_attempts=len(tasks) * len(agents) * k),
+        RunStarted(run_id=run_id),
+    ]
+    for agent in agents:
+        for task in tasks:
+            for index in range(k):
+                aid = attempt_id(run_id, agent["index"], task, index)
+                outcome = "passed" if passes(agent["index"], task) else "failed"
+                used, timings = (
+                    usage(agent["index"], task, index)
+                    if usage
+                    else (Usage(input_tokens=100, output_tokens=20, cost_usd=0.01), Timings())
+                )
+                events += [
+                    AttemptScheduled(
+                        run_id=run_id,
+                        attempt_id=aid,
+                        agent_index=agent["index"],
+                        task=task,
+                        attempt_index=index,
+                    ),
+                    AttemptStarted(run_id=run_id, attempt_id=aid, try_number=1, executor_id="exec-test"),
+                    AttemptFinished(
+                        run_id=run_id,
+                        attempt_id=aid,
+                        agent_index=agent["index"],
+                        task=task,
+                        attempt_index=index,
+                        try_number=1,
+                        outcome=outcome,
+                        rewards={"reward": 1.0 if outcome == "passed" else 0.0},
+                        primary_reward=1.0 if outcome == "passed" else 0.0,
+                        usage=used,
+                        timings=timings,
+                        executor_id="exec-test",
+                        artifacts=refs or [],
+                        integrity=integrity(agent["index"], task, index) if integrity else None,
+                    ),
+                ]
+    if finish:
+        events.append(RunExecutionCompleted(run_id=run_id))
+    stored = store.append(run_stream(run_id), [new_event(e, actor="run-scheduler") for e in events])
+    if finish:
+        scorer = Scorer(store)
+        scorer.on_event(stored[-1])
+        finished = [e for e in store.read_stream(run_stream(run_id)) if e.type == "RunFinished"]
+        scorer.on_event(finished[0])
 
 
 def record_sync(

@@ -19,9 +19,11 @@ from regatta_gateway.errors import Refused
 from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.principals import Scope
 from regatta_gateway.readmodels import ReadModels
+from regatta_gateway.readmodels.operations import OpsReadModels
 from regatta_gateway.secrets import store as secret_store
 from regatta_gateway.secrets.keys import load_keys
 from regatta_gateway.secrets.store import SecretVault
+from regatta_shared.events import BenchmarkMetadata
 from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.schema import events as events_table
 from regatta_shared.projections import ProjectionRunner
@@ -29,7 +31,7 @@ from regatta_shared.settings import Settings
 from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import func, select, text
 
-from .conftest import ADMIN_TOKEN, make_settings, record_sync
+from .conftest import ADMIN_TOKEN, make_settings, record_progress, record_sync
 
 
 class Services:
@@ -40,6 +42,9 @@ class Services:
         self.store.create_schema()
         self.projections = ProjectionRunner(self.store, ReadModels())
         self.projections.create_tables()
+        # The budgets a submission is checked against live in the ops projection.
+        self.ops_projections = ProjectionRunner(self.store, OpsReadModels())
+        self.ops_projections.create_tables()
         keys = load_keys(self.settings)
         self.vault = SecretVault(self.store, keys.secrets_at_rest, keys.sealing)
         self.vault.create_tables()
@@ -51,6 +56,7 @@ class Services:
 
     def settle(self) -> None:
         self.projections.catch_up()
+        self.ops_projections.catch_up()
 
     # --- who acts ---------------------------------------------------------------------------------
 
@@ -74,7 +80,13 @@ class Services:
     # --- what they add ----------------------------------------------------------------------------
 
     def benchmark(
-        self, name: str, tasks: list[str], *, workspace: str = "default", ready: bool = True
+        self,
+        name: str,
+        tasks: list[str],
+        *,
+        workspace: str = "default",
+        ready: bool = True,
+        metadata: BenchmarkMetadata | None = None,
     ) -> str:
         body = {"source_type": "folder", "path": f"/srv/benchmarks/{name}", "name": name}
         policy = SourcePolicy.from_settings(self.settings)
@@ -82,7 +94,7 @@ class Services:
             self.store, self.scope(workspace=workspace), body, policy
         )
         if ready:
-            record_sync(self.store, benchmark_id, name, tasks)
+            record_sync(self.store, benchmark_id, name, tasks, metadata=metadata)
         self.settle()
         return benchmark_id
 
@@ -91,6 +103,11 @@ class Services:
         created = run_commands.submit_run(self.store, scope or self.scope(), parsed, self.vault)
         self.settle()
         return created
+
+    def progress(self, run_id: str, **what: Any) -> None:
+        """conftest.record_progress (attempts, their evidence, scores), then the read models catch up."""
+        record_progress(self.store, run_id, **what)
+        self.settle()
 
     def set_secret(self, name: str, value: str, kind: str, scope: Scope | None = None) -> str:
         secret_id = secret_store.set_secret(self.vault, scope or self.scope(), name, value, kind)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regatta_shared.events import BenchmarkMetadata
+from regatta_shared.events.integrity import VERIFIER_INTEGRITY_POLICIES
 from regatta_shared.execution_defaults import PASS_THRESHOLD
 from regatta_shared.harnesses import HARNESSES
 
@@ -26,6 +27,7 @@ FIELDS: dict[tuple[str, str], tuple[str, str]] = {
     ("benchmark", "description"): ("description", "string"),
     ("benchmark", "pass_threshold"): ("pass_threshold", "number"),
     ("benchmark", "primary_reward_key"): ("primary_reward_key", "string"),
+    ("benchmark", "verifier_integrity"): ("verifier_integrity", "string"),
     ("harness", "default"): ("default_harness", "string"),
     ("harness", "supported"): ("supports_harness", "boolean"),
     ("harness", "required"): ("requires_harness", "boolean"),
@@ -121,6 +123,10 @@ def resolve_metadata(
     threshold = values.get("pass_threshold", PASS_THRESHOLD)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
         raise ManifestInvalid(f"{origin('pass_threshold')} must be a finite number (got {threshold!r})")
+    policy = values.get("verifier_integrity")
+    if policy is not None and policy not in VERIFIER_INTEGRITY_POLICIES:
+        allowed = " or ".join(f'"{p}"' for p in VERIFIER_INTEGRITY_POLICIES)
+        raise ManifestInvalid(f"{origin('verifier_integrity')} must be {allowed} (got {policy!r})")
     harness = values.get("default_harness")
     if harness is not None and harness not in HARNESSES:
         raise ManifestInvalid(f"{origin('default_harness')}: unknown harness {harness!r}")

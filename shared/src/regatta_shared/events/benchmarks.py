@@ -6,9 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from regatta_shared.execution_defaults import PASS_THRESHOLD
+from regatta_shared.execution_defaults import PASS_THRESHOLD, VERIFIER_INTEGRITY
 
 from .base import Event
+from .integrity import VerifierIntegrity
 
 
 class BenchmarkSource(BaseModel):
@@ -117,6 +118,8 @@ class BenchmarkMetadata(BaseModel):
     judge_model_default: str | None = None
     pass_threshold: float = PASS_THRESHOLD
     primary_reward_key: str | None = None
+    # The policy a run gets when it names none, and the one it must keep to rank (conditions.py).
+    verifier_integrity: VerifierIntegrity = VERIFIER_INTEGRITY
     task_sets: dict[str, list[str]] = Field(default_factory=dict)
     recommended_task_set: str | None = None
 

@@ -14,11 +14,14 @@ from .attempts import (
     trial_start,
 )
 from .fold import STATUS_BY_EVENT, RunFold, keeps_scores, public_submission, rerun_rows
+from .integrity import INTEGRITY_COLUMNS, INTEGRITY_FILTERS, integrity_columns, integrity_summary
 from .status import TERMINAL
 from .totals import RUN_TOTALS, count_environment, no_totals, with_finished
 
 __all__ = [
     "ATTEMPT_EVENTS",
+    "INTEGRITY_COLUMNS",
+    "INTEGRITY_FILTERS",
     "RUN_TOTALS",
     "STATUS_BY_EVENT",
     "TERMINAL",
@@ -27,6 +30,8 @@ __all__ = [
     "attempts_per_agent",
     "count_environment",
     "expected_attempts",
+    "integrity_columns",
+    "integrity_summary",
     "keeps_scores",
     "no_totals",
     "public_submission",

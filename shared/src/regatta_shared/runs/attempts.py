@@ -22,6 +22,8 @@ from regatta_shared.events import (
 )
 from regatta_shared.execution_defaults import ATTEMPTS_PER_TASK
 
+from .integrity import INTEGRITY_COLUMNS, integrity_columns
+
 ATTEMPT_EVENTS = frozenset(
     e.type_name for e in (AttemptScheduled, AttemptStarted, AttemptRetried, AttemptFinished)
 )
@@ -57,6 +59,7 @@ def scheduled_row(d: Mapping[str, Any], at: str | None) -> dict[str, Any]:
         "started_at": None,
         "finished_at": None,
         "result": None,
+        **dict.fromkeys(INTEGRITY_COLUMNS),
     }
 
 
@@ -79,6 +82,7 @@ def attempt_change(
             "finished_at": at,
             "result": d,
             "try_number": d["try_number"],
+            **integrity_columns(d),
         }
         if row["started_at"] is None:
             values["started_at"] = trial_start(d)

@@ -229,6 +229,8 @@ def execution_settings(request: RunRequest, metadata: dict[str, Any]) -> Executi
             )
     if values.get("pass_threshold") is None:
         values["pass_threshold"] = float(metadata.get("pass_threshold", defaults.PASS_THRESHOLD))
+    if values.get("verifier_integrity") is None:
+        values["verifier_integrity"] = metadata.get("verifier_integrity") or defaults.VERIFIER_INTEGRITY
     return ExecutionSettings(**values)
 
 

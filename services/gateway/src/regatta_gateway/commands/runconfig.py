@@ -10,7 +10,9 @@ import tomllib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from regatta_shared import execution_defaults as defaults
+from regatta_shared.events.integrity import VERIFIER_INTEGRITY_POLICIES, VerifierIntegrity
 
 from regatta_gateway.secrets.names import SECRET_NAME
 
@@ -111,7 +113,22 @@ class ExecutionConfig(Strict):
     judge_api_key_secret: Text | None = None
     verifier_secrets: list[Text] = Field(default_factory=list, max_length=16)
     cost_cap_usd: float | None = Field(None, gt=0, le=1_000_000_000)
+    # None: the benchmark's standard policy (run_resolution.execution_settings).
+    verifier_integrity: VerifierIntegrity | None = None
     _check = field_validator("judge_api_key_secret")(_secret)
+
+    @field_validator("verifier_integrity", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> Any:
+        if value is not None and value not in VERIFIER_INTEGRITY_POLICIES:
+            allowed = " or ".join(f'"{p}"' for p in VERIFIER_INTEGRITY_POLICIES)
+            # A message of its own (no "Value error," prefix): it is the whole of what the user reads.
+            raise PydanticCustomError(
+                "verifier_integrity",
+                "execution.verifier_integrity must be {allowed} (got {got})",
+                {"allowed": allowed, "got": repr(str(value)[:40])},
+            )
+        return value
 
     @field_validator("verifier_secrets")
     @classmethod

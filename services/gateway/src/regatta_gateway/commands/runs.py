@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 from regatta_shared import run_keys
 from regatta_shared.clock import isoformat
-from regatta_shared.conditions import standard_conditions
+from regatta_shared.conditions import benchmark_standard
 from regatta_shared.envelope import new_event
 from regatta_shared.events import RunStopRequested, RunSubmitted, TaskSelection
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
@@ -115,9 +115,7 @@ def submit_run(
         secret_scopes=scopes,
         sealed_secrets=seal_for_run(sealed, run_key, run_id) if run_key else None,
         primary_reward_key=metadata.get("primary_reward_key"),
-        standard_conditions=standard_conditions(
-            metadata.get("pass_threshold"), metadata.get("primary_reward_key")
-        ),
+        standard_conditions=benchmark_standard(metadata),
         recommended_task_set=metadata.get("recommended_task_set"),
     )
     submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})

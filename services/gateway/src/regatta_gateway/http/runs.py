@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from regatta_shared.runs import INTEGRITY_FILTERS
 from regatta_shared.runs.status import RunStatus
 from starlette.concurrency import run_in_threadpool
 
@@ -104,6 +105,9 @@ def run_attempts(
     agent_index: Annotated[int | None, Query(ge=0)] = None,
     outcome: Literal["passed", "failed", "errored", "cancelled"] | None = None,
     label: Annotated[str | None, Query(min_length=1, max_length=annotations.LABEL_MAX)] = None,
+    integrity: Annotated[
+        str | None, Query(description=f"one of {', '.join(INTEGRITY_FILTERS)}", max_length=40)
+    ] = None,
 ) -> JSONBytes:
     """Every attempt by default; `limit`/`offset` page (adding `next_offset`), the others filter."""
     page = run_activity.attempts_page(
@@ -116,8 +120,15 @@ def run_attempts(
         agent_index=agent_index,
         outcome=outcome,
         label=label,
+        integrity=integrity,
     )
     return JSONBytes(to_json(page))
+
+
+@router.get("/runs/{key}/attempts/{attempt_id}", response_class=JSONBytes)
+def run_attempt(request: Request, s: ScopeDep, key: str, attempt_id: str) -> JSONBytes:
+    """One attempt with its result (its integrity evidence under `result.integrity`) and labels."""
+    return JSONBytes(to_json(run_activity.attempt_detail(request.app.state.store, s, key, attempt_id)))
 
 
 @router.get("/runs/{key}/logs", response_class=JSONBytes)

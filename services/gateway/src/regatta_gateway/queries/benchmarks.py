@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from regatta_shared import execution_defaults as defaults
-from regatta_shared.conditions import standard_conditions
+from regatta_shared.conditions import benchmark_standard
 from regatta_shared.eventstore import EventStore
 from regatta_shared.runs.status import RUNNING
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
@@ -247,9 +247,8 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
         requires_judge_model=bool(metadata.get("requires_judge_model", False)),
         requires_judge_api_key=bool(metadata.get("requires_judge_api_key", False)),
         pass_threshold=float(metadata.get("pass_threshold", defaults.PASS_THRESHOLD)),
-        scoring_conditions=standard_conditions(
-            metadata.get("pass_threshold"), metadata.get("primary_reward_key")
-        ).model_dump(),
+        verifier_integrity=metadata.get("verifier_integrity") or defaults.VERIFIER_INTEGRITY,
+        scoring_conditions=benchmark_standard(metadata).model_dump(),
     )
     for key_name in ("judge_model_default", "default_harness"):
         if metadata.get(key_name):

@@ -15,6 +15,7 @@ from typing import Any
 
 from regatta_shared.csv_export import csv_text
 from regatta_shared.per_task import per_task_figures
+from regatta_shared.runs import integrity_columns
 
 SUMMARY_COLUMNS = [
     "agent",
@@ -70,6 +71,13 @@ RESULTS_COLUMNS = [
     "environment_built",
     "environment_note",
     "artifact_count",
+    # What the platform saw before the verifier ran (docs/runs.md, Verifier integrity): `checked`, `not
+    # checked`, or empty where the environment does not look; then the counts (numbers only: the paths
+    # and names, an attacker's text, are on the attempt's page and in the API, never in a cell).
+    "integrity",
+    "integrity_unexplained",
+    "integrity_processes_alive",
+    "integrity_verifier_writes",
     "labels",
     "label_notes",
 ]
@@ -147,6 +155,8 @@ def results_csv(submission: dict[str, Any], attempts: list[dict[str, Any]]) -> s
         agent = agents.get(attempt["agent_index"]) or {"harness": "", "model": {}}
         result = attempt.get("result") or {}
         usage = result.get("usage") or {}
+        seen = integrity_columns(result)
+        checked = seen["integrity_checked"]
         rows.append(
             {
                 "task": attempt["task"],
@@ -174,6 +184,10 @@ def results_csv(submission: dict[str, Any], attempts: list[dict[str, Any]]) -> s
                 "environment_built": result.get("environment_built"),
                 "environment_note": result.get("environment_note"),
                 "artifact_count": len(result.get("artifacts") or []),
+                "integrity": None if checked is None else ("checked" if checked else "not checked"),
+                "integrity_unexplained": seen["integrity_unexplained"],
+                "integrity_processes_alive": seen["integrity_processes"],
+                "integrity_verifier_writes": seen["integrity_writes"],
                 "labels": "; ".join(x["label"] for x in attempt.get("labels") or []),
                 "label_notes": " | ".join(
                     f"{x['label']}: {x['note']}" for x in attempt.get("labels") or [] if x.get("note")

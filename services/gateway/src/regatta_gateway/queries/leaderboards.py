@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from regatta_gateway.errors import Invalid
 from regatta_gateway.queries.cached_reads import VersionedBodies
+from regatta_gateway.queries.integrity import agent_counts, no_counts
 from regatta_gateway.readmodels import tables as t
 
 
@@ -20,7 +21,19 @@ def leaderboard_rows(store: EventStore, benchmark_id: str, sort: str = "pass_at_
             select(t.leaderboards.c.rows).where(t.leaderboards.c.benchmark_id == benchmark_id)
         ).first()
     rows = list(row[0]) if row else []
-    return sort_leaderboard(rows, sort)
+    return sort_leaderboard(with_integrity(store, rows), sort)
+
+
+def with_integrity(store: EventStore, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with `integrity`: how many of its run's attempts for its agent had unexplained changes to
+    the verifier's tools, verifier files written by another hand… (queries/integrity.py). Evidence beside
+    the score, never part of it: scoring ranks without it. A finished run's attempts change only when its
+    errored ones run again, and its next finish recomputes the leaderboard (and so the cached body)."""
+    pairs = [(r["run_id"], r["agent_index"]) for r in rows if "agent_index" in r and "run_id" in r]
+    counts = agent_counts(store, pairs)
+    return [
+        {**r, "integrity": counts.get((r.get("run_id"), r.get("agent_index")), no_counts())} for r in rows
+    ]
 
 
 _LEADERBOARDS = VersionedBodies(size=256)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
+from regatta_shared.runs import INTEGRITY_FILTERS, integrity_summary
 from sqlalchemy import select
 
 from regatta_gateway.errors import Invalid, NotFound
@@ -28,10 +29,12 @@ def list_attempts(
     agent_index: int | None = None,
     outcome: str | None = None,
     label: str | None = None,
+    integrity: str | None = None,
 ) -> list[dict[str, Any]]:
     """The run's attempts in (task, agent, attempt) order: all of them by default; `limit`/`offset`
     page through them and the filters narrow them, so a run of 100k attempts need not be one response.
-    The order is ix_rm_attempts_run_order's, so a page is an index range scan."""
+    The order is ix_rm_attempts_run_order's, so a page is an index range scan. `integrity` keeps the
+    attempts the per-agent counts of queries/integrity.py count under the same word."""
     run = find_run(store, scope, key, _ID)
     query = select(t.attempts).where(t.attempts.c.run_id == run["id"])
     if task is not None:
@@ -45,6 +48,8 @@ def list_attempts(
             t.attempt_labels.c.run_id == run["id"], t.attempt_labels.c.label == label
         )
         query = query.where(t.attempts.c.attempt_id.in_(labelled))
+    if integrity is not None:
+        query = query.where(_integrity_filter(integrity))
     query = query.order_by(t.attempts.c.task, t.attempts.c.agent_index, t.attempts.c.attempt_index)
     if limit is not None:
         query = query.limit(limit)
@@ -53,25 +58,42 @@ def list_attempts(
     with store.read_engine.connect() as conn:
         rows = conn.execute(query).mappings().all()
     labels = run_labels(store, run["id"], [r["attempt_id"] for r in rows] if limit is not None else None)
-    return [
-        {
-            k: r[k]
-            for k in (
-                "attempt_id",
-                "agent_index",
-                "task",
-                "attempt_index",
-                "status",
-                "outcome",
-                "try_number",
-                "scheduled_at",
-                "started_at",
-                "finished_at",
-            )
-        }
-        | {"result": r["result"], "labels": labels.get(r["attempt_id"], [])}
-        for r in rows
-    ]
+    return [_public(r, labels.get(r["attempt_id"], [])) for r in rows]
+
+
+_PUBLIC = (
+    "attempt_id",
+    "agent_index",
+    "task",
+    "attempt_index",
+    "status",
+    "outcome",
+    "try_number",
+    "scheduled_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def _public(row: Any, labels: list[dict[str, Any]]) -> dict[str, Any]:
+    """An attempt as the API lists it: its evidence in full under `result.integrity`, its counts under
+    `integrity` (null where the environment recorded none)."""
+    return {k: row[k] for k in _PUBLIC} | {
+        "result": row["result"],
+        "integrity": integrity_summary(row),
+        "labels": labels,
+    }
+
+
+def _integrity_filter(word: str) -> Any:
+    column = INTEGRITY_FILTERS.get(word)
+    if column is None:
+        raise Invalid(
+            f"integrity must be one of {', '.join(INTEGRITY_FILTERS)}", code="VALIDATION", field="integrity"
+        )
+    if word == "not_checked":
+        return t.attempts.c[column].is_(False)
+    return t.attempts.c[column] > 0
 
 
 def attempts_page(
@@ -85,10 +107,17 @@ def attempts_page(
     agent_index: int | None = None,
     outcome: str | None = None,
     label: str | None = None,
+    integrity: str | None = None,
 ) -> dict[str, Any]:
     """GET /runs/{key}/attempts: `{"attempts": [...]}` as always; asked for a page (`limit` or `offset`),
     also `next_offset`, the offset of the next page or null after the last one."""
-    filters = {"task": task, "agent_index": agent_index, "outcome": outcome, "label": label}
+    filters = {
+        "task": task,
+        "agent_index": agent_index,
+        "outcome": outcome,
+        "label": label,
+        "integrity": integrity,
+    }
     if limit is None and not offset:
         return {"attempts": list_attempts(store, scope, key, **filters)}
     # One row more than asked tells whether another page follows, without counting the run's attempts.
@@ -146,4 +175,13 @@ def find_attempt(store: EventStore, scope: Scope, key: str, attempt_id: str) -> 
         **{k: row[k] for k in ("try_number", "scheduled_at", "started_at", "finished_at")},
         "run_id": run["id"],
         "run_name": run["name"],
+        "result": row["result"],
+        "integrity": integrity_summary(row),
     }
+
+
+def attempt_detail(store: EventStore, scope: Scope, key: str, attempt_id: str) -> dict[str, Any]:
+    """GET /runs/{key}/attempts/{attempt_id}: the attempt as the list shows it, with its run and labels."""
+    attempt = find_attempt(store, scope, key, attempt_id)
+    labels = run_labels(store, attempt["run_id"], [attempt_id]).get(attempt_id, [])
+    return {**attempt, "labels": labels}

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.queries.cached_reads import LRU
+from regatta_gateway.queries.integrity import no_counts, run_agent_counts
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
 from regatta_gateway.queries.runs import run_summary
 from regatta_gateway.readmodels import tables as t
@@ -26,6 +27,7 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
     scores = {s["agent_index"]: s for s in (row["scores"] or [])}
     agents = []
     metrics = []
+    integrity = run_agent_counts(store, row["id"], row["ingested"], row["expected"])
     for agent in submission.get("agents") or []:
         index = agent["index"]
         agent_id = f"{row['id']}:{index}"
@@ -48,6 +50,8 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
                     "mean_duration_seconds": figures.get("mean_duration_seconds"),
                     "tokens_per_task": figures.get("tokens_per_task"),
                 },
+                # Attempts with integrity evidence worth a look (queries/integrity.py).
+                "integrity": integrity.get(index, no_counts()),
             }
         )
         if score:

@@ -131,6 +131,12 @@ attempts = Table(
     Column("started_at", String(40)),
     Column("finished_at", String(40)),
     Column("result", Json),
+    # What the platform saw before the verifier ran (regatta_shared.runs.integrity): None when the
+    # attempt's environment does not look; counts None when it could not.
+    Column("integrity_checked", Boolean),
+    Column("integrity_unexplained", Integer),
+    Column("integrity_processes", Integer),
+    Column("integrity_writes", Integer),
 )
 # The run page's order (run_activity.list_attempts): a page of a 100k-attempt run is an index range scan,
 # not a sort of the whole run. Also serves every other per-run attempt query by its run_id prefix.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
-from regatta_shared.conditions import qualification
+from regatta_shared.conditions import ScoringConditions, qualification
 from regatta_shared.events import AgentSpec
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
@@ -52,6 +52,15 @@ def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list
         if comparison:
             row["top_label"] = names.get(comparison.get("top", ""), comparison.get("top", ""))
     return rows
+
+
+def same_conditions(row: dict[str, Any], standard: dict[str, Any]) -> bool:
+    """Whether a row was scored at the benchmark's standard conditions. Rows computed before a condition
+    existed lack its key: they were scored at its default, which the model fills in."""
+    try:
+        return ScoringConditions.model_validate(row) == ScoringConditions.model_validate(standard)
+    except ValidationError:
+        return False
 
 
 def rank_text(row: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ from regatta_gateway.queries import compare as compare_queries
 from regatta_gateway.web import (
     benchmark_views,
     compare_views,
+    integrity_views,
     labels,
     leaderboard_views,
     run_views,
@@ -50,8 +51,10 @@ templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.filters.update(FILTERS)
 templates.env.globals.update(
     rank_text=leaderboard_views.rank_text,
+    same_conditions=leaderboard_views.same_conditions,
     sorts=leaderboard_views.SORTS,
     outcomes=run_views.OUTCOMES,
+    integrity_policies=integrity_views.POLICIES,
     is_url=labels.is_url,
     page_query=labels.page_query,
     plural=labels.plural,
@@ -309,6 +312,7 @@ def new_run_page(request: Request, scope: ScopeDep, key: str) -> Response:
                     "judge_model_default",
                     "default_harness",
                     "pass_threshold",
+                    "verifier_integrity",
                     "requires_harness",
                 )
             }

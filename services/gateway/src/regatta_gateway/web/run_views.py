@@ -18,6 +18,7 @@ from regatta_gateway.queries.run_detail import run_detail
 from regatta_gateway.web import charts
 from regatta_gateway.web.features import route_features
 from regatta_gateway.web.formatting import elapsed
+from regatta_gateway.web.integrity_views import integrity_view, policy_label
 from regatta_gateway.web.labels import label, model_name
 
 OUTCOMES = ("passed", "failed", "errored", "cancelled")
@@ -196,9 +197,10 @@ def _categories(agents: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def attempt_page(store: EventStore, scope: Scope, key: str, attempt_id: str) -> dict[str, Any]:
-    attempt = run_activity.find_attempt(store, scope, key, attempt_id)
+    attempt = run_activity.attempt_detail(store, scope, key, attempt_id)
     run = benchmark_queries.find_run(store, scope, attempt["run_id"])
-    agents = (run.get("submission") or {}).get("agents") or []
+    submission = run.get("submission") or {}
+    agents = submission.get("agents") or []
     agent = agents[attempt["agent_index"]] if attempt["agent_index"] < len(agents) else {}
     harness = agent.get("harness") or f"agent {attempt['agent_index'] + 1}"
     agent_label = label(harness, model_name(agent.get("model")))
@@ -207,4 +209,9 @@ def attempt_page(store: EventStore, scope: Scope, key: str, attempt_id: str) -> 
         "run": {"id": run["id"], "name": run["name"], "benchmark_id": run.get("benchmark_id")},
         "agent_label": agent_label,
         "state": attempt.get("outcome") or attempt.get("status") or "scheduled",
+        # The run's policy: what the evidence below was recorded under, or will be.
+        "policy": policy_label((submission.get("execution") or {}).get("verifier_integrity")),
+        "integrity": integrity_view((attempt.get("result") or {}).get("integrity")),
+        "labels": attempt["labels"],
+        "suggested_labels": list(SUGGESTED_LABELS),
     }

@@ -56,6 +56,26 @@
     if (status.outcome) phase.textContent = PHASES.done;
   }
 
+  // Labels beside the evidence: the run page's label actions (the same API), then the page again, so
+  // what it shows is what the server recorded.
+  const labelsPath = `/api/v1/runs/${encodeURIComponent(data.run)}/attempts/${encodeURIComponent(data.attempt)}/labels`;
+  const labelMessage = document.querySelector("[data-testid=label-message]");
+  document.querySelector("[data-label-form]")?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    const sent = await Regatta.api(labelsPath, { method: "POST", body: { label: form.label.value, note: form.note.value } });
+    if (!sent.ok) { labelMessage.textContent = Regatta.errorText(sent, "Could not add the label"); return; }
+    location.reload();
+  });
+  for (const button of document.querySelectorAll("[data-remove-label]")) {
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      const removed = await Regatta.api(`${labelsPath}/${encodeURIComponent(button.dataset.removeLabel)}`, { method: "DELETE" });
+      if (!removed.ok) { button.disabled = false; labelMessage.textContent = Regatta.errorText(removed, "Could not remove the label"); return; }
+      location.reload();
+    });
+  }
+
   if (data.outcome) return; // ended before the page opened: the artifacts hold its output
   const url = `/api/v1/runs/${encodeURIComponent(data.run)}/attempts/${encodeURIComponent(data.attempt)}/live`;
   const source = new EventSource(url);

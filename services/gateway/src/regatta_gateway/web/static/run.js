@@ -23,6 +23,7 @@
     task: document.getElementById("results-task"),
     outcome: document.getElementById("results-outcome"),
     label: document.getElementById("results-label"),
+    integrity: document.getElementById("results-integrity"),
   };
   const PAGE = 300; // rows rendered at once; "Show more" adds pages, so huge runs stay responsive
   let shown = PAGE;
@@ -46,6 +47,15 @@
   // A failure without a reward: the sandbox's state kept the verifier from a verdict.
   const noVerdict = (a) => a.outcome === "failed" && result(a).primary_reward == null && result(a).exception_type;
   const result = (a) => a.result || {};
+  // The attempts each integrity filter keeps: those the server's per-agent counts count under the same
+  // word (GET /runs/{key}/attempts?integrity=…; `a.integrity` holds the attempt's counts).
+  const INTEGRITY = {
+    unexplained: (seen) => (seen?.unexplained || 0) > 0,
+    verifier_writes: (seen) => (seen?.verifier_files_written || 0) > 0,
+    processes: (seen) => (seen?.processes_alive || 0) > 0,
+    not_checked: (seen) => seen?.checked === false,
+  };
+  const flagged = (a) => INTEGRITY.unexplained(a.integrity) || INTEGRITY.verifier_writes(a.integrity);
   function seconds(a) {
     const total = result(a).timings?.total;
     if (total !== undefined && total !== null) return total;
@@ -64,6 +74,7 @@
     if (filters.agent.value !== "" && String(a.agent_index) !== filters.agent.value) return false;
     if (filters.task.value && a.task !== filters.task.value) return false;
     if (filters.outcome.value && state(a) !== filters.outcome.value) return false;
+    if (filters.integrity.value && !(INTEGRITY[filters.integrity.value] || (() => false))(a.integrity)) return false;
     if (filters.label.value === "(none)" && (a.labels || []).length) return false;
     if (filters.label.value && filters.label.value !== "(none)" && !(a.labels || []).some((x) => x.label === filters.label.value)) return false;
     if (!q) return true;
@@ -98,6 +109,9 @@
               : null,
             result(a).environment_built === false
               ? [" ", el("span", { class: "tag", title: result(a).environment_note || "", "data-testid": "not-built-tag" }, "env not built")]
+              : null,
+            flagged(a)
+              ? [" ", el("a", { class: "tag tag-warn", href: attemptPage(a), title: "Integrity evidence to review on the attempt page", "data-testid": "integrity-tag" }, "integrity")]
               : null,
             (a.labels || []).flatMap((x) => [" ", el("span", { class: "tag tag-label", title: x.note || `labelled by ${x.by}`, "data-testid": "attempt-label" }, x.label)])),
           el("td", { class: "num" }, reward === null || reward === undefined ? "—" : String(+reward.toFixed(4))),
@@ -169,6 +183,23 @@
     }
   }
 
+  const attemptPage = (a) => `/benchmarks/runs/${encodeURIComponent(data.id)}/attempts/${encodeURIComponent(a.attempt_id)}`;
+
+  // Counts only: the evidence itself (paths, processes) is on the attempt page.
+  function integrityBlock(a) {
+    const seen = a.integrity;
+    const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+    return el("div", { class: "detail-block", "data-testid": "integrity-block" }, el("h4", {}, "Verifier integrity"),
+      seen.checked
+        ? kv([
+          ["Tool-chain changes", `${plural(seen.unexplained, "unexplained change")}`],
+          ["Agent processes", `${seen.processes_alive} alive when the verifier started`],
+          ["Verifier files", `${plural(seen.verifier_files_written, "file")} written by another hand`],
+        ])
+        : el("p", { class: "muted small" }, "Not checked: the platform could not look."),
+      el("p", { class: "small" }, el("a", { href: attemptPage(a) }, "Evidence on the attempt page")));
+  }
+
   function detail(a) {
     const r = result(a);
     const blocks = [];
@@ -191,6 +222,7 @@
       if (fullLog && data.downloads) linkArtifacts(a, block);
       blocks.push(block);
     }
+    if (a.integrity) blocks.push(integrityBlock(a));
     blocks.push(labelBlock(a));
     const timings = r.timings || {};
     blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Timings"),
@@ -213,8 +245,7 @@
     blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Attempt"),
       kv([
         ["Attempt id", el("span", { class: "mono" }, a.attempt_id)],
-        ["Output", el("a", { href: `/benchmarks/runs/${encodeURIComponent(data.id)}/attempts/${encodeURIComponent(a.attempt_id)}`,
-          "data-testid": "watch-attempt" }, a.outcome ? "Attempt page" : "Watch live")],
+        ["Output", el("a", { href: attemptPage(a), "data-testid": "watch-attempt" }, a.outcome ? "Attempt page" : "Watch live")],
         ["Try", String(a.try_number || 1)],
         ["Scheduled", a.scheduled_at ? fmt.local(a.scheduled_at) : null],
         ["Started", a.started_at ? fmt.local(a.started_at) : null],
