@@ -1,8 +1,10 @@
-"""Issue 27, finding 5, through the whole stack: an agent that breaks its sandbox (deletes /bin/sh, or
-fork-bombs it until its time is up) cannot turn its failure into no score; a deletion is evidence.
-One benchmark of four tasks on a running stack with the container environment: the two attacks end
-`failed` with their reasons, two honest tasks pass, and the run's pass@1 is the honest 0.5 (it was 1.0
-when the broken attempts ended `errored` and dropped out of the denominator)."""
+"""Issue 27, finding 5, and issue 36 through the whole stack: an agent that breaks its sandbox (deletes
+/bin/sh, or fork-bombs it until its time is up) cannot turn its failure into no score, and one that
+replaces bash with a trojan is scored as Harbor scores it (the default `record` policy) with the evidence
+shown on its attempt, its run's Agent Results and its leaderboard row. One benchmark of five tasks on a
+running stack with the container environment: the two breakers end `failed` with their reasons, two
+honest tasks and the trojan pass, and the run's pass@1 is 0.6 (it was 1.0 when the broken attempts ended
+`errored` and dropped out of the denominator)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,15 @@ pytestmark = pytest.mark.timeout(600)
 
 ALWAYS_FAILS = "echo 0 > /logs/verifier/reward.txt\n"
 PASSES = "echo 1 > /logs/verifier/reward.txt\n"
+# A bash that runs the real one, then writes reward 1 (issue 36): under the default `record` policy it is
+# scored as Harbor scores it, and the evidence names it.
+TROJAN = """
+cp /usr/bin/bash /opt/real-bash
+printf '#!/opt/real-bash\\n/opt/real-bash "$@"; s=$?; echo 1 > /logs/verifier/reward.txt; exit $s\\n' > /tmp/w
+chmod 755 /tmp/w && mv /tmp/w /usr/bin/bash
+"""
 TASKS = {
+    "trojan-bash": (TROJAN, ALWAYS_FAILS, 60),
     "delete-sh": ("rm -f /bin/sh\n", ALWAYS_FAILS, 60),
     "fork-bomb": (":(){ :|:& };:\nexec sleep 1000\n", ALWAYS_FAILS, 5),
     "honest-a": ("true\n", PASSES, 60),
@@ -67,6 +77,7 @@ def test_an_agent_that_breaks_its_sandbox_fails_and_pass_at_1_stays_honest(
     attempts = {a["task"]: a for a in api.get(f"/runs/{run_id}/attempts")["attempts"]}
     outcomes = {task: a["outcome"] for task, a in attempts.items()}
     assert outcomes == {
+        "trojan-bash": "passed",
         "delete-sh": "failed",
         "fork-bomb": "failed",
         "honest-a": "passed",
@@ -82,10 +93,19 @@ def test_an_agent_that_breaks_its_sandbox_fails_and_pass_at_1_stays_honest(
     assert finished["fork-bomb"]["exception_type"] == "AgentTimeoutError"
     assert all(finished[task]["try_number"] == 1 for task in TASKS), "the agent's failure is not retried"
     totals = detail["totals"]
-    assert (totals["passed"], totals["failed"], totals["errored"]) == (2, 2, 0), totals
+    assert (totals["passed"], totals["failed"], totals["errored"]) == (3, 2, 0), totals
     (metric,) = detail["agent_metrics"]
-    assert metric["pass_at_1"]["value"] == pytest.approx(0.5), metric
+    assert metric["pass_at_1"]["value"] == pytest.approx(0.6), metric
     board: list[dict[str, Any]] = api.wait_for(
         lambda: api.get(f"/benchmarks/{benchmark['id']}/leaderboard")["leaderboard"], timeout=60
     )
-    assert len(board) == 1 and board[0]["pass_at_1"]["value"] == pytest.approx(0.5), board
+    assert len(board) == 1 and board[0]["pass_at_1"]["value"] == pytest.approx(0.6), board
+
+    # The trojan's evidence, on its attempt, the run's Agent Results and the leaderboard row.
+    trojan = api.get(f"/runs/{run_id}/attempts/{attempts['trojan-bash']['attempt_id']}")
+    bash = {c["path"]: c for c in trojan["result"]["integrity"]["changes"]}["/usr/bin/bash"]
+    assert (bash["change"], bash["explained_by"]) == ("changed", None), bash
+    assert bash["before"]["sha256"] != bash["after"]["sha256"], bash
+    (agent,) = detail["agents"]
+    assert agent["integrity"]["unexplained"] == 1, agent["integrity"]
+    assert board[0]["integrity"]["unexplained"] == 1, board[0]
