@@ -83,6 +83,7 @@ from regatta_executor.container.harbor_commands import (
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
+from regatta_executor.container.layer_usage import NOTHING_WRITTEN, Written
 from regatta_executor.container.network import (
     ensure_allowlist_network,
     ensure_sandbox_network,
@@ -257,8 +258,12 @@ class ContainerEnvironment(ContainerTransfers):
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         self._record_image(self.image)
         await self._list_image_files()
-        if self._storage_mb and "storage" not in self.enforced_limits:
-            self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
+        if self._storage_mb:
+            # An engine's quota holds bytes only: the entries are measured wherever it has one.
+            enforced = "storage" in self.enforced_limits
+            self._storage_cap = StorageCap(
+                self._client.api, self._container_id, self._storage_mb, bytes_enforced=enforced
+            )
             self._storage_cap.start()
         if self._network_is_allowlist and self._compose is None:
             self._allowlist = await execs.in_thread(self._open_allowlist, network)
@@ -798,9 +803,9 @@ class ContainerEnvironment(ContainerTransfers):
         digest), then writes the uploads staged since the verifier started, from its input, after
         emptying the folders they go to: one exec where an upload and an exec would be two."""
         then = self._verifier_folders_command(self._digest_command())
-        staged, data, written = self._staged, None, 0
+        staged, data, written = self._staged, None, NOTHING_WRITTEN
         if staged is not None and staged and execs.sends_input(self._client.api):
-            self._staged, data, written = None, staged.take(), staged.file_bytes
+            self._staged, data, written = None, staged.take(), staged.written
             # As root, over what is there, owned by root (as the engine's upload makes them); a failure
             # exits with a code of its own, to be told from the kill's.
             then += f" && {{ {tools.BUSYBOX} tar -xo -C / -f - || exit {_INPUT_NOT_WRITTEN}; }}"
@@ -833,10 +838,10 @@ class ContainerEnvironment(ContainerTransfers):
                 data.close()
         await self._sandbox_checked(printed, written)
 
-    async def _sandbox_checked(self, printed: str, written: int = 0) -> None:
+    async def _sandbox_checked(self, printed: str, written: Written = NOTHING_WRITTEN) -> None:
         """The checks of the agent's turn, given what the exec that ended it printed (the digest that
         shows nothing protected changed spares the tamper check its full listing: file_listing.py)
-        and the bytes of the verifier's files it wrote."""
+        and what of the verifier's files it wrote."""
         listing = self._image_listing()
         await self._check_sandbox(
             image_unchanged=listing is not None and file_listing.unchanged(listing, printed),
@@ -844,7 +849,7 @@ class ContainerEnvironment(ContainerTransfers):
         )
         self._verifier_ready = True
 
-    async def _check_sandbox(self, image_unchanged: bool = False, written: int = 0) -> None:
+    async def _check_sandbox(self, image_unchanged: bool = False, written: Written = NOTHING_WRITTEN) -> None:
         """The agent phase is over: the writable layer within its cap and the image's executables
         and libraries as the image has them (tamper.py, unless `image_unchanged` says so already),
         else the attempt is the agent's failure."""
