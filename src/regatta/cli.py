@@ -51,6 +51,7 @@ def up(
     data_dir: Annotated[Path, typer.Option(help="Data folder")] = Path(".regatta"),
 ) -> None:
     """Start NATS, the SQLite store and every service on this machine (embedded default)."""
+    from .ownership import DataDirInUse
     from .stack import Stack
 
     stack = Stack(
@@ -62,6 +63,14 @@ def up(
     )
     stack.say = lambda message: console.print(f"[dim]{message}[/dim]")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        # Before anything that would touch a running stack's state (its registration below).
+        stack.take_data_dir()
+    except DataDirInUse as refused:
+        console.print(f"[red]Error:[/red] {escape(str(refused))}")
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
     try:
         stack.start()
         register_stack(stack.url, stack.data_dir / "token")

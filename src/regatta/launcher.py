@@ -4,7 +4,6 @@ processes it forked as the stack followed its own children (pid, poll, wait, ret
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -12,16 +11,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """SIGTERM when the parent dies, so no orphan keeps a port or a stale database (a `preexec_fn`)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
+from . import ownership
 
 # A request is answered once the launcher has imported every service: seconds on a loaded machine.
 SPAWN_TIMEOUT_SEC = 240.0
@@ -61,18 +55,19 @@ class ServiceProcess:
 
 
 class Launcher:
-    """One `python -m regatta.zygote` per stack, started with the stack's environment."""
+    """One `python -m regatta.zygote` per stack, started with the stack's environment. It ends with the
+    process that started it (ownership.py), and its forks with it; `keep_fds` stay open in them all."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, keep_fds: Sequence[int] = ()) -> None:
         with log.open("ab") as err:
-            self.process = subprocess.Popen(
+            self.process = ownership.popen(
                 [sys.executable, "-m", "regatta.zygote"],
+                keep_fds=keep_fds,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
             )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._requests: IO[bytes] = self.process.stdin

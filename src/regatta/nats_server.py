@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,9 +226,11 @@ def start(
     port: int,
     log_file: Path | None = None,
     passwords: dict[str, str] | None = None,
+    spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
 ) -> NatsServer:
     """A nats-server on 127.0.0.1:`port` with JetStream in `data_dir`. Its credentials are the given
-    ones, else those kept in `data_dir` (made on first start), so a restart keeps them."""
+    ones, else those kept in `data_dir` (made on first start), so a restart keeps them. `spawn` starts
+    the process (the embedded stack's makes it end with the stack: ownership.popen)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     passwords = passwords or ensure_credentials(data_dir)
     config = data_dir / CONFIG_FILE
@@ -235,7 +238,7 @@ def start(
     out = log_file.open("ab") if log_file else subprocess.DEVNULL
     # A session of its own, like the services: a Ctrl-C in the terminal reaches only `regatta up`,
     # which stops the services first and NATS last, so none loses the bus while it shuts down.
-    process = subprocess.Popen(
+    process = spawn(
         [binary(), "-c", str(config)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
     )
     try:

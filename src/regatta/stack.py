@@ -1,7 +1,8 @@
 """The embedded stack: one nats-server, the SQLite store, every service as its own process.
 
 A supervisor restarts a service that dies, so the stack behaves like a deployment: state lives in
-the event store and JetStream, never in a process.
+the event store and JetStream, never in a process. The stack holds its data folder while it runs, and
+what it starts ends with it however it ends (ownership.py).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import nats_server
+from . import nats_server, ownership
 from .launcher import Launcher, ServiceProcess
 from .services import BY_NAME, NAMES
 
@@ -65,6 +67,8 @@ class Stack:
     # The gateway's port was picked free by the caller (tests), so another may be picked if it is taken.
     port_is_picked: bool = False
     log_offsets: dict[str, int] = field(default_factory=dict, repr=False)
+    # The data folder's lock, held from start to stop and passed to every process the stack starts.
+    lock: ownership.DataLock | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.data_dir = self.data_dir.resolve()
@@ -122,30 +126,55 @@ class Stack:
             # loaded machine at every start).
             self.environment, self.environment_reason = "local", "as configured"
             return
-        result = subprocess.run(
+        chooser = ownership.popen(
             [sys.executable, "-m", "regatta_executor.choose_environment"],
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
         )
-        if result.returncode != 0:
+        try:
+            stdout, stderr = chooser.communicate(timeout=120)
+        finally:
+            if chooser.poll() is None:
+                chooser.kill()
+                chooser.wait()
+        if chooser.returncode != 0:
             raise SystemExit(
-                result.stderr.strip() or f"choosing the executors' environment failed ({result.returncode})"
+                stderr.strip() or f"choosing the executors' environment failed ({chooser.returncode})"
             )
-        chosen = json.loads(result.stdout)
+        chosen = json.loads(stdout)
         self.environment = chosen["kind"]
         self.environment_reason = chosen["reason"]
+
+    def take_data_dir(self) -> None:
+        """Hold the data folder (once): DataDirInUse if a stack runs on it; what a stack that died
+        left running there is waited for, as long as its services may take to stop."""
+        if self.lock is None:
+            wait = self.executor_grace() + EXECUTOR_CLEANUP_SEC + SERVICE_STOP_SEC
+            self.lock = ownership.DataLock.take(self.data_dir, wait, self.say)
+
+    def _spawn(self, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        """A process of the stack's: it ends with the stack and holds its data folder while it runs."""
+        assert self.lock is not None, "the data folder is taken first"
+        return ownership.popen(args, keep_fds=(self.lock.fd,), **kwargs)
 
     def start_nats(self) -> None:
         if self.nats_url and self.nats is None:
             return
+        self.take_data_dir()
+        assert self.lock is not None
         port = int(self.nats_url.rsplit(":", 1)[1]) if self.nats_url else None
         port = port or int(os.environ.get("REGATTA_NATS_PORT") or nats_server.free_port())
         self.nats = nats_server.start(
-            self.data_dir / "nats", port, self.logs / "nats-server.log", self.nats_passwords
+            self.data_dir / "nats",
+            port,
+            self.logs / "nats-server.log",
+            self.nats_passwords,
+            spawn=self._spawn,
         )
         self.nats_url = self.nats.url("admin")
+        self.lock.record("nats-server", self.nats.process.pid)
 
     def service_nats_url(self, service: str) -> str:
         """The embedded server's URL with the service's own user; a given NATS_URL as it is."""
@@ -160,10 +189,11 @@ class Stack:
         self.nats.wait(timeout=30)
 
     def start(self) -> None:
-        if not self.environment:
-            self.say("Choosing the executors' environment (is a Docker engine answering?)…")
-            self.choose_environment()
         try:
+            self.take_data_dir()
+            if not self.environment:
+                self.say("Choosing the executors' environment (is a Docker engine answering?)…")
+                self.choose_environment()
             if not self.nats_url or self.nats is not None:
                 self.say("Starting nats-server…")
             self.start_nats()
@@ -188,10 +218,14 @@ class Stack:
         if BY_NAME[service].health_port:
             self.health_ports.setdefault(key, nats_server.free_port())
             env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])
+        self.take_data_dir()
+        assert self.lock is not None
         if self.launcher is None or not self.launcher.alive():
-            self.launcher = Launcher(base, self.logs / "launcher.log")
+            self.launcher = Launcher(base, self.logs / "launcher.log", keep_fds=(self.lock.fd,))
+            self.lock.record("launcher", self.launcher.process.pid)
         process = self.launcher.spawn(key, BY_NAME[service].main_module, env, log)
         self.processes[key] = process
+        self.lock.record(key, process.pid)
         return process
 
     def kill(self, key: str, sig: int = signal.SIGKILL) -> None:
@@ -294,3 +328,6 @@ class Stack:
         if self.nats is not None:
             self.nats.terminate()
             self.nats.wait(timeout=10)
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None

@@ -8,7 +8,8 @@ and it is still a process of its own: its own pid and session, environment, log 
 the same `main()` that `python -m` runs.
 
 Forking is safe here because this process never starts a thread, an event loop, a connection or a
-file it would share: it imports, reads requests and reaps children (checked at start).
+file it would share: it imports, reads requests and reaps children (checked at start). The one file its
+children do share is meant to be shared: the data folder's lock the stack passed it (ownership.py).
 
 Protocol, one JSON object per line: the stack writes `{"key", "entry", "env", "log"}`; this process
 answers `{"key", "pid"}` (or `{"key", "error"}`), and `{"exited": pid, "code": c}` when a child ends
@@ -30,16 +31,16 @@ import threading
 import traceback
 from typing import Any
 
-from .launcher import die_with_parent
+from .ownership import die_with_parent
 from .services import SERVICES
 
 
-def _run_child(request: dict[str, Any], keep: set[int]) -> None:
-    """In the forked child: become the service, never return."""
+def _run_child(request: dict[str, Any], keep: set[int], parent: int) -> None:
+    """In the forked child of `parent` (this launcher): become the service, never return."""
     code = 1
     try:
         os.setsid()
-        die_with_parent()
+        die_with_parent(parent)
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(number, signal.SIG_DFL)
@@ -89,13 +90,15 @@ def main() -> None:
         importlib.import_module(service.main_module)
     if threading.active_count() != 1:
         raise SystemExit("regatta.zygote: an import started a thread; a fork would copy it half-way")
-    die_with_parent()
+    # This process's own death signal was armed by the stack before it ran (launcher.py); a fork's is
+    # not inherited, so each child arms its own (_run_child).
     requests, answers = os.dup(0), os.dup(1)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select below through wake_w
     keep = {requests, answers, wake_r, wake_w}
+    parent = os.getpid()
 
     def answer(message: dict[str, Any]) -> None:
         os.write(answers, (json.dumps(message) + "\n").encode())
@@ -121,7 +124,7 @@ def main() -> None:
                 answer({"key": request["key"], "error": str(error)})
                 continue
             if pid == 0:
-                _run_child(request, keep)
+                _run_child(request, keep, parent)
             answer({"key": request["key"], "pid": pid})
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import docker
 import pytest
 from regatta_executor.attempt_integrity import read_integrity_record
-from regatta_executor.container.storage_cap import layer_bytes, next_interval
+from regatta_executor.container.layer_usage import HostLayer
+from regatta_executor.container.storage_cap import next_interval
 from regatta_executor.sandbox_faults import StorageLimitExceededError
 
 from tests.integration.container_support import (
@@ -259,7 +260,10 @@ async def test_fast_parallel_writers_are_stopped_near_the_cap(
         with pytest.raises(StorageLimitExceededError) as raised:
             await env.exec(fill)
         await asyncio.sleep(1)  # whatever was in flight at the kill has landed
-        final = layer_bytes(env._client.api, env._container_id or "") // 2**20
+        # Measured as the cap measured it (the folder stays until the container is removed), rounded up
+        # as its message rounds.
+        upper = env._client.api.inspect_container(env._container_id)["GraphDriver"]["Data"]["UpperDir"]
+        final = -(-HostLayer(upper).measure().bytes // 2**20)
     found = re.fullmatch(r"storage limit exceeded \((\d+) MiB > 64 MiB\)", str(raised.value))
     assert found and 64 < int(found.group(1)) <= final, (raised.value, final)
     assert final < 64 + 192, final

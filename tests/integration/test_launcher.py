@@ -102,9 +102,14 @@ def test_a_forked_service_ignores_sigpipe_as_a_python_process_does(
     finally:
         plain.kill()
         plain.wait()
-    service = launcher.spawn("relay", BY_NAME["relay"].main_module, _env(tmp_path), tmp_path / "relay.log")
+    log = tmp_path / "relay.log"
+    service = launcher.spawn("relay", BY_NAME["relay"].main_module, _env(tmp_path), log)
+    # Its signals are its own once it opens its log: before, they may still be the launcher's.
+    deadline = time.monotonic() + 60
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     try:
-        assert _ignored_signals(service.pid) & bit
+        assert log.exists() and _ignored_signals(service.pid) & bit
     finally:
         os.killpg(service.pid, signal.SIGKILL)
         service.wait(timeout=30)

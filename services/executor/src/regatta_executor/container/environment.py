@@ -286,8 +286,12 @@ class ContainerEnvironment(VerifierTurn):
             self._record_image(self.image)
         if self._shared_verifier:
             await self._list_image_files()
-        if self._storage_mb and "storage" not in self.enforced_limits and not self._for_verifier:
-            self._storage_cap = StorageCap(self._client.api, self._container_id, self._storage_mb)
+        if self._storage_mb and not self._for_verifier:
+            # An engine's quota holds bytes only: the entries are measured wherever it has one.
+            enforced = "storage" in self.enforced_limits
+            self._storage_cap = StorageCap(
+                self._client.api, self._container_id, self._storage_mb, bytes_enforced=enforced
+            )
             self._storage_cap.start()
         if self._network_is_allowlist and self._compose is None:
             self._allowlist = await execs.in_thread(self._open_allowlist, network)

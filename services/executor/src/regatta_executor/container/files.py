@@ -19,6 +19,8 @@ from pathlib import Path, PurePosixPath
 
 import docker
 
+from regatta_executor.container.layer_usage import Written
+
 _SPOOL_BYTES = 8 * 1024 * 1024
 _MAX_LINE_BYTES = 4096
 
@@ -140,6 +142,7 @@ class StagedArchive:
         self._regular: dict[str, tuple[int, tarfile.TarInfo]] = {}
         self.targets: list[str] = []
         self.file_bytes = 0  # of every regular file staged (at least what extracting it writes)
+        self.entries = 0  # of every member staged (at least the names extracting it makes)
 
     def __bool__(self) -> bool:
         return bool(self.targets)
@@ -184,6 +187,11 @@ class StagedArchive:
         self._regular[changed.name] = (offset, changed)
         return True
 
+    @property
+    def written(self) -> Written:
+        """What extracting the archive writes into the container's layer, at most."""
+        return Written(self.file_bytes, self.entries)
+
     def take(self) -> tempfile.SpooledTemporaryFile[bytes]:
         """The finished archive, rewound (the caller closes it); this object is then spent."""
         self._archive.close()
@@ -206,6 +214,7 @@ class StagedArchive:
         if info.isreg():
             self._regular[name] = (self._archive.offset, copy.copy(info))
             self.file_bytes += info.size
+        self.entries += 1
         return info
 
 

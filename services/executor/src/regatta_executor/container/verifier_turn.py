@@ -37,6 +37,7 @@ from regatta_executor.container import allowlist, execs, file_listing, files, ja
 from regatta_executor.container.engine import LABEL_MANAGED
 from regatta_executor.container.harbor_commands import AGENT_LOGS, LOGS, TESTS, VERIFIER_LOGS
 from regatta_executor.container.images import ResolvedImage
+from regatta_executor.container.layer_usage import NOTHING_WRITTEN, Written
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.storage_cap import StorageCap
 from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
@@ -257,9 +258,9 @@ class VerifierTurn(ContainerTransfers):
         self._ran()
         if self._enforced:
             await self._restart()
-        staged, data, written = self._staged, None, 0
+        staged, data, written = self._staged, None, NOTHING_WRITTEN
         if staged is not None and staged and execs.sends_input(self._client.api):
-            self._staged, data, written = None, staged.take(), staged.file_bytes
+            self._staged, data, written = None, staged.take(), staged.written
             # As root, over what is there, owned by root (as the engine's upload makes them); a failure
             # exits with a code of its own, to be told from the kill's.
             then += f" && {{ {tools.BUSYBOX} tar -xo -C / -f - || exit {_INPUT_NOT_WRITTEN}; }}"
@@ -287,10 +288,10 @@ class VerifierTurn(ContainerTransfers):
         self._record_alive(alive, count)
         await self._sandbox_checked(printed, written)
 
-    async def _sandbox_checked(self, printed: str, written: int = 0) -> None:
+    async def _sandbox_checked(self, printed: str, written: Written = NOTHING_WRITTEN) -> None:
         """The checks of the agent's turn, given what the exec that ended it printed (the digest that
         shows nothing covered changed spares the evidence its full listing: file_listing.py) and the
-        bytes of the verifier's files it wrote."""
+        what of the verifier's files it wrote."""
         listing = self._image_listing()
         await self._check_sandbox(
             image_unchanged=listing is not None and file_listing.unchanged(listing, printed),
@@ -298,7 +299,7 @@ class VerifierTurn(ContainerTransfers):
         )
         self._verifier_ready = True
 
-    async def _check_sandbox(self, image_unchanged: bool = False, written: int = 0) -> None:
+    async def _check_sandbox(self, image_unchanged: bool = False, written: Written = NOTHING_WRITTEN) -> None:
         """The agent's turn is over: the writable layer within its cap (else the agent's failure), and
         the tool chain's evidence recorded (toolchain.py); under `enforce` an unexplained change fails
         the attempt."""
