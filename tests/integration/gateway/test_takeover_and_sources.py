@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -287,3 +288,48 @@ def test_webhook_delivery_checks_the_target_again_and_logs_status_codes_only(pg_
     assert logged["wh_blocked"] == [(None, REFUSED_URL)] * MAX_ATTEMPTS
     assert logged["wh_allowed"] == [(500, "HTTP 500")] * MAX_ATTEMPTS and receiver.hits == MAX_ATTEMPTS
     assert "internal-service-secret" not in gw.all_event_json()
+
+
+def test_a_receiver_answering_an_endless_body_costs_the_gateway_nothing(pg_gateway: Gateway) -> None:
+    """Issue 37: the webhook sender read a receiver's whole reply. A receiver that answers 200 and then
+    an endless body is logged delivered at once, with no byte of that body read into memory."""
+    sent = [0]
+
+    class Endless(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+            chunk = b"x" * 65536
+            try:
+                while sent[0] < 8 * 1024**3:  # 8 GiB: far past anything a reader could hold
+                    self.wfile.write(chunk)
+                    sent[0] += len(chunk)
+            except OSError:
+                pass  # the sender hung up, as it should
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    notice = Notice("ntf_2", "run.finished", "ws_x", {"id": "ntf_2", "kind": "run.finished"})
+    try:
+        delivery = WebhookDelivery(pg_gateway.store, b"k" * 32, OutboundPolicy.parse("127.0.0.1"))
+        hook = {
+            "id": "wh_endless",
+            "workspace_id": "ws_x",
+            "url": f"http://127.0.0.1:{server.server_address[1]}/",
+        }
+        started = time.monotonic()
+        asyncio.run(delivery.deliver(hook, notice))
+        asyncio.run(delivery.http.aclose())
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    logged = [
+        (e.data["status_code"], e.data["error"]) for e in pg_gateway.store.read_stream("webhook-wh_endless")
+    ]
+    assert logged == [(200, None)], logged
+    assert took < 10 and sent[0] < 512 * 1024**2, (took, sent[0])

@@ -51,6 +51,7 @@ SUBJECTS = [
     subject_of(BenchmarkSyncFailed),
 ]
 MAX_ATTEMPTS = 6
+DELIVERY_TIMEOUT_SEC = 30.0
 
 
 class WebhookDelivery:
@@ -144,11 +145,17 @@ class WebhookDelivery:
             SIGNATURE_HEADER: signature(key, int(time.time()), body),
         }
         try:
-            response = await self.http.post(url, content=body, headers=headers)
+            # Only the status is read, never the receiver's body (its own content, and unbounded: a
+            # receiver that answers an endless body must not fill the gateway's memory), and the whole
+            # exchange is bounded in time whatever the receiver trickles.
+            async with asyncio.timeout(DELIVERY_TIMEOUT_SEC):
+                async with self.http.stream("POST", url, content=body, headers=headers) as response:
+                    status = response.status_code
+        except TimeoutError:
+            return None, f"could not fetch url: no answer within {DELIVERY_TIMEOUT_SEC:g} s"
         except (httpx.HTTPError, OutboundRefused, OSError) as error:
             return None, f"could not fetch url: {reason_of(error)}"
-        # Only the status: the receiver's body is its own content, and the log is readable by members.
-        return response.status_code, None if response.is_success else f"HTTP {response.status_code}"
+        return status, None if 200 <= status < 300 else f"HTTP {status}"
 
     def _record(
         self,
