@@ -7,6 +7,7 @@ durables are explicit and shared, and a failing handler NACKs so the message com
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -114,13 +115,16 @@ async def until_nats_answers[T](what: str, call: Callable[[], Awaitable[T]]) -> 
             delay = min(delay * 2, 5.0)
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    """Create or reconcile the streams and buckets; safe to call from every process at start."""
-    await until_nats_answers("streams", lambda: _ensure_streams(js))
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
+    """Create or reconcile the streams and buckets; safe to call from every process at start.
+    `replicas` (REGATTA_NATS_REPLICAS): copies of each stream and bucket in a NATS cluster; a stream
+    made with fewer is raised to it, a bucket keeps the count it was made with."""
+    await until_nats_answers("streams", lambda: _ensure_streams(js, replicas))
 
 
-async def _ensure_streams(js: JetStreamContext) -> None:
+async def _ensure_streams(js: JetStreamContext, replicas: int) -> None:
     for config in (*STREAMS, LIVE_STREAM_CONFIG):
+        config = dataclasses.replace(config, num_replicas=replicas)
         try:
             await js.stream_info(config.name)
             await js.update_stream(config)
@@ -130,11 +134,15 @@ async def _ensure_streams(js: JetStreamContext) -> None:
         try:
             await js.object_store(bucket)
         except (BucketNotFoundError, NotFoundError):
-            await js.create_object_store(bucket, ObjectStoreConfig(storage=StorageType.FILE))
+            await js.create_object_store(
+                bucket, ObjectStoreConfig(storage=StorageType.FILE, replicas=replicas)
+            )
     try:
         await js.key_value(CANCELLED_RUNS_BUCKET)
     except (BucketNotFoundError, NotFoundError):
-        await js.create_key_value(KeyValueConfig(bucket=CANCELLED_RUNS_BUCKET, storage=StorageType.FILE))
+        await js.create_key_value(
+            KeyValueConfig(bucket=CANCELLED_RUNS_BUCKET, storage=StorageType.FILE, replicas=replicas)
+        )
 
 
 async def await_streams(js: JetStreamContext) -> None:

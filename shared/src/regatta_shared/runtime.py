@@ -207,7 +207,7 @@ class Service:
     async def start(self, setup: Setup | None = None) -> None:
         self._nc = await connect_nats(self.settings, self._inbox_prefix)
         if self._declare_streams:
-            await ensure_streams(self.js)
+            await ensure_streams(self.js, self.settings.nats_replicas)
         else:
             await await_streams(self.js)
         if self._wants_store:

@@ -17,6 +17,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
 
     nats_url: str = Field("nats://127.0.0.1:4222", alias="NATS_URL")
+    # Copies of each JetStream stream and bucket the services declare: 3 on a 3-server NATS cluster
+    # (deploy/kubernetes), 1 on a single server (a count above the cluster's size is refused by NATS).
+    nats_replicas: int = Field(1, ge=1, le=5, alias="REGATTA_NATS_REPLICAS")
     database_url: str | None = Field(None, alias="DATABASE_URL")
     data_dir: Path = Field(Path(".regatta"), alias="REGATTA_DATA_DIR")
     bootstrap_token: str | None = Field(None, alias="REGATTA_BOOTSTRAP_TOKEN")
