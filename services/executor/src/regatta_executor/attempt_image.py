@@ -8,31 +8,19 @@ AttemptImage is no record: the attempt is reported without one.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from pydantic import ValidationError
 from regatta_shared.events import AttemptImage
+
+from regatta_executor.trial_records import read_record, write_record
 
 IMAGE_RECORD = "environment-image.json"
 MAX_RECORD_BYTES = 4096
 
 
 def write_image_record(trial_dir: Path, image: AttemptImage) -> None:
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    (trial_dir / IMAGE_RECORD).write_text(image.model_dump_json())
+    write_record(trial_dir, IMAGE_RECORD, image)
 
 
 def read_image_record(trial_dir: Path) -> AttemptImage | None:
-    try:
-        descriptor = os.open(trial_dir / IMAGE_RECORD, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(descriptor, "rb") as handle:
-        raw = handle.read(MAX_RECORD_BYTES + 1)
-    if len(raw) > MAX_RECORD_BYTES:
-        return None
-    try:
-        return AttemptImage.model_validate_json(raw)
-    except ValidationError:
-        return None
+    return read_record(trial_dir, IMAGE_RECORD, AttemptImage, MAX_RECORD_BYTES)

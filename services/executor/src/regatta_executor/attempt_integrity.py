@@ -9,11 +9,9 @@ AttemptIntegrity is no record.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import ValidationError
 from regatta_shared.events.integrity import (
     MAX_NAMED_FILES,
     MAX_NAMED_PROCESSES,
@@ -24,6 +22,8 @@ from regatta_shared.events.integrity import (
     VerifierIntegrity,
     VerifierMode,
 )
+
+from regatta_executor.trial_records import read_record, write_record
 
 INTEGRITY_RECORD = "verifier-integrity.json"
 MAX_RECORD_BYTES = 1024 * 1024
@@ -83,8 +83,7 @@ class IntegrityLog:
         )
 
     def write(self) -> None:
-        self.trial_dir.mkdir(parents=True, exist_ok=True)
-        (self.trial_dir / INTEGRITY_RECORD).write_text(self.record().model_dump_json())
+        write_record(self.trial_dir, INTEGRITY_RECORD, self.record())
 
 
 def _unexplained_first(change: ToolChainChange) -> tuple[bool, bool, str]:
@@ -92,15 +91,4 @@ def _unexplained_first(change: ToolChainChange) -> tuple[bool, bool, str]:
 
 
 def read_integrity_record(trial_dir: Path) -> AttemptIntegrity | None:
-    try:
-        descriptor = os.open(trial_dir / INTEGRITY_RECORD, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    with os.fdopen(descriptor, "rb") as handle:
-        raw = handle.read(MAX_RECORD_BYTES + 1)
-    if len(raw) > MAX_RECORD_BYTES:
-        return None
-    try:
-        return AttemptIntegrity.model_validate_json(raw)
-    except ValidationError:
-        return None
+    return read_record(trial_dir, INTEGRITY_RECORD, AttemptIntegrity, MAX_RECORD_BYTES)

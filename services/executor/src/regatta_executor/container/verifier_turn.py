@@ -91,12 +91,14 @@ class VerifierTurn(ContainerTransfers):
 
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        self._expect_tests(Path(source_path), files.container_path(target_path), single=True)
+        await self._expect_tests(Path(source_path), files.container_path(target_path), single=True)
         await super().upload_file(source_path, target_path)
 
-    def _expect_tests(self, source: Path, target: str, *, single: bool) -> None:
+    async def _expect_tests(self, source: Path, target: str, *, single: bool) -> None:
+        """What the platform writes into /tests, hashed from the host's copy (off the event loop: a
+        task's tests may hold large data), for the check of what else wrote there (verifier_files.py)."""
         if self._tests_uploaded is not None and PurePosixPath(target).is_relative_to(TESTS):
-            self._tests_uploaded.update(hash_upload(source, target, single=single))
+            self._tests_uploaded.update(await execs.in_thread(hash_upload, source, target, single=single))
 
     def _turn_is_over(self, path: str) -> bool:
         """Harbor reads the agent's log folder back, outside any agent code, only once the agent's turn
@@ -161,6 +163,8 @@ class VerifierTurn(ContainerTransfers):
             await self._storage_cap.stop()
         api, container = self._client.api, self._running()
         logs = await execs.in_thread(files.read_folder, api, container, LOGS, self._download_budget)
+        if logs is None:
+            self._integrity.note("the agent's /logs were larger than the download budget: not carried across")
         try:
             await execs.in_thread(api.kill, container)
             await execs.in_thread(api.wait, container, timeout=_RESTART_WAIT_SEC)
@@ -211,7 +215,7 @@ class VerifierTurn(ContainerTransfers):
             # Harbor uploads a multi-step task's tests in several calls without an exec between them;
             # only the first of those clears.
             await self._prepare_verifier()
-        self._expect_tests(Path(source_dir), target, single=False)
+        await self._expect_tests(Path(source_dir), target, single=False)
         if not any(Path(source_dir).iterdir()):
             # Nothing to archive, but the folder must exist afterwards (`mkdir -p`: an archive entry
             # for it would reset an existing folder's owner and mode).
