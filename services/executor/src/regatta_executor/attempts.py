@@ -241,6 +241,9 @@ class AttemptRunner:
             trial_dir = trials_dir / job.attempt_id
             refs = await artifacts.upload(self.artifact_store, trial_dir, list(secrets.values()))
             return outcome, refs, sandbox_seconds, replace(fidelity, image=read_image_record(trial_dir))
+        except TaskEnvironmentError as error:
+            # The trial was never made (trial_creation.py): as above, recorded once, not retried.
+            return setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
         finally:
             shutil.rmtree(trials_dir, ignore_errors=True)
 
