@@ -53,3 +53,30 @@ async def test_a_digest_stored_once_is_neither_checked_nor_sent_again(nats_url: 
             assert (await store.get(ref.digest)).data == (tmp_path / "c" / ref.path).read_bytes()
     finally:
         await nc.close()
+
+
+async def test_step_outputs_are_kept_redacted_and_bounded_like_the_rest(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """A multi-step trial's steps/<name>/ files go up as the rest do: every secret value replaced, and
+    within MAX_FILES, which the trial's own files come first in (a step's flood cannot push them out)."""
+    secret = f"sk-{tmp_path.name}-0123456789"
+    trial = _trial(tmp_path / "steps", "1")
+    (trial / "exception.txt").write_text("the whole error\n")
+    step = trial / "steps" / "first"
+    (step / "agent").mkdir(parents=True)
+    (step / "agent" / "echo.txt").write_text(f"judge key {secret}\n")
+    for index in range(artifacts.MAX_FILES + 20):
+        (step / "agent" / f"flood-{index:03}.txt").write_text(f"{index}\n")
+    nc = await nats.connect(nats_url)
+    try:
+        await ensure_streams(nc.jetstream())
+        store = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
+        refs = {ref.path: ref for ref in await artifacts.upload(store, trial, [secret])}
+        assert len(refs) == artifacts.MAX_FILES
+        assert {"result.json", "exception.txt", "verifier/reward.txt", "agent/oracle.txt"} <= set(refs)
+        stored = (await store.get(refs["steps/first/agent/echo.txt"].digest)).data
+        assert secret.encode() not in stored and stored.startswith(b"judge key "), stored
+        assert "steps/first/agent/flood-000.txt" in refs
+    finally:
+        await nc.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 
@@ -63,3 +64,43 @@ def run_toml(
         f"max_retries = {retries}\n"
     )
     return "\n".join(lines)
+
+
+STEPS = ("first", "second%")  # Harbor's step names may hold a '%', which download paths do not
+
+
+def two_step_task(parent: Path) -> Path:
+    """A task of two steps (the second's name holds a '%', which download paths replace), each writing
+    its agent log, verifier output and an artifact."""
+    task = parent / "two-steps"
+    (task / "environment").mkdir(parents=True)
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (task / "instruction.md").write_text("Two steps.\n")
+    toml = '[environment]\nnetwork_mode = "no-network"\n'
+    for step in STEPS:
+        toml += textwrap.dedent(
+            f"""
+            [[steps]]
+            name = "{step}"
+            artifacts = ["/app/{step}.txt"]
+            [steps.agent]
+            timeout_sec = 60
+            [steps.verifier]
+            timeout_sec = 60
+            """
+        )
+        folder = task / "steps" / step
+        for sub in ("solution", "tests"):
+            (folder / sub).mkdir(parents=True)
+        (folder / "instruction.md").write_text(f"Step {step}.\n")
+        (folder / "solution" / "solve.sh").write_text(
+            f"#!/bin/bash\necho 'made by {step}' > '/app/{step}.txt'\n"
+            f"echo 'agent of {step}' > /logs/agent/note.txt\n"
+        )
+        (folder / "tests" / "test.sh").write_text(
+            f"#!/bin/bash\necho 'verified {step}' > /logs/verifier/seen.txt\n"
+            f"grep -q 'made by {step}' '/app/{step}.txt' && echo 1 > /logs/verifier/reward.txt"
+            " || echo 0 > /logs/verifier/reward.txt\n"
+        )
+    (task / "task.toml").write_text(toml)
+    return task

@@ -39,6 +39,14 @@ def test_our_environments_declare_their_traits_and_their_subclasses_inherit_them
     assert (container.runs_on_host, container.builds_image, container.runs_compose) == (False, True, True)
 
 
+@pytest.mark.parametrize("environment", [LocalEnvironment, ContainerEnvironment])
+def test_what_harbor_is_told_of_compose_is_what_the_class_runs(environment: type) -> None:
+    """Harbor refuses a sidecar's `[[artifacts]]` and `[[verifier.collect]]` unless the environment
+    declares `docker_compose`; `container` runs sidecars and serves their per-service operations."""
+    capabilities = environment.capabilities.fget(None)  # the property reads nothing of the instance
+    assert capabilities.docker_compose is environment.TRAITS.runs_compose
+
+
 @pytest.mark.parametrize(
     ("kind", "gets_run_id"),
     [

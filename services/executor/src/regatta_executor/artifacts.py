@@ -1,5 +1,8 @@
 """Uploads an attempt's logs, trajectory, verifier output and collected artifacts by content digest.
 
+A multi-step task's are each step's, which Harbor moves to steps/<name>/{agent,verifier,artifacts}/; they
+are kept as the rest (same bounds, same redaction), under those paths.
+
 The trial's agent/, verifier/ and artifacts/ folders were bind-mounted into the sandbox, so the agent
 may have planted symlinks (or FIFOs, or symlinked folders) there pointing at host files. Files are
 therefore read by walking from the trial folder one directory fd at a time with O_NOFOLLOW, and only
@@ -22,7 +25,7 @@ from regatta_shared.events import ArtifactRef
 
 from .redaction import Redactor, strip_recorded_env
 
-COLLECTED = ("agent", "verifier", "artifacts")
+COLLECTED = ("agent", "verifier", "artifacts", "steps")
 TOP_LEVEL = ("result.json", "trial.log", "exception.txt", "environment-build.log")
 MAX_FILE_BYTES = 20 * 1024 * 1024
 _UPLOAD_WINDOW = 8
@@ -33,15 +36,16 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 def collect(trial_dir: Path) -> Iterator[tuple[str, bytes]]:
     """(path relative to the trial folder, content) of each regular file worth keeping, one at a time
-    (at most MAX_FILES of them), so that only one file is held in memory."""
+    (at most MAX_FILES of them), so that only one file is held in memory. The trial's own few files
+    come first: however many the agent's folders hold, the result and the full error are kept."""
     try:
         root = os.open(trial_dir, _DIR_FLAGS)
     except OSError:
         return
     try:
         found = itertools.chain(
-            *(_walk(root, folder, folder) for folder in COLLECTED),
             ((name, data) for name in TOP_LEVEL if (data := _read_regular(root, name)) is not None),
+            *(_walk(root, folder, folder) for folder in COLLECTED),
         )
         yield from itertools.islice(found, MAX_FILES)
     finally:

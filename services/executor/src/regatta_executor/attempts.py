@@ -232,11 +232,15 @@ class AttemptRunner:
                 # Where the agent's log folder is not on this host while it runs, its commands' output
                 # is streamed instead (the folder's files come at the end).
                 streamed = live is not None and not self.environment.traits.agent_logs_on_host
-                result = await run_trial(
-                    config,
-                    on_phase=live.phase if live else None,
-                    on_log=live.command_output if live and streamed else None,
-                )
+                try:
+                    result = await run_trial(
+                        config,
+                        on_phase=live.phase if live else None,
+                        on_log=live.command_output if live and streamed else None,
+                    )
+                except TaskEnvironmentError as error:
+                    # The trial was never made (trial_creation.py): as above, recorded once, not retried.
+                    return setup_error(error), [], 0.0, EnvironmentFidelity(None, None)
             sandbox_seconds = time.monotonic() - started
             outcome = classify(result, job.pass_threshold, job.primary_reward_key)
             trial_dir = trials_dir / job.attempt_id

@@ -143,15 +143,14 @@ def _check_compose(task_dir: Path) -> None:
     here so that the attempt errors once and is not retried); the environment checks it again with the
     trial's own variables."""
     # Imported here: only a compose task under `container` needs the container package (docker SDK).
-    from harbor.utils.env import resolve_env_vars
-
     from .container.compose import load_project
     from .container.compose_files import ComposeError
+    from .task_variables import resolve_task_env
 
     env = (_task_toml(task_dir).get("environment") or {}).get("env") or {}
     env = {str(key): str(value) for key, value in env.items()} if isinstance(env, dict) else {}
-    with contextlib.suppress(ValueError):  # a variable of the executor's that is missing: the attempt says so
-        env = resolve_env_vars(env)
+    with contextlib.suppress(ValueError):  # a `${VAR}` nothing fills: refused before the trial is made
+        env = resolve_task_env(env)
     environment_dir = task_dir / "environment"
     image = declared_image(task_dir)
     variables = {**env, "CONTEXT_DIR": str(environment_dir.resolve()), "MAIN_IMAGE_NAME": "hb__check"}

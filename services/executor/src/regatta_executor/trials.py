@@ -149,17 +149,17 @@ async def run_trial(
     on_phase: Callable[[Phase], Awaitable[None]] | None = None,
     on_log: Callable[[Any], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
-    """Run a trial; returns its TrialResult as JSON. Harbor records trial errors in the result.
+    """Run a trial; returns its TrialResult as JSON. Harbor records trial errors in the result; a trial
+    that cannot be made from the task raises TaskEnvironmentError (trial_creation.py).
     `on_phase` hears the agent's and the verifier's phases as they begin (it must not raise: Harbor's
     hooks propagate errors); `on_log` the output of an installed agent's commands as the environment
     streams it (Harbor's LogEntry, for environments that stream it)."""
-    from harbor.models.trial.config import TrialConfig
     from harbor.trial.hooks import TrialEvent
 
-    from .task_loading import ContentAddressedTrial
+    from .trial_creation import create_trial
 
     await asyncio.to_thread(import_harness, str(config["agent"].get("name") or ""))
-    trial = await ContentAddressedTrial.create(TrialConfig.model_validate(config))
+    trial = await create_trial(config)
     if on_phase is not None:
         phases: dict[TrialEvent, Phase] = {
             TrialEvent.AGENT_START: "agent",

@@ -151,8 +151,9 @@
   // --- downloads: GET /api/v1/runs/{id}/downloads answers a manifest with a signed URL per file ------
   const MANIFEST_TTL = 10 * 60 * 1000; // the signed URLs live 15 minutes; refresh well before that
   const manifests = {};
+  // As the gateway's downloads._segment: '%' too (a Harbor step name may hold one; download paths do not).
   const segment = (text) => {
-    const cleaned = String(text).replace(/[/\\]/g, "_").trim();
+    const cleaned = String(text).replace(/[/\\%]/g, "_").trim();
     return ["", ".", ".."].includes(cleaned) ? "_" : cleaned;
   };
   // Same-origin path of a signed URL: the gateway may know itself under another host name.
