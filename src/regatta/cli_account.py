@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .cli_common import JsonOpt, console, folding_table, print_json
-from .client import Client
+from .client import Client, Failure
 
 secret = typer.Typer(no_args_is_help=True)
 token = typer.Typer(no_args_is_help=True)
@@ -32,8 +32,8 @@ def secret_set(
     """Store a secret; the value comes from --env VAR or a hidden prompt, never from an argument."""
     value = os.environ.get(env, "") if env else typer.prompt(f"Value for {name}", hide_input=True)
     if not value:
-        console.print(f"[red]Error:[/red] no value: environment variable {env} is empty or unset")
-        raise typer.Exit(1)
+        empty = f"no value: environment variable {env} is empty or unset"
+        raise Failure(empty, code="VALIDATION", field="--env")
     Client().post("/secrets", json={"name": name, "value": value, "scope": _wire_scope(scope)})
     console.print(f'Secret "{name}" saved in {scope} scope.')
 

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .cli_common import JsonOpt, console, folding_table, pct, print_json
-from .client import Client
+from .client import Client, Failure
 
 run = typer.Typer(no_args_is_help=True)
 
@@ -207,13 +207,11 @@ def run_unlabel(
     client = Client()
     found = next((a for a in _all_attempts(client, key) if a["attempt_id"] == attempt), None)
     if found is None:
-        console.print(f"[red]Error:[/red] run {escape(key)} has no attempt {escape(attempt)}")
-        raise typer.Exit(1)
+        raise Failure(f"run {key} has no attempt {attempt}", code="NOT_FOUND", field="ATTEMPT")
     wanted = normal_label(label)
     match = next((x for x in found.get("labels") or [] if wanted in (x["label"], x["id"].lower())), None)
     if match is None:
-        console.print(f"[red]Error:[/red] attempt {escape(attempt)} has no label {escape(label)!r}")
-        raise typer.Exit(1)
+        raise Failure(f"attempt {attempt} has no label {label!r}", code="NOT_FOUND", field="LABEL")
     client.request("DELETE", f"{_attempt_path(key, attempt)}/labels/{quote(match['id'], safe='')}")
     console.print(f"Removed {escape(match['label'])} from {escape(attempt)}")
 
@@ -304,13 +302,12 @@ def run_download(
     for item in manifest["files"]:
         target = (root / item["path"]).resolve()
         if root not in target.parents:
-            console.print(f"[red]Refusing[/red] {item['path']}: outside {root}")
-            raise typer.Exit(1)
+            raise Failure(f"Refusing {item['path']}: outside {root}", code="UNSAFE_PATH", field="path")
         target.parent.mkdir(parents=True, exist_ok=True)
         response = httpx.get(item["url"], timeout=120)
         if response.status_code != 200 or len(response.content) != item["size"]:
-            console.print(f"[red]Failed[/red] {item['path']}: HTTP {response.status_code}")
-            raise typer.Exit(1)
+            failed = f"Failed {item['path']}: HTTP {response.status_code}"
+            raise Failure(failed, code="DOWNLOAD_FAILED", status=response.status_code)
         target.write_bytes(response.content)
         written.append({"path": item["path"], "size": item["size"]})
     if as_json:
