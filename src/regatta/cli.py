@@ -19,7 +19,9 @@ from .cli_workspace import workspace
 from .client import DEFAULT_URL, Failure, forget_stack, register_stack, select_workspace
 from .services import NAMES as SERVICE_NAMES
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Run agent benchmarks: the embedded stack and its API"
+)
 projections = typer.Typer(no_args_is_help=True)
 app.add_typer(benchmark, name="benchmark", help="Add, list, sync and remove benchmarks")
 app.add_typer(run, name="run", help="Submit, follow and stop benchmark runs")

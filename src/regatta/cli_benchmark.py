@@ -200,6 +200,7 @@ def benchmark_search(
 
 @benchmark.command("list")
 def benchmark_list(as_json: JsonOpt = False) -> None:
+    """The workspace's benchmarks with their sync status and task counts."""
     data = Client().get("/benchmarks", limit=200)
     if as_json:
         return print_json(data)
@@ -220,6 +221,7 @@ def benchmark_list(as_json: JsonOpt = False) -> None:
 
 @benchmark.command("show")
 def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
+    """A benchmark (id, source or name): its sync, invalid tasks and leaderboard."""
     data = Client().get(f"/benchmarks/{key}")
     if as_json:
         return print_json(data)
@@ -266,11 +268,13 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
 
 @benchmark.command("sync")
 def benchmark_sync(key: str) -> None:
+    """Sync a benchmark's tasks from its source again (or retry a failed sync)."""
     Client().post(f"/benchmarks/{key}/sync")
     console.print("Sync requested")
 
 
 @benchmark.command("remove")
 def benchmark_remove(key: str) -> None:
+    """Remove a benchmark you added (workspace admins: any user-added one)."""
     Client().request("DELETE", f"/benchmarks/{key}")
     console.print("Benchmark removed")

@@ -105,6 +105,7 @@ def _results_table(detail: dict[str, Any]) -> None:
 
 @run.command("list")
 def run_list(as_json: JsonOpt = False) -> None:
+    """The workspace's runs, newest first."""
     data = Client().get("/runs", limit=50)
     if as_json:
         return print_json(data)
@@ -124,6 +125,7 @@ def run_list(as_json: JsonOpt = False) -> None:
 
 @run.command("show")
 def run_show(key: str, as_json: JsonOpt = False) -> None:
+    """A run (id or name): its status and each agent's results."""
     detail = Client().get(f"/runs/{key}")
     if as_json:
         return print_json(detail)
@@ -266,6 +268,7 @@ def run_compare(
 
 @run.command("logs")
 def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
+    """A run's lifecycle log, oldest first."""
     data = Client().get(f"/runs/{key}/logs", limit=limit)
     if as_json:
         return print_json(data)
@@ -275,6 +278,7 @@ def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
 
 @run.command("stop")
 def run_stop(key: str) -> None:
+    """Stop a pending, queued or running run (its unfinished attempts are cancelled)."""
     Client().post(f"/runs/{key}/stop")
     console.print("Stop requested")
 
