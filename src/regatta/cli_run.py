@@ -11,6 +11,7 @@ from urllib.parse import quote
 import httpx
 import typer
 from regatta_shared.attempt_labels import normal_label
+from regatta_shared.runs.status import RUN_STATUSES
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -104,9 +105,25 @@ def _results_table(detail: dict[str, Any]) -> None:
 
 
 @run.command("list")
-def run_list(as_json: JsonOpt = False) -> None:
+def run_list(
+    benchmark: Annotated[
+        str | None, typer.Option(help="Only this benchmark's runs (id, source or name)")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option(help=f"Only runs in this status: {', '.join(RUN_STATUSES)}")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="At most this many runs")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
     """The workspace's runs, newest first."""
-    data = Client().get("/runs", limit=50)
+    if status is not None and status not in RUN_STATUSES:
+        raise typer.BadParameter(f"must be one of {', '.join(RUN_STATUSES)}", param_hint="--status")
+    client = Client()
+    # The API filters by benchmark id: a name or source is looked up first (404 names it if unknown).
+    benchmark_id = (
+        client.get(f"/benchmarks/{quote(benchmark, safe='')}")["benchmark"]["id"] if benchmark else None
+    )
+    data = client.get("/runs", limit=limit, benchmark=benchmark_id, status=status)
     if as_json:
         return print_json(data)
     table = folding_table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
@@ -121,6 +138,8 @@ def run_list(as_json: JsonOpt = False) -> None:
             r["created_at"],
         )
     console.print(table)
+    if data.get("has_more"):
+        console.print(f"{len(data['benchmark_runs'])} of {data['total_count']} runs shown (--limit up to 200)")
 
 
 @run.command("show")
