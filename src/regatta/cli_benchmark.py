@@ -6,11 +6,22 @@ import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
+from urllib.parse import quote
 
 import typer
 from rich.text import Text
 
-from .cli_common import JsonOpt, console, folding_table, money, pct, print_json, secs
+from .cli_common import (
+    JsonOpt,
+    YesOpt,
+    confirm_or_refuse,
+    console,
+    folding_table,
+    money,
+    pct,
+    print_json,
+    secs,
+)
 from .client import Client
 
 benchmark = typer.Typer(no_args_is_help=True)
@@ -274,7 +285,12 @@ def benchmark_sync(key: str) -> None:
 
 
 @benchmark.command("remove")
-def benchmark_remove(key: str) -> None:
+def benchmark_remove(key: str, yes: YesOpt = False) -> None:
     """Remove a benchmark you added (workspace admins: any user-added one)."""
-    Client().request("DELETE", f"/benchmarks/{key}")
+    client = Client()
+    found = client.get(f"/benchmarks/{quote(key, safe='')}")["benchmark"]  # unknown: refused before asking
+    if not confirm_or_refuse(f"Remove benchmark {found['name']} ({found['source_ref']})?", yes):
+        console.print("Not removed")
+        raise typer.Exit(1)
+    client.request("DELETE", f"/benchmarks/{quote(found['id'], safe='')}")
     console.print("Benchmark removed")

@@ -84,3 +84,20 @@ def usage_failure(error: typer.TyperException) -> Failure:
         field = getattr(error, "option_name", None)  # an unknown option
     code = "VALIDATION" if isinstance(error, typer.BadParameter) else "USAGE"
     return Failure(error.format_message(), code=code, field=field)
+
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation")]
+
+
+def confirm_or_refuse(question: str, yes: bool) -> bool:
+    """Whether to go ahead: --yes, or "y" typed at a terminal. Without a terminal to ask on, refused
+    at once rather than waiting for an answer that a script will never type."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise Failure(
+            f"{question} Nothing done: stdin is not a terminal, so confirm with --yes",
+            code="CONFIRMATION_REQUIRED",
+            field="--yes",
+        )
+    return typer.confirm(question, default=False)

@@ -15,7 +15,7 @@ from regatta_shared.runs.status import RUN_STATUSES
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .cli_common import JsonOpt, console, folding_table, pct, print_json
+from .cli_common import JsonOpt, YesOpt, confirm_or_refuse, console, folding_table, pct, print_json
 from .client import Client, Failure
 
 run = typer.Typer(no_args_is_help=True)
@@ -139,7 +139,9 @@ def run_list(
         )
     console.print(table)
     if data.get("has_more"):
-        console.print(f"{len(data['benchmark_runs'])} of {data['total_count']} runs shown (--limit up to 200)")
+        console.print(
+            f"{len(data['benchmark_runs'])} of {data['total_count']} runs shown (--limit up to 200)"
+        )
 
 
 @run.command("show")
@@ -296,9 +298,16 @@ def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
 
 
 @run.command("stop")
-def run_stop(key: str) -> None:
+def run_stop(key: str, yes: YesOpt = False) -> None:
     """Stop a pending, queued or running run (its unfinished attempts are cancelled)."""
-    Client().post(f"/runs/{key}/stop")
+    client = Client()
+    run_info = client.get(f"/runs/{quote(key, safe='')}")  # a run that does not exist is never asked about
+    found, done = run_info["benchmark_run"], run_info["progress"]
+    state = f"{found['status']}, {done['ingested']}/{done['expected']} results"
+    if not confirm_or_refuse(f"Stop run {found['name']} ({state})?", yes):
+        console.print("Not stopped")
+        raise typer.Exit(1)
+    client.post(f"/runs/{quote(found['id'], safe='')}/stop")
     console.print("Stop requested")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 import sys
 import threading
@@ -57,3 +58,27 @@ def regatta(
         text=True,
         timeout=120,
     )
+
+
+def regatta_on_terminal(url: str, *args: str, typed: str, token: str = ADMIN_TOKEN) -> tuple[int, str]:
+    """The CLI with a pseudo-terminal for stdin and stdout, as when a person runs it; `typed` is what they
+    type. Returns the exit code and everything the terminal showed."""
+    env = {**os.environ, "REGATTA_URL": url, "REGATTA_TOKEN": token, "COLUMNS": "200", "TERM": "dumb"}
+    env.pop("REGATTA_WORKSPACE", None)
+    main, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "regatta.cli", *args], env=env, stdin=child, stdout=child, stderr=child
+    )
+    os.close(child)
+    os.write(main, typed.encode())  # held by the terminal until the CLI reads it
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # EIO: the CLI exited and closed its end
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    return process.wait(timeout=120), shown.decode(errors="replace").replace("\r\n", "\n")

@@ -7,8 +7,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from regatta_shared.ids import run_stream
 
-from .cli_support import regatta, served
+from .cli_support import regatta, regatta_on_terminal, served
 from .conftest import Gateway, demo_config
 
 
@@ -55,3 +56,59 @@ def test_run_list_filters_by_benchmark_status_and_limit(gateway: Gateway, url: s
     unknown = regatta(url, "run", "list", "--benchmark", "no-such-benchmark", "--json")
     assert unknown.returncode == 1
     assert json.loads(unknown.stderr)["error"]["code"] == "NOT_FOUND", unknown.stderr
+
+
+def stop_requested(gw: Gateway, run_id: str) -> bool:
+    """Whether the run's stream holds a stop request (the run scheduler, not running here, acts on it)."""
+    return any(e.type == "RunStopRequested" for e in gw.store.read_stream(run_stream(run_id)))
+
+
+def test_run_stop_asks_on_a_terminal_and_refuses_without_one(gateway: Gateway, url: str) -> None:
+    gw = gateway
+    gw.benchmark("demo", ["t1", "t2"])
+    run = gw.submit(demo_config())
+
+    # A script (stdin not a terminal) without --yes: refused at once, nothing recorded.
+    before = gw.event_count()
+    piped = regatta(url, "run", "stop", run["name"], stdin="y\n")
+    assert piped.returncode == 1, piped.stdout + piped.stderr
+    assert "confirm with --yes" in piped.stdout and run["name"] in piped.stdout, piped.stdout
+    assert gw.event_count() == before
+
+    # A person at a terminal is asked, naming the run; "n" (or Enter) stops nothing.
+    for typed in ("n\n", "\n"):
+        code, shown = regatta_on_terminal(url, "run", "stop", run["name"], typed=typed)
+        assert code == 1 and f"Stop run {run['name']} (pending, 0/" in shown and "[y/N]" in shown, shown
+        assert "Not stopped" in shown, shown
+    assert gw.event_count() == before and not stop_requested(gw, run["id"])
+    code, shown = regatta_on_terminal(url, "run", "stop", run["name"], typed="y\n")
+    assert code == 0 and "Stop requested" in shown, shown
+    assert stop_requested(gw, run["id"])
+
+    # --yes (or -y) asks nothing.
+    second = gw.submit(demo_config())
+    stopped = regatta(url, "run", "stop", second["id"], "-y")
+    assert stopped.returncode == 0 and "Stop requested" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert stop_requested(gw, second["id"])
+
+
+def test_benchmark_remove_asks_on_a_terminal_and_refuses_without_one(gateway: Gateway, url: str) -> None:
+    gw = gateway
+    for name in ("kept", "gone", "scripted"):
+        gw.benchmark(name, ["t1"])
+
+    def names() -> list[str]:
+        return sorted(b["name"] for b in gw.ok(gw.v1("GET", "/benchmarks"))["benchmarks"])
+
+    piped = regatta(url, "benchmark", "remove", "kept")
+    assert piped.returncode == 1 and "confirm with --yes" in piped.stdout, piped.stdout + piped.stderr
+    code, shown = regatta_on_terminal(url, "benchmark", "remove", "kept", typed="n\n")
+    assert code == 1 and "Remove benchmark kept (/srv/benchmarks/kept)? [y/N]" in shown, shown
+    assert names() == ["gone", "kept", "scripted"]
+
+    code, shown = regatta_on_terminal(url, "benchmark", "remove", "gone", typed="y\n")
+    assert code == 0 and "Benchmark removed" in shown, shown
+    removed = regatta(url, "benchmark", "remove", "scripted", "--yes")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    gw.settle()
+    assert names() == ["kept"]
