@@ -74,3 +74,16 @@ def test_an_unknown_harness_is_said_once(gateway: Gateway, url: str, tmp_path: P
     assert refused.stdout.count("unknown harness 'no-such-harness'") == 1, refused.stdout
     # The other issue, not in the message, is still listed.
     assert "  - agents.2.harness: unknown harness 'also-unknown'" in refused.stdout
+
+
+def test_a_folder_outside_the_source_roots_is_refused_naming_them(
+    gateway: Gateway, url: str, tmp_path: Path
+) -> None:
+    member = gateway.member("default", "member@example.com")  # not a platform administrator
+    before = gateway.event_count()
+    refused = regatta(url, "benchmark", "add", str(tmp_path), "--folder", token=member)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    said = " ".join(refused.stdout.split())
+    assert "path: outside the allowed roots: REGATTA_SOURCE_ROOTS=/srv/benchmarks;" in said, said
+    assert "ask a platform administrator" in said, said
+    assert gateway.event_count() == before
