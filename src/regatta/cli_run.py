@@ -191,7 +191,7 @@ def run_attempts(
         table.add_row(
             a["attempt_id"],
             escape(a["task"]),
-            str(a["agent_index"]),
+            str(a["agent_index"] + 1),  # counted from 1, as in logs, results.csv and artifact folders
             str(a["attempt_index"] + 1),
             a.get("outcome") or a.get("status") or "scheduled",
             "–" if reward is None else f"{reward:g}",
@@ -239,10 +239,15 @@ def run_unlabel(
     console.print(f"Removed {escape(match['label'])} from {escape(attempt)}")
 
 
-def _participant(value: str) -> str:
-    """`RUN[:AGENT]` as the API's `RUN:AGENT`: without a numeric agent suffix, agent 0."""
+def _participant(value: str, hint: str) -> str:
+    """`RUN[:AGENT]` as the API's `RUN:AGENT_INDEX`. What users see counts agents from 1 (tables, logs,
+    results.csv, artifact folders), so AGENT does too (default 1); the API's `agent_index` is 0-based."""
     run_key, _, agent = value.rpartition(":")
-    return value if run_key and agent.isdigit() else f"{value}:0"
+    if not (run_key and agent.isdigit()):
+        return f"{value}:0"
+    if int(agent) < 1:
+        raise typer.BadParameter(f"agent numbers start at 1 (got {value})", param_hint=hint)
+    return f"{run_key}:{int(agent) - 1}"
 
 
 def _rate(passed: int, scored: int, rate: float | None) -> str:
@@ -251,12 +256,12 @@ def _rate(passed: int, scored: int, rate: float | None) -> str:
 
 @run.command("compare")
 def run_compare(
-    a: Annotated[str, typer.Argument(help="RUN[:AGENT] (agent index, default 0)")],
+    a: Annotated[str, typer.Argument(help="RUN[:AGENT] (agent number from 1, default 1)")],
     b: Annotated[str, typer.Argument(help="RUN[:AGENT], compared against A")],
     as_json: JsonOpt = False,
 ) -> None:
     """B against A task by task, and the overall pass@1 difference with the paired test."""
-    data = Client().get("/compare", a=_participant(a), b=_participant(b))
+    data = Client().get("/compare", a=_participant(a, "A"), b=_participant(b, "B"))
     if as_json:
         return print_json(data)
     table = folding_table("Task", "Category", "A", "B", "Difference", "Change")
@@ -274,7 +279,7 @@ def run_compare(
     for side in ("a", "b"):
         who = data[side]
         name, harness = escape(who["run_name"]), escape(who["harness"])
-        console.print(f"{side.upper()}: {name} agent {who['agent_index']} ({harness})")
+        console.print(f"{side.upper()}: {name} agent {who['agent_index'] + 1} ({harness})")
     if s["difference"] is None:
         console.print("No task was scored for both participants.")
         return None

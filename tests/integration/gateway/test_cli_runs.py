@@ -10,7 +10,7 @@ import pytest
 from regatta_shared.ids import run_stream
 
 from .cli_support import regatta, regatta_on_terminal, served
-from .conftest import Gateway, demo_config
+from .conftest import ADMIN_TOKEN, Gateway, demo_config
 
 
 @pytest.fixture
@@ -112,3 +112,52 @@ def test_benchmark_remove_asks_on_a_terminal_and_refuses_without_one(gateway: Ga
     assert removed.returncode == 0, removed.stdout + removed.stderr
     gw.settle()
     assert names() == ["kept"]
+
+
+def column(table: str, header: str, row_key: str) -> str:
+    """The cell under `header` in the table row holding `row_key` (one line a row when piped)."""
+    lines = table.splitlines()
+    head = next(line for line in lines if header in line and ("│" in line or "┃" in line))
+    index = [cell.strip() for cell in head.replace("┃", "│").split("│")].index(header)
+    (row,) = [line for line in lines if row_key in line]
+    return [cell.strip() for cell in row.split("│")][index]
+
+
+def test_agents_are_numbered_from_1_wherever_people_read_them(gateway: Gateway, url: str) -> None:
+    gw = gateway
+    gw.benchmark("demo", ["t1", "t2"])
+    run = gw.submit(demo_config(execution_config={"attempts_per_task": 1}))  # oracle, then nop
+    gw.progress(run["id"])
+    attempts = gw.ok(gw.v1("GET", f"/runs/{run['id']}/attempts"))["attempts"]
+    assert sorted({a["agent_index"] for a in attempts}) == [0, 1]  # the API's index keeps counting from 0
+
+    table = regatta(url, "run", "attempts", run["id"])
+    assert table.returncode == 0, table.stdout + table.stderr
+    for attempt in attempts:
+        assert column(table.stdout, "Agent", attempt["attempt_id"]) == str(attempt["agent_index"] + 1)
+    # The same number as the run's log says for that agent.
+    logs = regatta(url, "run", "logs", run["id"], "--limit", "200").stdout
+    assert "(agent 1)" in logs and "(agent 2)" in logs and "(agent 0)" not in logs, logs
+
+    # compare: RUN means its first agent, RUN:2 its second; the API answers with their 0-based indexes.
+    shown = regatta(url, "run", "compare", run["name"], f"{run['name']}:2")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"A: {run['name']} agent 1 (oracle)" in shown.stdout, shown.stdout
+    assert f"B: {run['name']} agent 2 (nop)" in shown.stdout, shown.stdout
+    as_json = json.loads(regatta(url, "run", "compare", f"{run['id']}:1", f"{run['id']}:2", "--json").stdout)
+    assert (as_json["a"]["agent_index"], as_json["b"]["agent_index"]) == (0, 1)
+    assert (as_json["a"]["harness"], as_json["b"]["harness"]) == ("oracle", "nop")
+    zero = regatta(url, "run", "compare", f"{run['id']}:0", run["id"], "--json")
+    error = json.loads(zero.stderr)["error"]
+    assert zero.returncode == 2 and error["field"] == "A" and "agent numbers start at 1" in error["message"]
+    beyond = regatta(url, "run", "compare", run["id"], f"{run['id']}:3", "--json")
+    error = json.loads(beyond.stderr)["error"]
+    assert beyond.returncode == 1 and (error["code"], error["field"]) == ("NOT_FOUND", "b"), error
+    assert "no agent_index 2 (agent 3); it has 2 agents" in error["message"], error
+
+    # The web's compare page names the agents the same way.
+    both = {"a": f"{run['id']}:0", "b": f"{run['id']}:1"}
+    page = gw.client.get("/compare", params=both, cookies={"regatta_token": ADMIN_TOKEN})
+    assert page.status_code == 200
+    text = " ".join(page.text.split())
+    assert "agent 1 of" in text and "agent 2 of" in text and "agent 0 of" not in text
