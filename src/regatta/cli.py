@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from .cli_account import secret, token
 from .cli_admin import admin
 from .cli_benchmark import benchmark
-from .cli_common import console
+from .cli_common import console, show_failure, usage_failure, wants_json
 from .cli_run import run
 from .cli_workspace import workspace
-from .client import DEFAULT_URL, ApiFailure, forget_stack, register_stack, select_workspace
+from .client import DEFAULT_URL, Failure, forget_stack, register_stack, select_workspace
 from .services import NAMES as SERVICE_NAMES
 
-app = typer.Typer(no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Run agent benchmarks: the embedded stack and its API"
+)
 projections = typer.Typer(no_args_is_help=True)
 app.add_typer(benchmark, name="benchmark", help="Add, list, sync and remove benchmarks")
 app.add_typer(run, name="run", help="Submit, follow and stop benchmark runs")
@@ -119,12 +121,25 @@ def rebuild() -> None:
 
 
 def main() -> None:
-    # Every command's API call fails the same way: the server's message (field by field), exit 1.
+    # Every command fails the same way: the server's message (field by field), exit 1. With --json, click
+    # must hand its own refusals (bad values, unknown options) back rather than print them: they become
+    # the same JSON error, exit 2.
+    as_json = wants_json(sys.argv[1:])
     try:
-        app()
-    except ApiFailure as error:
-        console.print(f"[red]Error:[/red] {escape(str(error))}")
+        code = app(standalone_mode=not as_json)
+    except Failure as error:
+        show_failure(error, as_json)
         raise SystemExit(1) from None
+    except typer.TyperException as error:
+        if type(error).__name__ == "NoArgsIsHelpError":
+            error.show()  # a group named alone: its help, as without --json
+        else:
+            show_failure(usage_failure(error), as_json)
+        raise SystemExit(getattr(error, "exit_code", 1)) from None
+    except typer.Abort:
+        show_failure(Failure("Aborted", code="ABORTED"), as_json)
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .cli_common import JsonOpt, console, folding_table, print_json
-from .client import Client
+from .client import Client, Failure
 
 secret = typer.Typer(no_args_is_help=True)
 token = typer.Typer(no_args_is_help=True)
@@ -32,8 +32,8 @@ def secret_set(
     """Store a secret; the value comes from --env VAR or a hidden prompt, never from an argument."""
     value = os.environ.get(env, "") if env else typer.prompt(f"Value for {name}", hide_input=True)
     if not value:
-        console.print(f"[red]Error:[/red] no value: environment variable {env} is empty or unset")
-        raise typer.Exit(1)
+        empty = f"no value: environment variable {env} is empty or unset"
+        raise Failure(empty, code="VALIDATION", field="--env")
     Client().post("/secrets", json={"name": name, "value": value, "scope": _wire_scope(scope)})
     console.print(f'Secret "{name}" saved in {scope} scope.')
 
@@ -43,6 +43,7 @@ def secret_list(
     scope: Annotated[str, typer.Option(help="all, personal or workspace")] = "all",
     as_json: JsonOpt = False,
 ) -> None:
+    """Your secrets' names and scopes (never their values)."""
     wire = {"all": "all", "personal": "user", "workspace": "workspace"}.get(scope)
     if wire is None:
         raise typer.BadParameter("must be all, personal or workspace", param_hint="--scope")
@@ -58,6 +59,7 @@ def secret_list(
 
 @secret.command("delete")
 def secret_delete(name: str, scope: ScopeOpt = "personal") -> None:
+    """Delete a secret."""
     Client().request("DELETE", "/secrets", json={"name": name, "scope": _wire_scope(scope)})
     console.print(f'Secret "{name}" deleted from {scope} scope.')
 
@@ -80,6 +82,7 @@ def token_create(
 
 @token.command("list")
 def token_list(as_json: JsonOpt = False) -> None:
+    """Your API tokens (never their values)."""
     data = Client().get("/tokens")
     if as_json:
         return print_json(data)
@@ -97,5 +100,6 @@ def token_list(as_json: JsonOpt = False) -> None:
 
 @token.command("revoke")
 def token_revoke(token_id: str) -> None:
+    """Revoke an API token: it stops working at once."""
     Client().request("DELETE", f"/tokens/{token_id}")
     console.print(f"Token {token_id} revoked.")

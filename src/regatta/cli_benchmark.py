@@ -6,11 +6,22 @@ import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
+from urllib.parse import quote
 
 import typer
 from rich.text import Text
 
-from .cli_common import JsonOpt, console, folding_table, money, pct, print_json, secs
+from .cli_common import (
+    JsonOpt,
+    YesOpt,
+    confirm_or_refuse,
+    console,
+    folding_table,
+    money,
+    pct,
+    print_json,
+    secs,
+)
 from .client import Client
 
 benchmark = typer.Typer(no_args_is_help=True)
@@ -200,6 +211,7 @@ def benchmark_search(
 
 @benchmark.command("list")
 def benchmark_list(as_json: JsonOpt = False) -> None:
+    """The workspace's benchmarks with their sync status and task counts."""
     data = Client().get("/benchmarks", limit=200)
     if as_json:
         return print_json(data)
@@ -220,6 +232,7 @@ def benchmark_list(as_json: JsonOpt = False) -> None:
 
 @benchmark.command("show")
 def benchmark_show(key: str, as_json: JsonOpt = False) -> None:
+    """A benchmark (id, source or name): its sync, invalid tasks and leaderboard."""
     data = Client().get(f"/benchmarks/{key}")
     if as_json:
         return print_json(data)
@@ -266,11 +279,18 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
 
 @benchmark.command("sync")
 def benchmark_sync(key: str) -> None:
+    """Sync a benchmark's tasks from its source again (or retry a failed sync)."""
     Client().post(f"/benchmarks/{key}/sync")
     console.print("Sync requested")
 
 
 @benchmark.command("remove")
-def benchmark_remove(key: str) -> None:
-    Client().request("DELETE", f"/benchmarks/{key}")
+def benchmark_remove(key: str, yes: YesOpt = False) -> None:
+    """Remove a benchmark you added (workspace admins: any user-added one)."""
+    client = Client()
+    found = client.get(f"/benchmarks/{quote(key, safe='')}")["benchmark"]  # unknown: refused before asking
+    if not confirm_or_refuse(f"Remove benchmark {found['name']} ({found['source_ref']})?", yes):
+        console.print("Not removed")
+        raise typer.Exit(1)
+    client.request("DELETE", f"/benchmarks/{quote(found['id'], safe='')}")
     console.print("Benchmark removed")

@@ -9,7 +9,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from .client import Failure
 
 
 def _console() -> Console:
@@ -48,3 +51,53 @@ def money(value: float | None) -> str:
 
 def secs(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}s"
+
+
+def wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for JSON (`--json` can only be a flag: no option takes a value
+    starting with `--` unless after `--`)."""
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+
+
+def show_failure(error: Failure, as_json: bool) -> None:
+    """A failure, the same way for every command: with `--json` one JSON document on stderr (stdout stays
+    empty, so a script reading it never parses half an answer), else the message in red."""
+    if as_json:
+        typer.echo(json.dumps(error.as_json()), err=True)
+    else:
+        console.print(f"[red]Error:[/red] {escape(error.text())}")
+
+
+def usage_failure(error: typer.TyperException) -> Failure:
+    """Click's refusal of the command line (a bad value, a missing argument, an unknown option) as a
+    failure naming the parameter at fault. (Typer vendors click: its exception classes are typer's.)"""
+    field = None
+    if isinstance(error, typer.BadParameter):
+        hint = error.param_hint
+        if isinstance(hint, str):
+            field = hint.strip("'\"")
+        elif hint:
+            field = "/".join(hint)
+        elif error.param is not None:
+            field = (getattr(error.param, "opts", None) or [error.param.name or ""])[0]
+    else:
+        field = getattr(error, "option_name", None)  # an unknown option
+    code = "VALIDATION" if isinstance(error, typer.BadParameter) else "USAGE"
+    return Failure(error.format_message(), code=code, field=field)
+
+
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation")]
+
+
+def confirm_or_refuse(question: str, yes: bool) -> bool:
+    """Whether to go ahead: --yes, or "y" typed at a terminal. Without a terminal to ask on, refused
+    at once rather than waiting for an answer that a script will never type."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise Failure(
+            f"{question} Nothing done: stdin is not a terminal, so confirm with --yes",
+            code="CONFIRMATION_REQUIRED",
+            field="--yes",
+        )
+    return typer.confirm(question, default=False)

@@ -11,11 +11,12 @@ from urllib.parse import quote
 import httpx
 import typer
 from regatta_shared.attempt_labels import normal_label
+from regatta_shared.runs.status import RUN_STATUSES
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .cli_common import JsonOpt, console, folding_table, pct, print_json
-from .client import Client
+from .cli_common import JsonOpt, YesOpt, confirm_or_refuse, console, folding_table, pct, print_json
+from .client import Client, Failure
 
 run = typer.Typer(no_args_is_help=True)
 
@@ -104,8 +105,25 @@ def _results_table(detail: dict[str, Any]) -> None:
 
 
 @run.command("list")
-def run_list(as_json: JsonOpt = False) -> None:
-    data = Client().get("/runs", limit=50)
+def run_list(
+    benchmark: Annotated[
+        str | None, typer.Option(help="Only this benchmark's runs (id, source or name)")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option(help=f"Only runs in this status: {', '.join(RUN_STATUSES)}")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="At most this many runs")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The workspace's runs, newest first."""
+    if status is not None and status not in RUN_STATUSES:
+        raise typer.BadParameter(f"must be one of {', '.join(RUN_STATUSES)}", param_hint="--status")
+    client = Client()
+    # The API filters by benchmark id: a name or source is looked up first (404 names it if unknown).
+    benchmark_id = (
+        client.get(f"/benchmarks/{quote(benchmark, safe='')}")["benchmark"]["id"] if benchmark else None
+    )
+    data = client.get("/runs", limit=limit, benchmark=benchmark_id, status=status)
     if as_json:
         return print_json(data)
     table = folding_table("Name", "Status", "Progress", "Benchmark", "Best Pass@1", "Submitted")
@@ -120,10 +138,15 @@ def run_list(as_json: JsonOpt = False) -> None:
             r["created_at"],
         )
     console.print(table)
+    if data.get("has_more"):
+        console.print(
+            f"{len(data['benchmark_runs'])} of {data['total_count']} runs shown (--limit up to 200)"
+        )
 
 
 @run.command("show")
 def run_show(key: str, as_json: JsonOpt = False) -> None:
+    """A run (id or name): its status and each agent's results."""
     detail = Client().get(f"/runs/{key}")
     if as_json:
         return print_json(detail)
@@ -168,7 +191,7 @@ def run_attempts(
         table.add_row(
             a["attempt_id"],
             escape(a["task"]),
-            str(a["agent_index"]),
+            str(a["agent_index"] + 1),  # counted from 1, as in logs, results.csv and artifact folders
             str(a["attempt_index"] + 1),
             a.get("outcome") or a.get("status") or "scheduled",
             "–" if reward is None else f"{reward:g}",
@@ -207,21 +230,24 @@ def run_unlabel(
     client = Client()
     found = next((a for a in _all_attempts(client, key) if a["attempt_id"] == attempt), None)
     if found is None:
-        console.print(f"[red]Error:[/red] run {escape(key)} has no attempt {escape(attempt)}")
-        raise typer.Exit(1)
+        raise Failure(f"run {key} has no attempt {attempt}", code="NOT_FOUND", field="ATTEMPT")
     wanted = normal_label(label)
     match = next((x for x in found.get("labels") or [] if wanted in (x["label"], x["id"].lower())), None)
     if match is None:
-        console.print(f"[red]Error:[/red] attempt {escape(attempt)} has no label {escape(label)!r}")
-        raise typer.Exit(1)
+        raise Failure(f"attempt {attempt} has no label {label!r}", code="NOT_FOUND", field="LABEL")
     client.request("DELETE", f"{_attempt_path(key, attempt)}/labels/{quote(match['id'], safe='')}")
     console.print(f"Removed {escape(match['label'])} from {escape(attempt)}")
 
 
-def _participant(value: str) -> str:
-    """`RUN[:AGENT]` as the API's `RUN:AGENT`: without a numeric agent suffix, agent 0."""
+def _participant(value: str, hint: str) -> str:
+    """`RUN[:AGENT]` as the API's `RUN:AGENT_INDEX`. What users see counts agents from 1 (tables, logs,
+    results.csv, artifact folders), so AGENT does too (default 1); the API's `agent_index` is 0-based."""
     run_key, _, agent = value.rpartition(":")
-    return value if run_key and agent.isdigit() else f"{value}:0"
+    if not (run_key and agent.isdigit()):
+        return f"{value}:0"
+    if int(agent) < 1:
+        raise typer.BadParameter(f"agent numbers start at 1 (got {value})", param_hint=hint)
+    return f"{run_key}:{int(agent) - 1}"
 
 
 def _rate(passed: int, scored: int, rate: float | None) -> str:
@@ -230,12 +256,12 @@ def _rate(passed: int, scored: int, rate: float | None) -> str:
 
 @run.command("compare")
 def run_compare(
-    a: Annotated[str, typer.Argument(help="RUN[:AGENT] (agent index, default 0)")],
+    a: Annotated[str, typer.Argument(help="RUN[:AGENT] (agent number from 1, default 1)")],
     b: Annotated[str, typer.Argument(help="RUN[:AGENT], compared against A")],
     as_json: JsonOpt = False,
 ) -> None:
     """B against A task by task, and the overall pass@1 difference with the paired test."""
-    data = Client().get("/compare", a=_participant(a), b=_participant(b))
+    data = Client().get("/compare", a=_participant(a, "A"), b=_participant(b, "B"))
     if as_json:
         return print_json(data)
     table = folding_table("Task", "Category", "A", "B", "Difference", "Change")
@@ -253,7 +279,7 @@ def run_compare(
     for side in ("a", "b"):
         who = data[side]
         name, harness = escape(who["run_name"]), escape(who["harness"])
-        console.print(f"{side.upper()}: {name} agent {who['agent_index']} ({harness})")
+        console.print(f"{side.upper()}: {name} agent {who['agent_index'] + 1} ({harness})")
     if s["difference"] is None:
         console.print("No task was scored for both participants.")
         return None
@@ -268,6 +294,7 @@ def run_compare(
 
 @run.command("logs")
 def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
+    """A run's lifecycle log, oldest first."""
     data = Client().get(f"/runs/{key}/logs", limit=limit)
     if as_json:
         return print_json(data)
@@ -276,8 +303,16 @@ def run_logs(key: str, limit: int = 50, as_json: JsonOpt = False) -> None:
 
 
 @run.command("stop")
-def run_stop(key: str) -> None:
-    Client().post(f"/runs/{key}/stop")
+def run_stop(key: str, yes: YesOpt = False) -> None:
+    """Stop a pending, queued or running run (its unfinished attempts are cancelled)."""
+    client = Client()
+    run_info = client.get(f"/runs/{quote(key, safe='')}")  # a run that does not exist is never asked about
+    found, done = run_info["benchmark_run"], run_info["progress"]
+    state = f"{found['status']}, {done['ingested']}/{done['expected']} results"
+    if not confirm_or_refuse(f"Stop run {found['name']} ({state})?", yes):
+        console.print("Not stopped")
+        raise typer.Exit(1)
+    client.post(f"/runs/{quote(found['id'], safe='')}/stop")
     console.print("Stop requested")
 
 
@@ -304,13 +339,12 @@ def run_download(
     for item in manifest["files"]:
         target = (root / item["path"]).resolve()
         if root not in target.parents:
-            console.print(f"[red]Refusing[/red] {item['path']}: outside {root}")
-            raise typer.Exit(1)
+            raise Failure(f"Refusing {item['path']}: outside {root}", code="UNSAFE_PATH", field="path")
         target.parent.mkdir(parents=True, exist_ok=True)
         response = httpx.get(item["url"], timeout=120)
         if response.status_code != 200 or len(response.content) != item["size"]:
-            console.print(f"[red]Failed[/red] {item['path']}: HTTP {response.status_code}")
-            raise typer.Exit(1)
+            failed = f"Failed {item['path']}: HTTP {response.status_code}"
+            raise Failure(failed, code="DOWNLOAD_FAILED", status=response.status_code)
         target.write_bytes(response.content)
         written.append({"path": item["path"], "size": item["size"]})
     if as_json:

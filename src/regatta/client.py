@@ -10,8 +10,56 @@ from typing import Any
 import httpx
 
 
-class ApiFailure(Exception):
-    pass
+class Failure(Exception):
+    """A command's failure as the user sees it: a message, a machine `code`, the `field` at fault (if one
+    is), and for an API answer its HTTP `status` and the server's `issues`."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "ERROR",
+        field: str | None = None,
+        status: int | None = None,
+        issues: list[Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.field = field
+        self.status = status
+        self.issues = issues or []
+
+    def text(self) -> str:
+        """The message, then each issue on a line of its own unless the message already says it (the
+        server's message often quotes its first issue: shown twice, it reads as two problems)."""
+        lines = [self.message]
+        for issue in self.issues:
+            if not isinstance(issue, dict):
+                line = f"  - {issue}"
+            else:
+                where = f" (line {issue['line']})" if issue.get("line") else ""
+                said = f"{issue.get('key')}: {issue.get('message')}"
+                if not where and said in self.message:
+                    continue
+                line = f"  - {issue.get('key')}{where}: {issue.get('message')}"
+            lines.append(line)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def as_json(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"code": self.code, "message": self.message, "field": self.field}
+        if self.status is not None:
+            shown["status"] = self.status
+        if self.issues:
+            shown["issues"] = self.issues
+        return {"error": shown}
+
+
+class ApiFailure(Failure):
+    """The gateway refused a request, or could not be reached."""
 
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -87,24 +135,19 @@ class Client:
         try:
             response = self.http.request(method, f"/api/v1{path}", **kwargs)
         except httpx.TransportError as error:
-            raise ApiFailure(f"Could not connect to Regatta at {self.url}: {error}") from None
+            raise ApiFailure(
+                f"Could not connect to Regatta at {self.url}: {error}", code="CONNECTION_FAILED"
+            ) from None
         if response.status_code == 401 and not self.has_token:
             looked = ", ".join(str(p) for p in token_places(self.url))
             raise ApiFailure(
                 f"No API token for {self.url}: set REGATTA_TOKEN, or REGATTA_DATA_DIR to the stack's data "
-                f"folder (`regatta up --data-dir`), whose token is DATA_DIR/token (looked in: {looked})"
+                f"folder (`regatta up --data-dir`), whose token is DATA_DIR/token (looked in: {looked})",
+                code="AUTH_REQUIRED",
+                status=401,
             )
         if response.status_code >= 400:
-            try:
-                body = response.json()
-            except ValueError:
-                raise ApiFailure(f"HTTP {response.status_code}: {response.text[:200]}") from None
-            message = body.get("message") or body.get("error") or str(body)
-            for issue in body.get("issues") or []:
-                if isinstance(issue, dict):
-                    line = f" (line {issue['line']})" if issue.get("line") else ""
-                    message += f"\n  - {issue.get('key')}{line}: {issue.get('message')}"
-            raise ApiFailure(message)
+            raise _refusal(response)
         return response.json() if response.content else {}
 
     def get(self, path: str, **params: Any) -> Any:
@@ -112,3 +155,19 @@ class Client:
 
     def post(self, path: str, json: Any = None, **kwargs: Any) -> Any:
         return self.request("POST", path, json=json, **kwargs)
+
+
+def _refusal(response: httpx.Response) -> ApiFailure:
+    """The gateway's flat error body (docs/api.md) as a failure; a body that is not one, by its status."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return ApiFailure(f"HTTP {status}: {response.text[:200]}", code=f"HTTP_{status}", status=status)
+    message = body.get("message") or body.get("error") or str(body)
+    field = body.get("field") if isinstance(body.get("field"), str) else None
+    issues = body.get("issues") if isinstance(body.get("issues"), list) else None
+    code = str(body.get("code") or f"HTTP_{status}")
+    return ApiFailure(str(message), code=code, field=field, status=status, issues=issues)

@@ -52,7 +52,9 @@ def test_cli_manages_secrets_tokens_and_downloads(shared_stack, api_for, tmp_pat
     assert regatta(stack, "run", "list", "--json", token=created["token"]).returncode == 0
     assert regatta(stack, "token", "revoke", created["id"]).returncode == 0
     refused = regatta(stack, "run", "list", "--json", token=created["token"])
-    assert refused.returncode == 1 and "revoked" in refused.stdout.lower()
+    # --json: the error is JSON on stderr, stdout stays empty.
+    assert refused.returncode == 1 and refused.stdout == "", refused.stdout
+    assert "revoked" in json.loads(refused.stderr)["error"]["message"].lower()
 
     run = api.submit_toml(run_toml("regatta-examples", task_names=["hello-file", "rot13"]))
     assert api.wait_run(run["id"])["benchmark_run"]["status"] == "finished"

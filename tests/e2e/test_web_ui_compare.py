@@ -95,7 +95,8 @@ def test_compare_page_shows_improved_and_regressed_tasks_filters_the_cli_table_a
         ("down", "regressed"),
     }
 
-    shown = regatta(stack, "run", "compare", run_id, f"{run_id}:1")
+    # The CLI counts agents from 1: RUN is its first agent, RUN:2 its second.
+    shown = regatta(stack, "run", "compare", run_id, f"{run_id}:2")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     lines = [line for line in shown.stdout.splitlines() if "down" in line or "up-" in line]
     assert len(lines) == 3 and any(
@@ -103,7 +104,7 @@ def test_compare_page_shows_improved_and_regressed_tasks_filters_the_cli_table_a
     )
     assert "difference +33.3 pp" in shown.stdout and "p = 1 " in shown.stdout
     assert "2 improved, 1 regressed, 0 same" in shown.stdout
-    as_json = json.loads(regatta(stack, "run", "compare", f"{run_id}:0", f"{run_id}:1", "--json").stdout)
+    as_json = json.loads(regatta(stack, "run", "compare", f"{run_id}:1", f"{run_id}:2", "--json").stdout)
     assert as_json["summary"]["difference"] == 1 / 3 and as_json["summary"]["p_value"] == 1.0
 
     _label_an_attempt_on_the_run_page(page, stack.url, api, run_id)

@@ -6,52 +6,19 @@ member of another workspace cannot label."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
-import uvicorn
 
-from regatta import nats_server
-
-from .conftest import ADMIN_TOKEN, Gateway
+from .cli_support import regatta, served
+from .conftest import Gateway
 from .test_attempt_labels import attempts, finished_run
 
 
 @pytest.fixture
 def url(gateway: Gateway) -> Iterator[str]:
-    """The test's gateway app behind uvicorn too (its lifespan already run by the test client)."""
-    port = nats_server.free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(gateway.client.app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "the gateway did not start"
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
-
-
-def regatta(url: str, *args: str, token: str = ADMIN_TOKEN) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "REGATTA_URL": url, "REGATTA_TOKEN": token, "COLUMNS": "200"}
-    env.pop("REGATTA_WORKSPACE", None)
-    return subprocess.run(
-        [sys.executable, "-m", "regatta.cli", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    with served(gateway) as address:
+        yield address
 
 
 def row_of(table: str, attempt_id: str) -> str:

@@ -22,7 +22,8 @@ from sqlalchemy import select
 from .conftest import ADMIN_TOKEN, Gateway
 from .test_hostile_input import Unchanged, refused
 
-REFUSED_URL = "could not fetch url: address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
+# Nothing was fetched: the refusal says the address is not allowed and which setting would allow it.
+REFUSED_URL = "url: address not allowed unless REGATTA_OUTBOUND_ALLOW names it"
 
 
 def tokens_of(gw: Gateway, email: str) -> list[dict[str, Any]]:
@@ -137,7 +138,9 @@ def test_a_plain_member_cannot_name_host_paths_outside_the_source_roots(pg_gatew
             response = gw.v1(
                 "POST", "/benchmarks", json={"name": "x", **body}, token=member, workspace="beta"
             )
-            assert "REGATTA_SOURCE_ROOTS" in refused(response, 403, field)["message"], body
+            message = refused(response, 403, field)["message"]
+            # The setting and its value: where a member's host paths may be.
+            assert "REGATTA_SOURCE_ROOTS=/srv/benchmarks;" in message, body
 
     inside = {"source_type": "folder", "path": "/srv/benchmarks/demo", "name": "ok"}
     gw.ok(gw.v1("POST", "/benchmarks", json=inside, token=member, workspace="beta"), 201)

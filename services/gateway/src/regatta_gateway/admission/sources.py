@@ -6,6 +6,8 @@ the event log altogether, so nothing is appended and no sync starts.
 
 from __future__ import annotations
 
+import os
+
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.git_values import GitValueInvalid, url_kind
 from regatta_shared.outbound import OutboundRefused, check_url, resolve, url_endpoint
@@ -25,11 +27,7 @@ def admit_source(
         for field, path in _host_paths(source):
             policy.check_host_path(path, field, trusted=trusted)
     except SourceRefused as error:
-        raise Forbidden(
-            f"{error.field}: host paths outside REGATTA_SOURCE_ROOTS are for platform administrators",
-            code="FORBIDDEN",
-            field=error.field,
-        ) from None
+        raise Forbidden(_outside_roots(error.field, policy), code="FORBIDDEN", field=error.field) from None
     try:
         if source.registry_url:
             check_url(source.registry_url, "registry_url", policy.outbound)
@@ -38,6 +36,21 @@ def admit_source(
     except OutboundRefused as error:
         raise Invalid(str(error), code="VALIDATION", field=error.field) from None
     return source.model_copy(update={"trusted": trusted})
+
+
+def _outside_roots(field: str, policy: SourcePolicy) -> str:
+    """The refusal, naming the setting and its value: the user learns where a path may be, or that the
+    operator must name a root (or a platform administrator add it)."""
+    if not policy.roots:
+        return (
+            f"{field}: no host path may be added: REGATTA_SOURCE_ROOTS is empty (set it to the folders "
+            "members may add from), and outside it only platform administrators may add host paths"
+        )
+    roots = os.pathsep.join(str(root) for root in policy.roots)
+    return (
+        f"{field}: outside the allowed roots: REGATTA_SOURCE_ROOTS={roots}; put the folder under one "
+        "of them, or ask a platform administrator to add it"
+    )
 
 
 def _host_paths(source: BenchmarkSource) -> list[tuple[str, str]]:

@@ -23,7 +23,13 @@ from regatta_shared.events import (
     WebhookDeliveryRecorded,
 )
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.outbound import OutboundPolicy, OutboundRefused, guarded_async_client, reason_of
+from regatta_shared.outbound import (
+    NOT_ALLOWED,
+    OutboundPolicy,
+    OutboundRefused,
+    guarded_async_client,
+    reason_of,
+)
 from sqlalchemy import select
 
 from regatta_gateway.notifications.notices import (
@@ -154,7 +160,10 @@ class WebhookDelivery:
         except TimeoutError:
             return None, f"could not fetch url: no answer within {DELIVERY_TIMEOUT_SEC:g} s"
         except (httpx.HTTPError, OutboundRefused, OSError) as error:
-            return None, f"could not fetch url: {reason_of(error)}"
+            reason = reason_of(error)
+            # A refused address was never contacted: "could not fetch" would send the reader looking
+            # for a network fault rather than at REGATTA_OUTBOUND_ALLOW.
+            return None, f"url: {reason}" if reason == NOT_ALLOWED else f"could not fetch url: {reason}"
         return status, None if 200 <= status < 300 else f"HTTP {status}"
 
     def _record(

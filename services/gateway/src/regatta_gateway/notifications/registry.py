@@ -44,7 +44,8 @@ def register_webhook(
     try:
         check_url(url, "url", outbound)
     except OutboundRefused as error:
-        raise Invalid(str(error), field="url", code="VALIDATION") from None
+        # Nothing was fetched: the address is refused as it stands (the reason names REGATTA_OUTBOUND_ALLOW).
+        raise Invalid(f"url: {error.reason}", field="url", code="VALIDATION") from None
     kinds = body.get("kinds") or list(KINDS)
     if not isinstance(kinds, list) or any(k not in KINDS for k in kinds):
         raise Invalid(f"kinds must be a list of {', '.join(KINDS)}", field="kinds", code="VALIDATION")

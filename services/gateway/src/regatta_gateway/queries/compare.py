@@ -94,7 +94,13 @@ def _side(store: EventStore, scope: Scope, who: Participant, field: str) -> dict
     agents = {agent["index"]: agent for agent in submission.get("agents") or []}
     agent = agents.get(who.agent_index)
     if agent is None:
-        raise NotFound(f"Run {row['name']!r} has no agent {who.agent_index} ({field})", code="NOT_FOUND")
+        # agent_index counts from 0; people count agents from 1 (the CLI's RUN:AGENT, the run page).
+        raise NotFound(
+            f"Run {row['name']!r} has no agent_index {who.agent_index} (agent {who.agent_index + 1}); "
+            f"it has {len(agents)} agent{'s' if len(agents) != 1 else ''} ({field})",
+            code="NOT_FOUND",
+            field=field,
+        )
     model = agent.get("model") or {}
     tasks = submission.get("tasks") or []
     return {
