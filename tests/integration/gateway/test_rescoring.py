@@ -46,10 +46,20 @@ def agents(*names: tuple[str, str]) -> dict[str, Any]:
     return {
         "experiment_config": {"benchmark": "rescored"},
         "agents": [
-            {"harness": harness, "model": {"type": "provider", "model": model}, "env": {}}
+            {
+                "harness": harness,
+                "model": {"type": "provider", "model": model, "api_key_secret": "KEY"},
+                "env": {},
+            }
             for harness, model in names
         ],
     }
+
+
+def provider_key(gw: Gateway) -> None:
+    """The key the agents' provider models name (never used: no attempt runs here)."""
+    response = gw.cli("POST", "/environment-secrets", json={"name": "KEY", "value": "k", "scope": "user"})
+    assert response.status_code in (200, 201), response.text
 
 
 def finished(run_id: str, agent: int, task: str, outcome: str, **extra: Any) -> AttemptFinished:
@@ -148,6 +158,7 @@ def test_a_rescore_ranks_old_runs_under_the_current_rules_and_never_mixes_versio
     gw = gateway
     assert "VerifierTimeoutError" in SANDBOX_FAULTS and RULES_VERSION == 2
     benchmark_id = gw.benchmark("rescored", TASKS)
+    provider_key(gw)
     old_run = gw.submit(agents(("codex", "alpha"), ("claude-code", "beta")))["id"]
     record_old_deployment_run(gw, old_run)
     (v1_scores,) = final_scores(gw, old_run)
@@ -229,6 +240,7 @@ def test_a_rescore_ranks_old_runs_under_the_current_rules_and_never_mixes_versio
 def test_a_rescore_of_one_benchmark_version_leaves_runs_of_other_versions(gateway: Gateway) -> None:
     gw = gateway
     benchmark_id = gw.benchmark("rescored", TASKS)
+    provider_key(gw)
     old_run = gw.submit(agents(("codex", "alpha"), ("claude-code", "beta")))["id"]
     record_old_deployment_run(gw, old_run)
     gw.ok(gw.v1("POST", f"/benchmarks/{benchmark_id}/rescore", json={"version": "0.9"}), 202)
@@ -246,6 +258,7 @@ def test_the_admin_rescore_command_rescores_through_the_api(
     gateway app (the CLI's HTTP client given the app's transport); a workspace admin is refused."""
     gw = gateway
     benchmark_id = gw.benchmark("rescored", TASKS)
+    provider_key(gw)
     old_run = gw.submit(agents(("codex", "alpha"), ("claude-code", "beta")))["id"]
     record_old_deployment_run(gw, old_run)
     workspace_admin = gw.member("default", "lead@example.com", role="admin")
