@@ -327,9 +327,7 @@ def test_new_run_summary_counts_judge_key_folder_name_and_agent_labels(
     api.wait_for(lambda: api.get(f"/benchmarks/{benchmark_id}/leaderboard")["leaderboard"])
     page.goto(f"{stack.url}/benchmarks/{benchmark_id}")
     expect(page.get_by_test_id("leaderboard").locator("tbody tr")).to_contain_text("oracle")
-    expect(page.get_by_test_id("runs-table").locator(f"tr[data-run-id='{run_id}']")).to_contain_text(
-        "oracle"
-    )
+    expect(page.get_by_test_id("runs-table").locator(f"tr[data-run-id='{run_id}']")).to_contain_text("oracle")
 
 
 def test_the_cost_chart_axis_of_a_cheap_run_repeats_no_label(
