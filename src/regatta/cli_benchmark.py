@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn
 from urllib.parse import quote
 
 import typer
+from regatta_shared.participants import agent_label
 from rich.text import Text
 
 from .cli_common import (
@@ -18,8 +19,10 @@ from .cli_common import (
     console,
     folding_table,
     money,
+    pass_at_k,
     pct,
     print_json,
+    rank,
     secs,
 )
 from .client import Client
@@ -259,18 +262,16 @@ def _leaderboard_table(rows: list[dict[str, Any]]) -> None:
     )
     for r in rows:
         p1 = r.get("pass_at_1") or {}
-        pk = (r.get("pass_at_k") or [{}])[-1]
         section = r.get("section") or {}
-        # Rows of older scoring rules are not ranked: the reason stands in for the rank.
-        rank = section.get("unranked_reason") or f"{r.get('rank')}{'*' if r.get('tied') else ''}"
         task_set = section.get("task_set") or r.get("task_set") or "full"
         table.add_row(
-            rank,
-            f"{r['harness']} · {r['model']}",
+            # Rows of older scoring rules are not ranked: the reason stands in for the rank.
+            section.get("unranked_reason") or rank(r),
+            agent_label(r["harness"], r["model"]),
             "full list" if task_set == "full" else f"set {task_set}",
             str(section.get("version") or r.get("version") or "–"),
             pct(p1),
-            f"{pk.get('value', 0):.0%}",
+            pass_at_k(r.get("pass_at_k")),
             money(r.get("cost_per_task")),
             secs(r.get("mean_duration_seconds")),
         )

@@ -8,6 +8,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from regatta_shared.participants import NO_VALUE, rank_text
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -40,9 +41,22 @@ def print_json(data: Any) -> None:
 
 
 def pct(metric: dict[str, Any] | None) -> str:
-    if not metric:
-        return "–"
+    if not metric or metric.get("value") is None:
+        return NO_VALUE
     return f"{metric['value']:.1%} ({metric['ci_low']:.1%}–{metric['ci_high']:.1%})"
+
+
+def pass_at_k(curve: list[dict[str, Any]] | None) -> str:
+    """The last point of a pass@k curve, `67% @3`; no value without a curve (an agent with no score)."""
+    last = (curve or [None])[-1]
+    if not last or last.get("value") is None:
+        return NO_VALUE
+    return f"{last['value']:.0%} @{last['k']}"
+
+
+def rank(row: dict[str, Any]) -> str:
+    """`1`, `1=` for a shared rank (as on the web), no value without a rank."""
+    return rank_text(row.get("rank"), bool(row.get("tied")))
 
 
 def money(value: float | None) -> str:

@@ -11,11 +11,22 @@ from urllib.parse import quote
 import httpx
 import typer
 from regatta_shared.attempt_labels import normal_label
+from regatta_shared.participants import agent_label
 from regatta_shared.runs.status import RUN_STATUSES
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .cli_common import JsonOpt, YesOpt, confirm_or_refuse, console, folding_table, pct, print_json
+from .cli_common import (
+    JsonOpt,
+    YesOpt,
+    confirm_or_refuse,
+    console,
+    folding_table,
+    pass_at_k,
+    pct,
+    print_json,
+    rank,
+)
 from .client import Client, Failure
 
 run = typer.Typer(no_args_is_help=True)
@@ -90,12 +101,11 @@ def _results_table(detail: dict[str, Any]) -> None:
     )
     for m in sorted(detail["agent_metrics"], key=lambda m: (m.get("rank") or 99, m["agent_index"])):
         agent = agents[m["benchmark_run_agent_id"]]
-        pk = (m.get("pass_at_k") or [{}])[-1]
         table.add_row(
-            f"{m.get('rank') or '–'}{'*' if m.get('tied') else ''}",
-            f"{agent['harness']} · {agent['model']}",
+            rank(m),
+            agent_label(agent["harness"], agent["model"]),
             pct(m.get("pass_at_1")),
-            f"@{pk.get('k', '–')} {pk.get('value', 0):.0%}",
+            pass_at_k(m.get("pass_at_k")),
             str(m["passed"]),
             str(m["failed"]),
             str(m["errored"]),
@@ -278,8 +288,8 @@ def run_compare(
     s = data["summary"]
     for side in ("a", "b"):
         who = data[side]
-        name, harness = escape(who["run_name"]), escape(who["harness"])
-        console.print(f"{side.upper()}: {name} agent {who['agent_index'] + 1} ({harness})")
+        name, agent = escape(who["run_name"]), escape(agent_label(who["harness"], who["model"]))
+        console.print(f"{side.upper()}: {name} agent {who['agent_index'] + 1} ({agent})")
     if s["difference"] is None:
         console.print("No task was scored for both participants.")
         return None

@@ -43,7 +43,7 @@ def finish_run(
     """Record a run whose agent `model` passes exactly the listed task indices, then let scoring react."""
     tasks = tasks or TASKS
     specs = [
-        AgentSpec(index=i, harness="oracle", model=ModelSpec(type="hosted", base_model=model))
+        AgentSpec(index=i, harness="codex", model=ModelSpec(type="provider", model=model))
         for i, model in enumerate(agents)
     ]
     submitted = RunSubmitted(
@@ -113,7 +113,7 @@ def test_three_agents_rank_with_honest_ties_and_reruns_replace_rows(store: Event
     # A vs B: p = 0.0039, C vs B: p = 0.0078 (Holm rejects both); A vs C: p = 1 → A and C share rank 1.
     assert ranks(board) == {"A": (1, True), "C": (1, True), "B": (3, False)}
     comparison = board["C"]["ranks"]["pass_at_1"]["comparison"]
-    assert comparison["top"] == "oracle|A" and comparison["p_value"] == 1.0
+    assert comparison["top"] == "codex|A" and comparison["p_value"] == 1.0
     assert board["A"]["pass_at_1"]["value"] == pytest.approx(11 / 12)
     assert board["B"]["run_id"] == "run1"
 
@@ -179,7 +179,7 @@ def test_full_list_and_recommended_set_rank_in_one_ranking_never_tied_and_filter
         (3, False),
     ]
     top, across, within = (r["ranks"]["pass_at_1"]["comparison"] for r in rows)
-    assert (top["top"], top["top_row"]) == ("oracle|Y", rows[0]["row_id"])
+    assert (top["top"], top["top_row"]) == ("codex|Y", rows[0]["row_id"])
     assert across["comparable"] is False and across["p_value"] is None
     assert within["comparable"] is False, "compared with the top row, which is of another group"
     assert len({r["row_id"] for r in rows}) == 3
@@ -273,7 +273,7 @@ def test_runs_under_different_standard_conditions_are_ranked_apart(store: EventS
     assert ranks(board) == {"X": (1, False), "Y": (2, False)}
     assert board["X"]["section"]["key"] != board["Y"]["section"]["key"]
     comparison = board["Y"]["ranks"]["pass_at_1"]["comparison"]
-    assert (comparison["top"], comparison["comparable"], comparison["p_value"]) == ("oracle|X", False, None)
+    assert (comparison["top"], comparison["comparable"], comparison["p_value"]) == ("codex|X", False, None)
     assert board["Y"]["conditions"]["pass_threshold"] == 0.5
 
 

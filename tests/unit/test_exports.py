@@ -17,7 +17,7 @@ SUBMISSION = {
     "agents": [
         {
             "index": 0,
-            "harness": "oracle",
+            "harness": "terminus-2",
             "model": {"type": "hosted", "base_model": "b", "lora_model_name": "l"},
         },
         {"index": 1, "harness": "codex", "model": {"type": "provider", "model": "openai/gpt-5.2"}},
@@ -35,7 +35,7 @@ def test_summary_has_one_row_per_agent_even_before_scores() -> None:
     parsed = rows(summary_csv(SUBMISSION, []))
     assert list(parsed[0]) == SUMMARY_COLUMNS
     assert [(r["agent"], r["harness"], r["model"], r["pass_at_1"], r["passed"]) for r in parsed] == [
-        ("1", "oracle", "b:l", "", "0"),
+        ("1", "terminus-2", "b:l", "", "0"),
         ("2", "codex", "openai/gpt-5.2", "", "0"),
     ]
 

@@ -41,13 +41,25 @@ TASKS = [f"t{i}" for i in range(12)]
 
 
 def agents(*names: tuple[str, str]) -> dict[str, Any]:
+    """Harnesses that call a model: each (harness, model) is its own participant (a harness that calls
+    none, as oracle, is one participant whatever model it names)."""
     return {
         "experiment_config": {"benchmark": "rescored"},
         "agents": [
-            {"harness": harness, "model": {"type": "hosted", "base_model": model}, "env": {}}
+            {
+                "harness": harness,
+                "model": {"type": "provider", "model": model, "api_key_secret": "KEY"},
+                "env": {},
+            }
             for harness, model in names
         ],
     }
+
+
+def provider_key(gw: Gateway) -> None:
+    """The key the agents' provider models name (never used: no attempt runs here)."""
+    response = gw.cli("POST", "/environment-secrets", json={"name": "KEY", "value": "k", "scope": "user"})
+    assert response.status_code in (200, 201), response.text
 
 
 def finished(run_id: str, agent: int, task: str, outcome: str, **extra: Any) -> AttemptFinished:
@@ -146,7 +158,8 @@ def test_a_rescore_ranks_old_runs_under_the_current_rules_and_never_mixes_versio
     gw = gateway
     assert "VerifierTimeoutError" in SANDBOX_FAULTS and RULES_VERSION == 2
     benchmark_id = gw.benchmark("rescored", TASKS)
-    old_run = gw.submit(agents(("oracle", "alpha"), ("nop", "beta")))["id"]
+    provider_key(gw)
+    old_run = gw.submit(agents(("codex", "alpha"), ("claude-code", "beta")))["id"]
     record_old_deployment_run(gw, old_run)
     (v1_scores,) = final_scores(gw, old_run)
     assert v1_scores.data["rules_version"] == 1, "scores stored without a version are read as v1"
@@ -154,18 +167,20 @@ def test_a_rescore_ranks_old_runs_under_the_current_rules_and_never_mixes_versio
     assert (v1_agent0["errored"], v1_agent0["complete"], v1_agent0["pass_at_1"]["value"]) == (1, False, 1.0)
 
     # The current deployment finishes a run: the leaderboard is recomputed with the old run's scores.
-    new_run = gw.submit(agents(("oracle", "gamma"), ("nop", "delta")))["id"]
+    new_run = gw.submit(agents(("codex", "gamma"), ("claude-code", "delta")))["id"]
     gw.progress(new_run, passes=lambda agent, task: int(task[1:]) < (8 if agent == 0 else 1))
     before = board(gw, benchmark_id)
     rows = by_participant(before)
-    assert set(rows) == {"oracle|gamma", "nop|delta", "nop|beta"}, "alpha is incomplete under v1: no row"
+    assert set(rows) == {"codex|gamma", "claude-code|delta", "claude-code|beta"}, (
+        "alpha is incomplete under v1: no row"
+    )
     # 7 discordant tasks: p = 2/2^7, so the two are separated.
-    assert [rows[p]["rank"] for p in ("oracle|gamma", "nop|delta")] == [1, 2]
-    old_row = rows["nop|beta"]
+    assert [rows[p]["rank"] for p in ("codex|gamma", "claude-code|delta")] == [1, 2]
+    old_row = rows["claude-code|beta"]
     assert old_row["rank"] is None and old_row["rules_version"] == 1
     assert old_row["section"]["unranked_reason"] == "scored under rules v1; rescore"
-    assert old_row["section"]["key"] != rows["oracle|gamma"]["section"]["key"]
-    assert before[-1]["participant"] == "nop|beta", "unranked rows come last"
+    assert old_row["section"]["key"] != rows["codex|gamma"]["section"]["key"]
+    assert before[-1]["participant"] == "claude-code|beta", "unranked rows come last"
     assert_no_section_mixes_versions(before)
 
     # Only a platform administrator may rescore; a refusal records nothing.
@@ -191,22 +206,22 @@ def test_a_rescore_ranks_old_runs_under_the_current_rules_and_never_mixes_versio
 
     after = board(gw, benchmark_id)
     rows = by_participant(after)
-    assert set(rows) == {"oracle|alpha", "oracle|gamma", "nop|beta", "nop|delta"}
+    assert set(rows) == {"codex|alpha", "codex|gamma", "claude-code|beta", "claude-code|delta"}
     assert all(row["rank"] is not None and row["rules_version"] == 2 for row in after), after
     assert all(row["section"]["unranked_reason"] is None for row in after)
     assert len({row["section"]["key"] for row in after}) == 1, "one comparison group, one version"
-    assert rows["oracle|alpha"]["pass_at_1"]["value"] == pytest.approx(11 / 12)
-    assert rows["oracle|alpha"]["run_id"] == old_run
+    assert rows["codex|alpha"]["pass_at_1"]["value"] == pytest.approx(11 / 12)
+    assert rows["codex|alpha"]["run_id"] == old_run
     # Re-ranked: alpha is now the top participant, whom no row of 3 or 5 discordant tasks is separated from
     # (p = 0.5 and 0.25 after Holm); delta, 10 tasks below, still is.
-    assert rows["oracle|alpha"]["comparison"]["top"] == "oracle|alpha"
+    assert rows["codex|alpha"]["comparison"]["top"] == "codex|alpha"
     assert {p: row["rank"] for p, row in rows.items()} == {
-        "oracle|alpha": 1,
-        "oracle|gamma": 1,
-        "nop|beta": 1,
-        "nop|delta": 2,
+        "codex|alpha": 1,
+        "codex|gamma": 1,
+        "claude-code|beta": 1,
+        "claude-code|delta": 2,
     }
-    assert rows["nop|beta"]["pass_at_1"]["value"] == pytest.approx(0.5)
+    assert rows["claude-code|beta"]["pass_at_1"]["value"] == pytest.approx(0.5)
     assert_no_section_mixes_versions(after)
 
     # Rescoring again appends no scores: every run is current. The leaderboard is recomputed, equal.
@@ -225,7 +240,8 @@ def test_a_rescore_ranks_old_runs_under_the_current_rules_and_never_mixes_versio
 def test_a_rescore_of_one_benchmark_version_leaves_runs_of_other_versions(gateway: Gateway) -> None:
     gw = gateway
     benchmark_id = gw.benchmark("rescored", TASKS)
-    old_run = gw.submit(agents(("oracle", "alpha"), ("nop", "beta")))["id"]
+    provider_key(gw)
+    old_run = gw.submit(agents(("codex", "alpha"), ("claude-code", "beta")))["id"]
     record_old_deployment_run(gw, old_run)
     gw.ok(gw.v1("POST", f"/benchmarks/{benchmark_id}/rescore", json={"version": "0.9"}), 202)
     scoring_consumes_the_request(gw, benchmark_id)
@@ -242,7 +258,8 @@ def test_the_admin_rescore_command_rescores_through_the_api(
     gateway app (the CLI's HTTP client given the app's transport); a workspace admin is refused."""
     gw = gateway
     benchmark_id = gw.benchmark("rescored", TASKS)
-    old_run = gw.submit(agents(("oracle", "alpha"), ("nop", "beta")))["id"]
+    provider_key(gw)
+    old_run = gw.submit(agents(("codex", "alpha"), ("claude-code", "beta")))["id"]
     record_old_deployment_run(gw, old_run)
     workspace_admin = gw.member("default", "lead@example.com", role="admin")
 
@@ -271,4 +288,4 @@ def test_the_admin_rescore_command_rescores_through_the_api(
     ), done.output
     scoring_consumes_the_request(gw, benchmark_id)
     assert [e.data["rules_version"] for e in final_scores(gw, old_run)] == [1, RULES_VERSION]
-    assert by_participant(board(gw, benchmark_id))["oracle|alpha"]["rank"] == 1
+    assert by_participant(board(gw, benchmark_id))["codex|alpha"]["rank"] == 1

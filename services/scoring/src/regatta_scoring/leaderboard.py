@@ -108,7 +108,7 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
             LeaderboardEntry(
                 participant=agent.participant,
                 harness=agent.harness,
-                model=agent.model.display_name,
+                model=agent.participant_model,
                 run_id=submitted.run_id,
                 run_name=submitted.name,
                 order=finished.position,

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from regatta_shared import execution_defaults as defaults
 from regatta_shared.conditions import ScoringConditions
+from regatta_shared.participants import agent_model, participant_key, spec_model_name
 
 from .base import Event
 from .integrity import AttemptIntegrity, VerifierIntegrity
@@ -25,11 +26,7 @@ class ModelSpec(BaseModel):
 
     @property
     def display_name(self) -> str:
-        if self.type == "hosted":
-            return (
-                f"{self.base_model}:{self.lora_model_name}" if self.lora_model_name else str(self.base_model)
-            )
-        return str(self.model)
+        return spec_model_name(self.model_dump())
 
 
 class AgentSpec(BaseModel):
@@ -42,7 +39,13 @@ class AgentSpec(BaseModel):
 
     @property
     def participant(self) -> str:
-        return f"{self.harness}|{self.model.display_name}"
+        """Who the agent is (regatta_shared.participants): one key however a no-model harness named models."""
+        return participant_key(self.harness, self.model.display_name)
+
+    @property
+    def participant_model(self) -> str:
+        """The model of the agent's identity: empty for a harness that calls no model."""
+        return agent_model(self.harness, self.model.display_name)
 
 
 class ExecutionSettings(BaseModel):

@@ -16,6 +16,7 @@ from typing import Any
 from regatta_scoring.statistics import paired_permutation_test, score
 from regatta_shared.csv_export import csv_text
 from regatta_shared.eventstore import EventStore
+from regatta_shared.participants import agent_label, stored_agent_model
 from sqlalchemy import func, select
 
 from regatta_gateway.errors import Conflict, Invalid, NotFound
@@ -101,7 +102,6 @@ def _side(store: EventStore, scope: Scope, who: Participant, field: str) -> dict
             code="NOT_FOUND",
             field=field,
         )
-    model = agent.get("model") or {}
     tasks = submission.get("tasks") or []
     return {
         "run_id": row["id"],
@@ -109,7 +109,8 @@ def _side(store: EventStore, scope: Scope, who: Participant, field: str) -> dict
         "run_status": row["status"],
         "agent_index": who.agent_index,
         "harness": agent.get("harness", ""),
-        "model": model.get("model") or model.get("base_model") or "",
+        "model": stored_agent_model(agent),
+        "label": agent_label(agent.get("harness", ""), stored_agent_model(agent)),
         "benchmark_id": row["benchmark_id"],
         "benchmark_name": submission.get("benchmark_name", ""),
         "version": submission.get("benchmark_version"),

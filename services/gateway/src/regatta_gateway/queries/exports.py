@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from regatta_shared.csv_export import csv_text
+from regatta_shared.participants import stored_agent_model
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs import integrity_columns
 
@@ -97,13 +98,6 @@ def _write(columns: list[str], rows: list[dict[str, Any]]) -> str:
     return csv_text(columns, ([_cell(row.get(column)) for column in columns] for row in rows))
 
 
-def model_name(model: dict[str, Any]) -> str:
-    if model.get("type") == "hosted":
-        base, lora = model.get("base_model") or "", model.get("lora_model_name") or ""
-        return f"{base}:{lora}" if lora else base
-    return str(model.get("model") or "")
-
-
 def summary_csv(submission: dict[str, Any], scores: list[dict[str, Any]], final: bool = False) -> str:
     by_index = {score["agent_index"]: score for score in scores or []}
     attempts = (submission.get("execution") or {}).get("attempts_per_task")
@@ -118,7 +112,7 @@ def summary_csv(submission: dict[str, Any], scores: list[dict[str, Any]], final:
             {
                 "agent": agent["index"] + 1,
                 "harness": agent["harness"],
-                "model": model_name(agent["model"]),
+                "model": stored_agent_model(agent),
                 "n_tasks": len(submission.get("tasks") or []),
                 "attempts_per_task": attempts,
                 "pass_at_1": one.get("value"),
@@ -163,7 +157,7 @@ def results_csv(submission: dict[str, Any], attempts: list[dict[str, Any]]) -> s
                 "category": categories.get(attempt["task"]),
                 "agent": attempt["agent_index"] + 1,
                 "harness": agent["harness"],
-                "model": model_name(agent["model"]),
+                "model": stored_agent_model(agent),
                 "attempt": attempt["attempt_index"] + 1,
                 "attempt_id": attempt["attempt_id"],
                 "status": attempt.get("status"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regatta_shared import participants
 from regatta_shared.eventstore import EventStore
 from sqlalchemy import select
 
@@ -80,10 +81,11 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
         shaped.append(
             {
                 **row,
+                **_identity(row),
                 "section": section,
                 "rank": ranking.get("rank"),
                 "tied": bool(ranking.get("tied")),
-                "comparison": ranking.get("comparison"),
+                "comparison": _with_top_identity(ranking.get("comparison")),
             }
         )
     higher_better = sort in ("pass_at_1", "pass_at_k")
@@ -104,6 +106,24 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
         )
 
     return sorted(shaped, key=key)
+
+
+def _identity(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's participant as identified now (regatta_shared.participants), also for rows computed
+    before a no-model harness had one identity, and its display name."""
+    harness = str(row.get("harness") or "")
+    model = participants.agent_model(harness, row.get("model"))
+    return {
+        "participant": participants.canonical_key(str(row.get("participant") or f"{harness}|{model}")),
+        "model": model,
+        "label": participants.agent_label(harness, model),
+    }
+
+
+def _with_top_identity(comparison: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not comparison or "top" not in comparison:
+        return comparison
+    return {**comparison, "top": participants.canonical_key(str(comparison["top"]))}
 
 
 def leaderboard_sections(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

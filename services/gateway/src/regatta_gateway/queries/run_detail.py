@@ -7,6 +7,7 @@ from typing import Any
 
 from regatta_shared.conditions import qualification
 from regatta_shared.eventstore import EventStore
+from regatta_shared.participants import agent_label, stored_agent_model
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs.status import ENDED_EARLY, FAILED, FINISHED, STOPPED, TERMINAL
 from sqlalchemy import func, select
@@ -34,15 +35,15 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
         score = scores.get(index)
         # Per-attempt means, also for scores recorded when cost/tokens per task were per-task sums.
         figures = per_task_figures(score) if score else {}
-        model = agent["model"]
-        display = model.get("model") or model.get("base_model") or ""
+        model = stored_agent_model(agent)
         agents.append(
             {
                 "id": agent_id,
                 "agent_index": index,
                 "harness": agent["harness"],
-                "model": display,
-                "model_ref": model,
+                "model": model,
+                "label": agent_label(agent["harness"], model),
+                "model_ref": agent["model"],
                 "status": _agent_status(row, score),
                 "environment_variables": agent.get("env") or {},
                 "aggregates": {

@@ -7,6 +7,8 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+from regatta_shared import participants
+
 from regatta_gateway.web.formatting import parse_time
 
 
@@ -49,19 +51,14 @@ def agent_label(agent: dict[str, Any]) -> str:
 
 
 def model_name(model: Any) -> str:
-    """ModelSpec.display_name of a stored model spec: `base:lora` for a hosted LoRA, else the model."""
-    if not isinstance(model, dict):
-        return str(model or "")
-    if model.get("type") == "hosted" or (model.get("base_model") and not model.get("model")):
-        base, lora = model.get("base_model") or "", model.get("lora_model_name") or ""
-        return f"{base}:{lora}" if lora else base
-    return str(model.get("model") or "")
+    """The name a stored model spec gives (regatta_shared.participants.spec_model_name), or the name given."""
+    return participants.spec_model_name(model) if isinstance(model, dict) else str(model or "")
 
 
 def label(harness: Any, model: Any) -> str:
-    """The one way every page names an agent: `harness · model` (the leaderboard's participant)."""
-    harness = str(harness or "default")
-    return f"{harness} · {model}" if model else harness
+    """The one way every page names an agent: its identity's display name (regatta_shared.participants),
+    `harness · model`, or the harness alone for one that calls no model."""
+    return participants.agent_label(str(harness or "default"), str(model or ""))
 
 
 def newest_first(values: list[str | None]) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
+from regatta_shared import participants
 from regatta_shared.conditions import ScoringConditions, qualification
 from regatta_shared.events import AgentSpec
 from regatta_shared.eventstore import EventStore
@@ -16,6 +17,7 @@ from regatta_gateway.queries import leaderboards as leaderboard_queries
 from regatta_gateway.queries.run_detail import ranking
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
 from regatta_gateway.readmodels import tables as t
+from regatta_gateway.web.formatting import NONE
 from regatta_gateway.web.labels import label
 
 # The benchmark's latest runs a "Not ranked" list looks at: an agent's reason is its newest run's.
@@ -37,7 +39,6 @@ def leaderboard(store: EventStore, benchmark: dict[str, Any], sort: str) -> list
     rows = leaderboard_queries.leaderboard_rows(store, benchmark["id"], sort)
     names: dict[str, str] = {}
     for row in rows:
-        row["label"] = label(row.get("harness"), row.get("model"))
         names[row.get("participant", "")] = row["label"]
         curve = row.get("pass_at_k") or []
         row["pass_at_k_last"] = curve[-1] if curve else None
@@ -64,10 +65,8 @@ def same_conditions(row: dict[str, Any], standard: dict[str, Any]) -> bool:
 
 
 def rank_text(row: dict[str, Any]) -> str:
-    """`1` or `1=` (the `=` marks a rank shared with another participant)."""
-    if row.get("rank") is None:
-        return "—"
-    return f"{row['rank']}{'=' if row.get('tied') else ''}"
+    """`1` or `1=` (the `=` marks a rank shared with another participant), as the CLI writes it too."""
+    return participants.rank_text(row.get("rank"), bool(row.get("tied")), missing=NONE)
 
 
 def not_ranked(
@@ -105,7 +104,7 @@ def not_ranked(
                 found[spec.participant] = None  # its newest run ranks: the leaderboard is being recomputed
                 continue
             found[spec.participant] = {
-                "label": label(spec.harness, spec.model.display_name),
+                "label": label(spec.harness, spec.participant_model),
                 "run_id": run["id"],
                 "run_name": run["name"],
                 "status": run["status"],

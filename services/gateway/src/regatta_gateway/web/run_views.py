@@ -37,12 +37,10 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
     progress = _agent_progress(attempts)
     agents = []
     for index, agent in enumerate(detail.get("agents") or []):
-        name = label(agent["harness"], model_name(agent.get("model_ref")) or agent.get("model"))
         done = progress[agent["agent_index"]]
         agents.append(
             {
                 **agent,
-                "label": name,
                 "colour": charts.colour(index),
                 "metric": metrics.get(agent["agent_index"]),
                 "done": done["done"],

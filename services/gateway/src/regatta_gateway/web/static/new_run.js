@@ -211,8 +211,9 @@
   function agentLabel(card) {
     const body = agentBody(card);
     const harness = body.harness || bm.default_harness || "harness not chosen";
-    if (card.querySelector("[data-f=model_type]").value === "none") return harness;
-    // The same label as every other page (web/views.py `label`): a hosted LoRA reads `base:lora`.
+    // The same label as every other page (regatta_shared.participants.agent_label): a harness that calls no
+    // model is named alone, whatever model it names; a hosted LoRA reads `base:lora`.
+    if (harnessInfo(harness)?.needs_model === false) return harness;
     const hosted = body.model.type === "hosted";
     const lora = hosted ? body.model.lora_model_name : "";
     const model = hosted ? `${body.model.base_model || ""}${lora ? `:${lora}` : ""}` : body.model.model || "";
