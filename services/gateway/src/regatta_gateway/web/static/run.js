@@ -200,16 +200,24 @@
       el("p", { class: "small" }, el("a", { href: attemptPage(a) }, "Evidence on the attempt page")));
   }
 
+  // Each reward key once with its value; the one the primary reward was taken from is marked (the
+  // executor's rule: the benchmark's key, else `reward`, else the only key; else the mean of all).
+  function rewardRows(r) {
+    const rewards = Object.entries(r.rewards || {});
+    if (!rewards.length) return [["Reward", r.primary_reward ?? "—"]];
+    const keys = rewards.map(([key]) => key);
+    const primary = [data.primary_key, "reward"].find((key) => key && keys.includes(key)) ?? (keys.length === 1 ? keys[0] : null);
+    const rows = rewards.map(([key, value]) => [key, key === primary ? `${value} (primary)` : String(value)]);
+    if (primary === null && r.primary_reward != null) rows.push(["Primary (mean)", String(+r.primary_reward.toFixed(4))]);
+    return rows;
+  }
+
   function detail(a) {
     const r = result(a);
     const blocks = [];
-    const rewards = Object.entries(r.rewards || {});
-    blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Grading"),
-      kv([
-        ["Outcome", state(a)],
-        ["Primary reward", r.primary_reward ?? "—"],
-        ...rewards.map(([key, value]) => [`reward · ${key}`, String(value)]),
-      ])));
+    blocks.push(el("div", { class: "detail-block", "data-testid": "grading-block" }, el("h4", {}, "Grading"),
+      kv([["Outcome", state(a)], ...rewardRows(r)]),
+      a.outcome ? el("p", { class: "small" }, el("a", { href: attemptPage(a) }, "Tests and verifier output on the attempt page")) : null));
     if (r.exception_type || r.exception_message) {
       const heading = noVerdict(a) ? "Why it failed" : a.outcome === "errored" ? "Why it was not scored" : "Exception";
       // The message is a bounded reason (the executor keeps the headline and the last lines); the
@@ -458,8 +466,10 @@
     const notes = [];
     if (listing.error) notes.push(el("p", { class: "menu-note" }, listing.error));
     if (!terminal) notes.push(el("p", { class: "menu-note" }, "The run is in progress: files are its current snapshot."));
-    notes.push(el("p", { class: "menu-note" }, "Artifacts: open a result in Task Results."));
-    box.replaceChildren(...links, ...notes);
+    // Every attempt's artifacts in one zip, streamed by the gateway (GET /api/v1/runs/{key}/artifacts.zip).
+    const zip = el("a", { role: "menuitem", href: `${runPath}/artifacts.zip`, download: "", "data-testid": "artifacts-zip" }, "All artifacts (.zip)");
+    notes.push(el("p", { class: "menu-note" }, "One attempt's artifacts: open it in Task Results."));
+    box.replaceChildren(...links, zip, ...notes);
   }
   document.addEventListener("toggle", (event) => {
     const menu = event.target;
