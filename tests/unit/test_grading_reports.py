@@ -29,7 +29,13 @@ def test_ctrf_lists_failed_tests_first_with_counts_and_their_messages() -> None:
     report = parse_ctrf(
         ctrf(
             {"name": "test_a", "status": "passed", "duration": 12},
-            {"name": "test_b", "status": "failed", "duration": 3.5, "message": "assert 1 == 2", "trace": "x.py:3"},
+            {
+                "name": "test_b",
+                "status": "failed",
+                "duration": 3.5,
+                "message": "assert 1 == 2",
+                "trace": "x.py:3",
+            },
             {"name": "test_c", "status": "skipped"},
             {"name": "test_d", "status": "weird"},
             {"name": "test_e", "status": "failed"},
@@ -85,7 +91,8 @@ def test_a_ctrf_report_that_is_not_one_is_an_error_with_a_reason(body: bytes) ->
 JUNIT = b"""<?xml version="1.0"?>
 <testsuites><testsuite name="s">
   <testcase classname="tests.test_x" name="test_ok" time="0.25"/>
-  <testcase classname="tests.test_x" name="test_bad" time="1.5"><failure message="boom">Traceback: &lt;b&gt;</failure></testcase>
+  <testcase classname="tests.test_x" name="test_bad" time="1.5">
+    <failure message="boom">Traceback: &lt;b&gt;</failure></testcase>
   <testcase classname="tests.test_x" name="test_err"><error type="OSError"/></testcase>
   <testcase classname="tests.test_x" name="test_skip"><skipped message="later"/></testcase>
 </testsuite></testsuites>"""
@@ -158,12 +165,19 @@ def test_output_is_text_without_escape_sequences_and_its_tail_when_long() -> Non
 
 
 def test_every_reward_key_is_shown_once_and_the_primary_one_is_marked() -> None:
-    assert reward_rows({"reward": 1.0}, 1.0, None)["rows"] == [{"key": "reward", "value": 1.0, "primary": True}]
+    assert reward_rows({"reward": 1.0}, 1.0, None)["rows"] == [
+        {"key": "reward", "value": 1.0, "primary": True}
+    ]
     several = reward_rows({"correctness": 1.0, "performance": 0.5}, 0.75, None)
-    assert [(r["key"], r["primary"]) for r in several["rows"]] == [("correctness", False), ("performance", False)]
+    assert [(r["key"], r["primary"]) for r in several["rows"]] == [
+        ("correctness", False),
+        ("performance", False),
+    ]
     assert several["primary_is_mean"] is True
     named = reward_rows({"correctness": 1.0, "performance": 0.5}, 0.5, "performance")
-    assert [r["key"] for r in named["rows"] if r["primary"]] == ["performance"] and not named["primary_is_mean"]
+    assert [r["key"] for r in named["rows"] if r["primary"]] == ["performance"] and not named[
+        "primary_is_mean"
+    ]
     assert reward_rows(None, None, None)["rows"] == []
     assert reward_rows({}, 0.0, None)["rows"] == [{"key": "reward", "value": 0.0, "primary": True}]
 
@@ -176,7 +190,10 @@ def test_clean_keeps_lines_only_when_asked() -> None:
 @pytest.mark.parametrize(
     ("path", "name"),
     [
-        ("artifacts/t/agent-1-attempt-1/verifier/ctrf.json", "artifacts/t/agent-1-attempt-1/verifier/ctrf.json"),
+        (
+            "artifacts/t/agent-1-attempt-1/verifier/ctrf.json",
+            "artifacts/t/agent-1-attempt-1/verifier/ctrf.json",
+        ),
         ("artifacts/../../etc/passwd", "artifacts/_/_/etc/passwd"),
         ("/abs/x", "_/abs/x"),
         ("artifacts/C:\\win\\x\n.txt", "artifacts/C__win_x_.txt"),
