@@ -476,6 +476,23 @@
     if (menu.matches?.("details[data-downloads-menu]") && menu.open) fillDownloads(menu);
   }, true); // toggle does not bubble: listen in the capture phase
 
+  // --- Run again: the Configuration TOML, submitted as is, as a new run ------------------------------
+  document.querySelector("[data-run-again-form]")?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    const button = form.querySelector("[type=submit]");
+    const problem = form.querySelector("[data-testid=run-again-error]");
+    button.disabled = true;
+    problem.hidden = true;
+    const toml = document.getElementById("config-toml").textContent;
+    const sent = await api("/api/v1/runs", { method: "POST", body: toml, headers: { "Content-Type": "application/toml" } });
+    if (sent.ok) { location.assign(`/benchmarks/runs/${encodeURIComponent(sent.data.id)}`); return; }
+    const issues = (sent.data.issues || []).map((issue) => `${issue.key}: ${issue.message}`);
+    problem.textContent = [errorText(sent, "Could not submit the run"), ...issues].join("; ");
+    problem.hidden = false;
+    button.disabled = false;
+  });
+
   // --- tabs: load lazily ---------------------------------------------------------------------------
   document.querySelector("[data-tabs]").addEventListener("tabchange", (event) => {
     if (event.detail.tab === "results" && attempts === null) loadAttempts();
