@@ -175,9 +175,11 @@ def test_every_reward_key_is_shown_once_and_the_primary_one_is_marked() -> None:
     ]
     assert several["primary_is_mean"] is True
     named = reward_rows({"correctness": 1.0, "performance": 0.5}, 0.5, "performance")
-    assert [r["key"] for r in named["rows"] if r["primary"]] == ["performance"] and not named[
-        "primary_is_mean"
+    assert [(r["key"], r["primary"]) for r in named["rows"]] == [
+        ("performance", True),
+        ("correctness", False),
     ]
+    assert not named["primary_is_mean"]
     assert reward_rows(None, None, None)["rows"] == []
     assert reward_rows({}, 0.0, None)["rows"] == [{"key": "reward", "value": 0.0, "primary": True}]
 

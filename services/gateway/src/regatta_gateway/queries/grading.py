@@ -53,17 +53,16 @@ def primary_key_of(rewards: dict[str, Any], primary_key: str | None) -> str | No
 def reward_rows(
     rewards: dict[str, Any] | None, primary_reward: float | None, primary_key: str | None
 ) -> dict[str, Any]:
-    """Every reward key once with its value, the primary one marked; `primary_is_mean` when the primary
-    reward is the mean of all keys (no key is it)."""
+    """Every reward key once with its value, the primary one marked (and first); `primary_is_mean` when
+    the primary reward is the mean of all keys (no key is it)."""
     rewards = rewards or {}
     if not rewards:
         rows = [] if primary_reward is None else [{"key": "reward", "value": primary_reward, "primary": True}]
         return {"rows": rows, "primary_is_mean": False, "more": 0}
     chosen = primary_key_of(rewards, primary_key)
-    rows = [
-        {"key": clean(key, MAX_KEY), "value": value, "primary": key == chosen}
-        for key, value in list(rewards.items())[:MAX_REWARD_KEYS]
-    ]
+    # The primary key first, then by name: a JSON column (Postgres jsonb) does not keep the file's order.
+    keys = sorted(rewards, key=lambda k: (k != chosen, k))[:MAX_REWARD_KEYS]
+    rows = [{"key": clean(key, MAX_KEY), "value": rewards[key], "primary": key == chosen} for key in keys]
     more = max(len(rewards) - MAX_REWARD_KEYS, 0)
     return {"rows": rows, "primary_is_mean": chosen is None, "more": more}
 

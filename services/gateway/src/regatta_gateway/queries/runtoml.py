@@ -89,7 +89,7 @@ def _referenced(submission: dict[str, Any]) -> set[str]:
 
 def run_toml(submission: dict[str, Any]) -> str:
     """The TOML of a run's submission (RunSubmitted's data, as the read models keep it)."""
-    lines = ["# This run's configuration: submit it as is to run it again (a new run, the same settings)."]
+    lines = ["# Submit this file as is to run this configuration again (a new run)."]
     lines += ["[experiment]", *_pairs({"benchmark": submission.get("benchmark_name")})]
     derived = {
         "benchmark_id": submission.get("benchmark_id"),
@@ -98,7 +98,7 @@ def run_toml(submission: dict[str, Any]) -> str:
     }
     lines += [f"# {line}" for line in _pairs(derived)]
     selection = {k: v for k, v in (submission.get("selection") or {}).items() if v}
-    lines += ["", "[tasks]", *_pairs(selection)] if selection else [""]
+    lines += ["", "[tasks]", *_pairs(selection)] if selection else ["", "# [tasks] left out: every task"]
     lines += [f"# {line}" for line in _pairs({"task_count": len(submission.get("tasks") or [])})]
     for agent in submission.get("agents") or []:
         lines += ["", *_agent(agent)]

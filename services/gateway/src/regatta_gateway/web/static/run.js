@@ -207,6 +207,8 @@
     if (!rewards.length) return [["Reward", r.primary_reward ?? "—"]];
     const keys = rewards.map(([key]) => key);
     const primary = [data.primary_key, "reward"].find((key) => key && keys.includes(key)) ?? (keys.length === 1 ? keys[0] : null);
+    // The primary key first, then by name (the stored JSON does not keep the reward file's order).
+    rewards.sort(([a], [b]) => (a === primary ? -1 : b === primary ? 1 : a < b ? -1 : a > b ? 1 : 0));
     const rows = rewards.map(([key, value]) => [key, key === primary ? `${value} (primary)` : String(value)]);
     if (primary === null && r.primary_reward != null) rows.push(["Primary (mean)", String(+r.primary_reward.toFixed(4))]);
     return rows;
