@@ -161,6 +161,7 @@ class Gateway:
         passes: Callable[[int, str], bool] | None = None,
         usage: Callable[[int, str, int], tuple[Usage, Timings]] | None = None,
         integrity: Callable[[int, str, int], AttemptIntegrity | None] | None = None,
+        rewards: dict[str, float] | None = None,
     ) -> None:
         """record_progress, with `artifacts` (path -> bytes) stored in the object store and referenced by
         every attempt; then the read models catch up."""
@@ -169,7 +170,14 @@ class Gateway:
             for p, b in (artifacts or {}).items()
         ]
         record_progress(
-            self.store, run_id, finish=finish, refs=refs, passes=passes, usage=usage, integrity=integrity
+            self.store,
+            run_id,
+            finish=finish,
+            refs=refs,
+            passes=passes,
+            usage=usage,
+            integrity=integrity,
+            rewards=rewards,
         )
         self.settle()
 
@@ -183,12 +191,13 @@ def record_progress(
     passes: Callable[[int, str], bool] | None = None,
     usage: Callable[[int, str, int], tuple[Usage, Timings]] | None = None,
     integrity: Callable[[int, str, int], AttemptIntegrity | None] | None = None,
+    rewards: dict[str, float] | None = None,
 ) -> None:
     """Record what scheduler and executor would: each attempt passes when `passes(agent, task)` (default:
     agent 0 passes, the others fail), reports `usage(agent, task, attempt index)` (default: 120 tokens,
     $0.01, no timings) and the evidence `integrity(agent, task, attempt index)` (default: none, as under
-    `local`). With `finish`, execution completes and the real scoring code scores the run, finishes it and
-    recomputes the benchmark's leaderboard."""
+    `local`), with `rewards` (every key of a reward.json) when given. With `finish`, execution completes
+    and the real scoring code scores the run, finishes it and recomputes the benchmark's leaderboard."""
     passes = passes or (lambda agent, _task: agent == 0)
     with store.read_engine.connect() as conn:
         row = conn.execute(text("SELECT submission FROM rm_runs WHERE id = :id"), {"id": run_id}).first()
@@ -228,7 +237,7 @@ def record_progress(
                         attempt_index=index,
                         try_number=1,
                         outcome=outcome,
-                        rewards={"reward": 1.0 if outcome == "passed" else 0.0},
+                        rewards=rewards or {"reward": 1.0 if outcome == "passed" else 0.0},
                         primary_reward=1.0 if outcome == "passed" else 0.0,
                         usage=used,
                         timings=timings,

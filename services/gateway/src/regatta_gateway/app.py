@@ -33,6 +33,7 @@ from regatta_gateway.http.catalogue import router as v1_catalogue
 from regatta_gateway.http.contracts import router as contracts
 from regatta_gateway.http.downloads import router as v1_downloads
 from regatta_gateway.http.errors import request_error, response
+from regatta_gateway.http.grading import router as v1_grading
 from regatta_gateway.http.guards import RequestGuard
 from regatta_gateway.http.identity import router as v1_identity
 from regatta_gateway.http.live import router as v1_live
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(v1_identity)
     app.include_router(v1_secrets)
     app.include_router(v1_downloads)
+    app.include_router(v1_grading)
     app.include_router(v1_budget)
     app.include_router(v1_webhooks)
     app.include_router(v1_audit)

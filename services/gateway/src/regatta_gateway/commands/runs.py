@@ -33,7 +33,7 @@ from regatta_gateway.errors import Conflict, Invalid, NotFound, Refused
 from regatta_gateway.notifications.registry import check_budget
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import find_run
-from regatta_gateway.queries.runtoml import resolved_toml
+from regatta_gateway.queries.runtoml import run_toml
 from regatta_gateway.secrets.store import SecretVault, resolve_secrets
 
 
@@ -118,7 +118,7 @@ def submit_run(
         standard_conditions=benchmark_standard(metadata),
         recommended_task_set=metadata.get("recommended_task_set"),
     )
-    submitted = submitted.model_copy(update={"config_toml": resolved_toml(submitted, benchmark)})
+    submitted = submitted.model_copy(update={"config_toml": run_toml(submitted.model_dump(mode="json"))})
     recorded = [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)]
     try:
         with store.transaction() as conn:

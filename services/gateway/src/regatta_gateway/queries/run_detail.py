@@ -18,6 +18,7 @@ from regatta_gateway.queries.cached_reads import LRU
 from regatta_gateway.queries.integrity import no_counts, run_agent_counts
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
 from regatta_gateway.queries.runs import run_summary
+from regatta_gateway.queries.runtoml import run_toml
 from regatta_gateway.readmodels import tables as t
 
 
@@ -89,7 +90,9 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
             "task_filters": {k: v for k, v in selection.items() if v} or {"task_set": "all"},
             "config": submission.get("execution"),
             "resolved_secret_scopes": submission.get("secret_scopes") or {},
-            "toml": submission.get("config_toml", ""),
+            # Written from the submission on every read, not the text stored with it: runs recorded when
+            # that text held derived keys (benchmark_id, resolved_version, …) then resubmit as is too.
+            "toml": run_toml(submission) if submission else "",
         },
         "leaderboard_qualification": ranking(row["status"], qualification(submission), scores, agents),
         "agents": agents,

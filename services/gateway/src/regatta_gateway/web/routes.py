@@ -18,12 +18,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
 from regatta_shared.runs.status import TERMINAL
+from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.errors import NotFound, Refused
 from regatta_gateway.http import errors
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import compare as compare_queries
+from regatta_gateway.queries.grading import attempt_grading, object_fetcher
 from regatta_gateway.web import (
     benchmark_views,
     compare_views,
@@ -276,14 +278,18 @@ def run_page(request: Request, scope: ScopeDep, run_key: str, tab: str = "overvi
 
 
 @router.get("/benchmarks/runs/{run_key}/attempts/{attempt_id}")
-def attempt_page(request: Request, scope: ScopeDep, run_key: str, attempt_id: str) -> Response:
-    """An attempt's own page: while it runs, its output and phase live (attempt.js reads the SSE stream)."""
-
-    def build() -> Response:
-        page = run_views.attempt_page(request.app.state.store, scope, run_key, attempt_id)
-        return render(request, scope, "attempt.html", "benchmarks", **page)
-
-    return guarded(request, scope, build)
+async def attempt_page(request: Request, scope: ScopeDep, run_key: str, attempt_id: str) -> Response:
+    """An attempt's own page: while it runs, its output and phase live (attempt.js reads the SSE stream);
+    once it ended, its grading (the artifacts read from the object store)."""
+    state = request.app.state
+    try:
+        page = await run_in_threadpool(run_views.attempt_page, state.store, scope, run_key, attempt_id)
+    except Refused as error:
+        status = errors.status_of(error)
+        return render(request, scope, "error.html", "benchmarks", status, error=error, error_status=status)
+    grading = await attempt_grading(object_fetcher(state.artifacts), page["attempt"], page["primary_key"])
+    page["grading"] = grading
+    return guarded(request, scope, lambda: render(request, scope, "attempt.html", "benchmarks", **page))
 
 
 @router.get("/benchmarks/{key}/runs/new")

@@ -212,4 +212,6 @@ def attempt_page(store: EventStore, scope: Scope, key: str, attempt_id: str) -> 
         "integrity": integrity_view((attempt.get("result") or {}).get("integrity")),
         "labels": attempt["labels"],
         "suggested_labels": list(SUGGESTED_LABELS),
+        # The key the primary reward was taken from (queries/grading.py marks it among the rewards).
+        "primary_key": submission.get("primary_reward_key"),
     }

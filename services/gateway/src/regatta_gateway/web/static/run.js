@@ -201,16 +201,26 @@
       el("p", { class: "small" }, el("a", { href: attemptPage(a) }, "Evidence on the attempt page")));
   }
 
+  // Each reward key once with its value; the one the primary reward was taken from is marked (the
+  // executor's rule: the benchmark's key, else `reward`, else the only key; else the mean of all).
+  function rewardRows(r) {
+    const rewards = Object.entries(r.rewards || {});
+    if (!rewards.length) return [["Reward", r.primary_reward ?? "—"]];
+    const keys = rewards.map(([key]) => key);
+    const primary = [data.primary_key, "reward"].find((key) => key && keys.includes(key)) ?? (keys.length === 1 ? keys[0] : null);
+    // The primary key first, then by name (the stored JSON does not keep the reward file's order).
+    rewards.sort(([a], [b]) => (a === primary ? -1 : b === primary ? 1 : a < b ? -1 : a > b ? 1 : 0));
+    const rows = rewards.map(([key, value]) => [key, key === primary ? `${value} (primary)` : String(value)]);
+    if (primary === null && r.primary_reward != null) rows.push(["Primary (mean)", String(+r.primary_reward.toFixed(4))]);
+    return rows;
+  }
+
   function detail(a) {
     const r = result(a);
     const blocks = [];
-    const rewards = Object.entries(r.rewards || {});
-    blocks.push(el("div", { class: "detail-block" }, el("h4", {}, "Grading"),
-      kv([
-        ["Outcome", state(a)],
-        ["Primary reward", r.primary_reward ?? "—"],
-        ...rewards.map(([key, value]) => [`reward · ${key}`, String(value)]),
-      ])));
+    blocks.push(el("div", { class: "detail-block", "data-testid": "grading-block" }, el("h4", {}, "Grading"),
+      kv([["Outcome", state(a)], ...rewardRows(r)]),
+      a.outcome ? el("p", { class: "small" }, el("a", { href: attemptPage(a) }, "Tests and verifier output on the attempt page")) : null));
     if (r.exception_type || r.exception_message) {
       const heading = noVerdict(a) ? "Why it failed" : a.outcome === "errored" ? "Why it was not scored" : "Exception";
       // The message is a bounded reason (the executor keeps the headline and the last lines); the
@@ -459,13 +469,32 @@
     const notes = [];
     if (listing.error) notes.push(el("p", { class: "menu-note" }, listing.error));
     if (!terminal) notes.push(el("p", { class: "menu-note" }, "The run is in progress: files are its current snapshot."));
-    notes.push(el("p", { class: "menu-note" }, "Artifacts: open a result in Task Results."));
-    box.replaceChildren(...links, ...notes);
+    // Every attempt's artifacts in one zip, streamed by the gateway (GET /api/v1/runs/{key}/artifacts.zip).
+    const zip = el("a", { role: "menuitem", href: `${runPath}/artifacts.zip`, download: "", "data-testid": "artifacts-zip" }, "All artifacts (.zip)");
+    notes.push(el("p", { class: "menu-note" }, "One attempt's artifacts: open it in Task Results."));
+    box.replaceChildren(...links, zip, ...notes);
   }
   document.addEventListener("toggle", (event) => {
     const menu = event.target;
     if (menu.matches?.("details[data-downloads-menu]") && menu.open) fillDownloads(menu);
   }, true); // toggle does not bubble: listen in the capture phase
+
+  // --- Run again: the Configuration TOML, submitted as is, as a new run ------------------------------
+  document.querySelector("[data-run-again-form]")?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    const button = form.querySelector("[type=submit]");
+    const problem = form.querySelector("[data-testid=run-again-error]");
+    button.disabled = true;
+    problem.hidden = true;
+    const toml = document.getElementById("config-toml").textContent;
+    const sent = await api("/api/v1/runs", { method: "POST", body: toml, headers: { "Content-Type": "application/toml" } });
+    if (sent.ok) { location.assign(`/benchmarks/runs/${encodeURIComponent(sent.data.id)}`); return; }
+    const issues = (sent.data.issues || []).map((issue) => `${issue.key}: ${issue.message}`);
+    problem.textContent = [errorText(sent, "Could not submit the run"), ...issues].join("; ");
+    problem.hidden = false;
+    button.disabled = false;
+  });
 
   // --- tabs: load lazily ---------------------------------------------------------------------------
   document.querySelector("[data-tabs]").addEventListener("tabchange", (event) => {
