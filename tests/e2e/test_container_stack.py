@@ -17,7 +17,7 @@ from regatta_executor.container.janitor import owners_label
 from tests.conftest import unavailable
 from tests.e2e.test_executor import add_folder, run_events
 from tests.integration.container_support import images_built_are_removed
-from tests.support.tasks import run_toml, write_tasks
+from tests.support.tasks import run_toml, write_task, write_tasks
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -86,3 +86,34 @@ def test_killed_executor_leaves_no_container_and_each_attempt_is_recorded_once(
     # may still be removing its own container when the run finishes.
     gone = api.wait_for(lambda: containers(engine, owners) == [] or None, timeout=90, every=0.5)
     assert gone, "the killed executor's containers are gone"
+
+
+def test_a_task_whose_dockerfile_fails_at_a_step_is_a_task_defect_once(
+    engine, make_stack, api_for, tmp_path
+) -> None:
+    """Issue 38 through the executor: `RUN exit 3` ends each attempt of the task once, as a task defect,
+    without the platform's infrastructure retries; the run's other task is measured, and the run offers
+    no re-run of the defect."""
+    stack, _ = container_stack(
+        make_stack, tmp_path, REGATTA_INFRA_RETRIES="2", REGATTA_RETRY_BASE_DELAY="0.2"
+    )
+    api = api_for(stack)
+    tasks = write_tasks(tmp_path / "tasks", 1, prefix="fine")
+    broken = write_task(tasks, "broken")
+    (broken / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN exit 3\n")
+    add_folder(api, tasks, "defects")
+    run_id = api.submit_toml(run_toml("defects", attempts=2, concurrency=1))["id"]
+
+    detail = api.wait_run(run_id, timeout=300)
+    assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"]
+    assert (detail["totals"]["passed"], detail["totals"]["errored"]) == (2, 2)
+    events = run_events(stack, run_id)
+    assert [d for kind, d in events if kind == "AttemptRetried"] == [], "a task defect is never retried"
+    defects = [d for kind, d in events if kind == "AttemptFinished" and d["task"] == "broken"]
+    assert [(d["outcome"], d["exception_type"], d["try_number"]) for d in defects] == [
+        ("errored", "TaskDefectError", 1)
+    ] * 2
+    assert all(d["exception_message"].startswith("task defect: ") for d in defects)
+    assert "returned a non-zero code: 3" in defects[0]["exception_message"]
+    rerun = api.http.post(f"/api/v1/runs/{run_id}/rerun-errored")
+    assert rerun.status_code == 409 and "task defects" in rerun.text, rerun.text

@@ -20,6 +20,7 @@ import pytest
 from harbor.environments.base import SandboxBuildFailedError
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 from regatta_executor.container.images import ImageCache
+from regatta_shared.task_defects import TASK_DEFECT
 
 from tests.integration.container_support import (
     BASE_IMAGE,
@@ -101,8 +102,26 @@ async def test_build_failure_and_build_timeout_are_reported(
 ) -> None:
     broken = write_task(tmp_path / "tasks", "broken", dockerfile=f"FROM {BASE_IMAGE}\nRUN exit 3\n")
     result = await run_trial(broken, "oracle", tmp_path)
+    # A step of the task's own that exits non-zero is the task's defect, not an infrastructure fault.
+    assert exception_type(result) == TASK_DEFECT
+    message = result.exception_info.exception_message or ""
+    assert message.startswith("task defect: ") and "returned a non-zero code: 3" in message
+    assert outcome(result) == "errored"
+    # Remembered for its run: the run's next attempt gets the same verdict without building again.
+    first = await run_trial(broken, "oracle", tmp_path, run_id="run-defect")
+    again = await run_trial(broken, "oracle", tmp_path, run_id="run-defect")
+    assert exception_type(first) == exception_type(again) == TASK_DEFECT
+    assert "not built again" in build_log(tmp_path, again)
+
+    # A step whose output shows a network fault fails the same way on the surface, but another try may
+    # cure it: it stays an infrastructure fault.
+    offline = write_task(
+        tmp_path / "tasks",
+        "offline",
+        dockerfile=f"FROM {BASE_IMAGE}\nRUN echo 'curl: (6) Could not resolve host: x.org' >&2; exit 6\n",
+    )
+    result = await run_trial(offline, "oracle", tmp_path)
     assert exception_type(result) == SandboxBuildFailedError.__name__
-    assert "exit" in (result.exception_info.exception_message or "").lower()
 
     token = secrets.token_hex(4)
     slow = write_task(

@@ -58,6 +58,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/cli/benchmark-runs/{key}/outputs/download-urls"): {"items": [{"path": "summary.csv"}]},
     ("POST", "/api/v1/workspaces/{key}/members"): {"email": "x@example.com", "role": "member"},
     ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"): {"role": "member"},
+    ("POST", "/api/v1/benchmarks/{key}/exclusions"): {"task": "t1", "reason": "broken"},
 }
 
 # Who may change what. Admin-only routes answer 403 to a member; the rest are open to members (each
@@ -73,6 +74,7 @@ ADMIN_ONLY = {
     ("DELETE", "/api/v1/workspaces/{key}"),
     ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"),
     ("POST", "/api/v1/benchmarks/{key}/rescore"),  # platform administrators only
+    ("POST", "/api/v1/benchmarks/{key}/exclusions"),  # exclude a broken task from a version
 }
 ADMIN_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/workspaces"): {"name": "member-made"},
@@ -82,6 +84,7 @@ ADMIN_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/platform/admins"): {"email": "admin@localhost"},
     ("PATCH", "/api/v1/workspaces/{key}"): {"name": "member-named"},
     ("PATCH", "/api/v1/workspaces/{key}/members/{user_id}"): {"role": "admin"},
+    ("POST", "/api/v1/benchmarks/{key}/exclusions"): {"task": "t1", "reason": "broken"},
 }
 # Workspace-wide secrets are admin-only on routes members may otherwise use for their own secrets.
 ADMIN_ONLY_WORKSPACE_SECRETS = [

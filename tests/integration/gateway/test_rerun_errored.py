@@ -18,13 +18,16 @@ from regatta_shared.events import (
     RunStarted,
 )
 from regatta_shared.ids import attempt_id, run_stream
+from regatta_shared.task_defects import TASK_DEFECT
 
-from .conftest import Gateway, demo_config
+from .conftest import ADMIN_TOKEN, Gateway, demo_config
 
 
-def _finish_with_errors(gw: Gateway, run_id: str, errored_tasks: set[str]) -> None:
+def _finish_with_errors(
+    gw: Gateway, run_id: str, errored_tasks: set[str], defects: frozenset[str] = frozenset()
+) -> None:
     """Record a run as the scheduler, executors and scoring would: agent 0 errors on `errored_tasks`
-    (an infrastructure fault), every other attempt passes."""
+    (an infrastructure fault, or a task defect on the tasks in `defects`), every other attempt passes."""
     events: list[Any] = [RunQueued(run_id=run_id, expected_attempts=4), RunStarted(run_id=run_id)]
     for agent in (0, 1):
         for task in ("t1", "t2"):
@@ -42,7 +45,9 @@ def _finish_with_errors(gw: Gateway, run_id: str, errored_tasks: set[str]) -> No
                     attempt_index=0,
                     try_number=1,
                     outcome="errored" if errored else "passed",
-                    exception_type="SandboxBuildFailedError" if errored else None,
+                    exception_type=(TASK_DEFECT if task in defects else "SandboxBuildFailedError")
+                    if errored
+                    else None,
                     exception_message="injected" if errored else None,
                     rewards=None if errored else {"reward": 1.0},
                 ),
@@ -106,3 +111,27 @@ def test_a_run_not_finished_or_without_errored_attempts_is_refused(gateway: Gate
     _refused(gw, stopped, "only a finished run's errored attempts can be re-run")
     response = gw.v1("POST", "/runs/no-such-run/rerun-errored")
     assert response.status_code == 404, response.text
+
+
+def test_a_task_defect_is_never_offered_for_a_rerun(gateway: Gateway) -> None:
+    """A task's own defect fails the same way on every try (issue 38): only the other errored attempts
+    run again, and a run whose only errors are task defects is refused."""
+    gw = gateway
+    gw.benchmark("demo", ["t1", "t2"])
+    mixed = gw.submit(demo_config())["id"]
+    _finish_with_errors(gw, mixed, {"t1", "t2"}, defects=frozenset({"t1"}))
+    assert gw.ok(gw.v1("GET", f"/runs/{mixed}"))["totals"]["errored"] == 2
+    page = gw.client.get(f"/benchmarks/runs/{mixed}", cookies={"regatta_token": ADMIN_TOKEN})
+    assert 'data-testid="rerun-errored"' in page.text and "Run the 1 errored attempt again" in page.text
+    accepted = gw.ok(gw.v1("POST", f"/runs/{mixed}/rerun-errored"), 202)
+    assert accepted["attempts"] == 1
+    (requested,) = [
+        e for e in gw.store.read_stream(run_stream(mixed)) if e.type == "ErroredAttemptsRerunRequested"
+    ]
+    assert requested.data["attempt_ids"] == [attempt_id(mixed, 0, "t2", 0)]
+
+    only_defects = gw.submit(demo_config())["id"]
+    _finish_with_errors(gw, only_defects, {"t1"}, defects=frozenset({"t1"}))
+    page = gw.client.get(f"/benchmarks/runs/{only_defects}", cookies={"regatta_token": ADMIN_TOKEN})
+    assert 'data-testid="rerun-errored"' not in page.text
+    _refused(gw, only_defects, "the run's errored attempts are task defects")

@@ -18,6 +18,7 @@ from typing import Any
 
 from regatta_shared.events import Outcome, Timings, Usage
 from regatta_shared.scoring_rules import SANDBOX_FAULTS  # versioned rules, also applied by scoring
+from regatta_shared.task_defects import is_task_defect
 
 from .redaction import Redactor
 
@@ -98,8 +99,11 @@ def classify(result: dict[str, Any], pass_threshold: float, primary_key: str | N
         outcome = "errored"
     return TrialOutcome(
         outcome=outcome,
-        # Only infrastructure/API faults are retried; an agent's own fault is scored (invariant 5).
-        retryable=outcome == "errored" and bool(policy.get("should_retry", exception is not None)),
+        # Only infrastructure/API faults are retried; an agent's own fault is scored (invariant 5), and
+        # a task's own defect fails the same way on every try (regatta_shared.task_defects).
+        retryable=outcome == "errored"
+        and not is_task_defect((exception or {}).get("exception_type"))
+        and bool(policy.get("should_retry", exception is not None)),
         rewards={k: float(v) for k, v in rewards.items()} if rewards else None,
         primary_reward=primary,
         exception_type=(exception or {}).get("exception_type"),

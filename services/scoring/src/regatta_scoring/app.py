@@ -10,6 +10,7 @@ from regatta_shared.bus import EVENTS_STREAM, subject_of
 from regatta_shared.codec import decode_stored
 from regatta_shared.events import (
     AttemptFinished,
+    BenchmarkTaskExcluded,
     RescoreRequested,
     RunExecutionCompleted,
     RunFailed,
@@ -28,6 +29,7 @@ SUBJECTS = [
     subject_of(RunFailed),
     subject_of(RunFinished),
     subject_of(RescoreRequested),
+    subject_of(BenchmarkTaskExcluded),
 ]
 
 

@@ -9,6 +9,11 @@ ranking"); the paired tests and Holm families stay inside a group, so two rows o
 never tied and never tested against each other (a parity run and a full run are different measurements).
 Only scores of the current rules version are ranked; a run's older scores are shown apart until rescored.
 
+Tasks a workspace admin excluded from a benchmark version (BenchmarkTaskExcluded) are taken out of every
+run of that version, earlier runs included: their attempts are not counted (scores.tally), so such a run
+qualifies and ranks on its remaining tasks; the exclusions it was scored without are part of its group's
+key and named on its row.
+
 Pure: takes run histories, returns rows.
 """
 
@@ -23,6 +28,7 @@ from typing import Any
 from regatta_shared.conditions import qualification
 from regatta_shared.events import (
     AgentScores,
+    BenchmarkTaskExcluded,
     ErroredAttemptsRerunRequested,
     RunFinished,
     RunScored,
@@ -33,6 +39,7 @@ from regatta_shared.per_task import per_task_figures
 from regatta_shared.scoring_rules import RULES_VERSION
 
 from . import statistics as st
+from .scores import score_run, tally
 
 PASS_METRICS = ("pass_at_1", "pass_at_k")
 COST_METRICS = {
@@ -58,6 +65,7 @@ class LeaderboardEntry:
     conditions: dict[str, Any]
     recommended: bool = False
     rules_version: int = RULES_VERSION
+    excluded: tuple[tuple[str, str], ...] = ()  # (task, reason) taken out of this run's scores
 
     @property
     def figures(self) -> dict[str, float | None]:
@@ -83,9 +91,23 @@ def rerun_round(history: list[StoredEvent]) -> tuple[str, ...]:
     return (f"rerun-{rerun}",) if rerun else ()
 
 
-def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
+def exclusions(benchmark_history: list[StoredEvent]) -> dict[str, dict[str, str]]:
+    """version -> {task: reason} of the tasks excluded from each version of a benchmark."""
+    excluded: dict[str, dict[str, str]] = {}
+    for event in benchmark_history:
+        if event.type == BenchmarkTaskExcluded.type_name:
+            excluded.setdefault(event.data["version"], {}).setdefault(
+                event.data["task"], event.data["reason"]
+            )
+    return excluded
+
+
+def entries_from_run(
+    history: list[StoredEvent], excluded: dict[str, str] | None = None
+) -> list[LeaderboardEntry]:
     """The qualifying agents of one run: finished run, full list or recommended set, the benchmark's standard
-    scoring conditions (regatta_shared.conditions), every attempt scored."""
+    scoring conditions (regatta_shared.conditions), every attempt scored but those of the `excluded`
+    tasks (task -> reason) of its version, which are not counted at all."""
     if not history or history[0].type != RunSubmitted.type_name:
         return []
     submitted = history[0].payload()
@@ -99,8 +121,16 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
         return []
     task_set = submitted.selection.task_set or "full"
     conditions = qualifies["conditions"]
+    without = tuple(sorted((t.name, excluded[t.name]) for t in submitted.tasks if t.name in (excluded or {})))
+    agents = final.agents
+    if without and final.rules_version == RULES_VERSION:
+        # Scored again without them, by the same rules (a run of older rules stays unranked as it is).
+        run = tally(history, excluded=frozenset(task for task, _ in without))
+        agents = score_run(run) if run is not None else []
+    # Runs scored with and without an exclusion are different measurements: never in one group.
+    dropped = (("excluded", tuple(task for task, _ in without)),) if without else ()
     entries = []
-    for scores in final.agents:
+    for scores in agents:
         if not scores.complete or scores.pass_at_1 is None:
             continue
         agent = submitted.agents[scores.agent_index]
@@ -115,7 +145,7 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
                 # The conditions are in the key although every entry here is at its benchmark's standard
                 # ones: a re-synced manifest may change them while the task digests (and so the
                 # benchmark digest) stay the same.
-                group=(submitted.benchmark_digest, task_set, *sorted(conditions.items())),
+                group=(submitted.benchmark_digest, task_set, *sorted(conditions.items()), *dropped),
                 task_set=task_set,
                 version=submitted.benchmark_version,
                 k=submitted.execution.attempts_per_task,
@@ -123,6 +153,7 @@ def entries_from_run(history: list[StoredEvent]) -> list[LeaderboardEntry]:
                 conditions=conditions,
                 recommended=submitted.selection.task_set is not None,
                 rules_version=final.rules_version,
+                excluded=without,
             )
         )
     return entries
@@ -216,6 +247,8 @@ def _section(entry: LeaderboardEntry) -> dict[str, Any]:
         "conditions": entry.conditions,
         "rules_version": entry.rules_version,
         "unranked_reason": f"scored under rules v{entry.rules_version}; rescore" if stale else None,
+        # "scored without task X: reason" on the leaderboard.
+        "excluded_tasks": [{"task": task, "reason": reason} for task, reason in entry.excluded],
     }
 
 

@@ -11,6 +11,7 @@ from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     AgentScores,
     AttemptFinished,
+    BenchmarkTaskExcluded,
     LeaderboardComputed,
     RescoreRequested,
     RunExecutionCompleted,
@@ -21,13 +22,14 @@ from regatta_shared.events import (
     RunSubmitted,
 )
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent
-from regatta_shared.ids import leaderboard_stream, run_stream
+from regatta_shared.ids import benchmark_stream, leaderboard_stream, run_stream
 from regatta_shared.scoring_rules import RULES_VERSION
 
 from .leaderboard import (
     LeaderboardEntry,
     build_leaderboard,
     entries_from_run,
+    exclusions,
     finished_now,
     needs_rescore,
     rank_run_agents,
@@ -92,6 +94,11 @@ class Scorer:
                 log.warning("run %s ended without final scores: %s", run_id, error)
         elif event.type == RunFinished.type_name and run_id:
             self.update_leaderboard(event.data.get("benchmark_id") or self._benchmark_of(run_id))
+        elif event.type == BenchmarkTaskExcluded.type_name:
+            # Every run of the version now ranks without the task: the leaderboard again.
+            self.update_leaderboard(
+                event.data["benchmark_id"], event_id=deterministic_id(event.event_id, "board")
+            )
         elif event.type == RescoreRequested.type_name:
             request = event.payload()
             assert isinstance(request, RescoreRequested)
@@ -150,9 +157,12 @@ class Scorer:
         ]
 
     def update_leaderboard(self, benchmark_id: str, *, event_id: str | None = None) -> None:
+        excluded = exclusions(self.store.read_stream(benchmark_stream(benchmark_id)))
         entries: list[LeaderboardEntry] = []
         for stream_id in self._run_streams(benchmark_id):
-            entries.extend(entries_from_run(self.store.read_stream(stream_id)))
+            history = self.store.read_stream(stream_id)
+            version = history[0].data.get("benchmark_version") if history else None
+            entries.extend(entries_from_run(history, excluded.get(version or "")))
         rows = build_leaderboard(entries)
         stream = leaderboard_stream(benchmark_id)
         computed = LeaderboardComputed(benchmark_id=benchmark_id, rows=rows)

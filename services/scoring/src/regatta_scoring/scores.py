@@ -59,21 +59,28 @@ class RunTally:
     agents: dict[int, AgentTally]
     # The run's attempts by the read models' rules: a finish counts once, for a scheduled attempt.
     fold: RunFold
+    # Tasks taken out of the run's benchmark version (BenchmarkTaskExcluded): not counted at all.
+    excluded: frozenset[str] = frozenset()
 
 
-def tally(events: Iterable[StoredEvent], rules_version: int = RULES_VERSION) -> RunTally | None:
+def tally(
+    events: Iterable[StoredEvent], rules_version: int = RULES_VERSION, excluded: frozenset[str] = frozenset()
+) -> RunTally | None:
     """The run's counts with each attempt's outcome under `rules_version` (the current one unless a
-    caller reproduces an older deployment's scores)."""
+    caller reproduces an older deployment's scores), without the attempts of the `excluded` tasks (the
+    leaderboard's, for a version with excluded tasks)."""
     run: RunTally | None = None
     for stored in events:
         if stored.type == RunSubmitted.type_name:
             submitted = stored.payload()
             assert isinstance(submitted, RunSubmitted)
             agents = {agent.index: AgentTally() for agent in submitted.agents}
-            run = RunTally(submitted, agents, RunFold(submitted.run_id))
+            run = RunTally(submitted, agents, RunFold(submitted.run_id), excluded)
         elif stored.type == ErroredAttemptsRerunRequested.type_name and run is not None:
             # The errored results of attempts run again stop counting; their new ones will.
             for row in rerun_rows(run.fold.attempts, stored.data):
+                if row["task"] in excluded:
+                    continue
                 agent = run.agents[row["agent_index"]]
                 agent.outcomes["errored"] -= 1
                 agent.durations.pop(row["attempt_id"], None)
@@ -82,6 +89,8 @@ def tally(events: Iterable[StoredEvent], rules_version: int = RULES_VERSION) -> 
             if stored.type == AttemptFinished.type_name and counted is not None:
                 finished = stored.payload()
                 assert isinstance(finished, AttemptFinished)
+                if finished.task in excluded:
+                    continue
                 _count(run.agents[finished.agent_index], finished, stored.data, rules_version)
     return run
 
@@ -115,7 +124,9 @@ def score_agent(run: RunTally, index: int) -> AgentScores:
         low, high = wilson(value, len(scored))
         pass_k.append({"k": kk, "value": float(value), "ci_low": low, "ci_high": high})
     categories = _categories(submitted, agent)
-    complete = all(agent.counts.get(t.name, [0, 0])[0] == k for t in submitted.tasks)
+    complete = all(
+        agent.counts.get(t.name, [0, 0])[0] == k for t in submitted.tasks if t.name not in run.excluded
+    )
     figures = per_task_figures(
         {
             **agent.outcomes,

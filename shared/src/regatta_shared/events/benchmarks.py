@@ -148,3 +148,16 @@ class BenchmarkRemoved(Event):
     type_name = "BenchmarkRemoved"
     category = "benchmark"
     benchmark_id: str
+
+
+class BenchmarkTaskExcluded(Event):
+    """A workspace admin took a broken task (a task defect, a wrong verifier) out of the benchmark's
+    `version`: the leaderboard ranks every run of that version on its remaining tasks and names the
+    exclusion (docs/benchmarks.md, "Excluded tasks"). Who excluded it is the envelope's actor."""
+
+    type_name = "BenchmarkTaskExcluded"
+    category = "benchmark"
+    benchmark_id: str
+    version: str
+    task: str
+    reason: str

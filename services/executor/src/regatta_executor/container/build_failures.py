@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 
 MAX_MESSAGE = 4000
+# First line of a remembered failure that was the task's own defect (build_defects.py).
+_DEFECT = "task-defect\n"
 
 
 class BuildFailures:
@@ -25,21 +27,24 @@ class BuildFailures:
         key = hashlib.sha256(f"{digest}\0{run_id}".encode()).hexdigest()[:40]
         return self.folder / f"{key}.txt"
 
-    def get(self, digest: str, run_id: str | None) -> str | None:
+    def get(self, digest: str, run_id: str | None) -> tuple[str, bool] | None:
+        """The failure's message, and whether it was the task's own defect."""
         if not run_id:
             return None
         try:
-            return self._path(digest, run_id).read_text(errors="replace")[:MAX_MESSAGE]
+            text = self._path(digest, run_id).read_text(errors="replace")
         except FileNotFoundError:
             return None
+        defect = text.startswith(_DEFECT)
+        return text.removeprefix(_DEFECT)[:MAX_MESSAGE], defect
 
-    def record(self, digest: str, run_id: str | None, message: str) -> None:
+    def record(self, digest: str, run_id: str | None, message: str, *, defect: bool = False) -> None:
         if not run_id:
             return
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self._path(digest, run_id)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(message[:MAX_MESSAGE])
+        temporary.write_text((_DEFECT if defect else "") + message[:MAX_MESSAGE])
         os.replace(temporary, path)
 
     def prune(self, max_age_sec: float, now: float) -> None:

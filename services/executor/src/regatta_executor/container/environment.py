@@ -68,6 +68,7 @@ from regatta_executor.container import (
     tools,
     verifier_files,
 )
+from regatta_executor.container.build_defects import TaskDefectError
 from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
 from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
@@ -82,7 +83,7 @@ from regatta_executor.container.harbor_commands import (
     runs_test_script,
 )
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
-from regatta_executor.container.images import ImageBuildError, ImageCache, ResolvedImage
+from regatta_executor.container.images import ImageBuildError, ImageCache, ImageDefectError, ResolvedImage
 from regatta_executor.container.network import (
     ensure_allowlist_network,
     ensure_sandbox_network,
@@ -406,6 +407,8 @@ class ContainerEnvironment(VerifierTurn):
                     buildargs=buildargs,
                     run_id=self.options.run_id,
                 )
+        except ImageDefectError as exc:
+            raise TaskDefectError(f"task defect: {exc}") from exc
         except ImageBuildError as exc:
             raise SandboxBuildFailedError(str(exc)) from exc
 

@@ -36,7 +36,7 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound, 
 from regatta_shared.outbound import OutboundPolicy
 from requests.exceptions import ReadTimeout, RequestException
 
-from regatta_executor.container import dockerfile_policy, remote_adds
+from regatta_executor.container import build_defects, dockerfile_policy, remote_adds
 from regatta_executor.container.build_context import BuildContext, BuildContextError, build_context
 from regatta_executor.container.build_failures import BuildFailures
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
@@ -53,6 +53,7 @@ __all__ = [
     "IMAGE_REPOSITORY",
     "ImageBuildError",
     "ImageCache",
+    "ImageDefectError",
     "ImageRefusedError",
     "ImageUnavailableError",
     "ResolvedImage",
@@ -76,8 +77,16 @@ class _BuildTimeout(Exception):
     pass
 
 
+class ImageDefectError(ImageBuildError):
+    """The Dockerfile's own step exits non-zero (build_defects.py): the task's defect, not a fault."""
+
+
 class _DeterministicFailure(Exception):
     """A build that fails the same way if repeated (a failing step, the time or size cap)."""
+
+
+class _StepFailed(_DeterministicFailure):
+    """A step's command exited non-zero, with no sign of a network fault: the task's own defect."""
 
 
 def _build_error(step: str, output: deque[str], error: str) -> str:
@@ -260,7 +269,8 @@ class ImageCache:
                 failed = self.failures.get(digest, run_id)
                 if failed is not None:
                     log.write(f"image {reference}: this run's build of it failed; not built again\n")
-                    raise ImageBuildError(failed)
+                    message, defect = failed
+                    raise (ImageDefectError if defect else ImageBuildError)(message)
                 cached = None if force else self._existing(reference)
                 if cached is not None and LABEL_LEGACY_BAKED in (cached.labels or {}):
                     cached = None  # its ENTRYPOINT is an old pid 1's, the Dockerfile's lost: build again
@@ -280,8 +290,9 @@ class ImageCache:
                     )
                     self._check_size(built_id)
                 except _DeterministicFailure as failure:
-                    self.failures.record(digest, run_id, str(failure))
-                    raise ImageBuildError(str(failure)) from None
+                    defect = isinstance(failure, _StepFailed)
+                    self.failures.record(digest, run_id, str(failure), defect=defect)
+                    raise (ImageDefectError if defect else ImageBuildError)(str(failure)) from None
                 self.client.images.get(built_id).tag(IMAGE_REPOSITORY, digest)
                 log.write(f"built {reference}\n")
                 made = self.client.images.get(reference)
@@ -354,7 +365,11 @@ class ImageCache:
                 if "aux" in chunk:
                     image_id = chunk["aux"].get("ID")
                 if "error" in chunk:
-                    raise _DeterministicFailure(_build_error(step, output, str(chunk["error"])))
+                    error = str(chunk["error"])
+                    failed = (
+                        _StepFailed if build_defects.is_task_defect(error, output) else _DeterministicFailure
+                    )
+                    raise failed(_build_error(step, output, error))
                 if time.monotonic() > deadline:
                     raise _BuildTimeout
         except (_BuildTimeout, RequestException) as exc:

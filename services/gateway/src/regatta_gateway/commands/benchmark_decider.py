@@ -11,7 +11,7 @@ request (or the benchmark's addition, which starts the initial sync) until it co
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from regatta_shared.aggregates import fold_into
@@ -23,12 +23,24 @@ from regatta_shared.events import (
     BenchmarkSyncFailed,
     BenchmarkSyncRequested,
     BenchmarkSyncStarted,
+    BenchmarkTaskExcluded,
+    BenchmarkTasksSynced,
     Event,
 )
 
 SYNCING = ("pending", "syncing")
 
-Refusal = Literal["not_found", "hosted", "sync_in_progress", "not_adder"]
+Refusal = Literal[
+    "not_found",
+    "hosted",
+    "sync_in_progress",
+    "not_adder",
+    "not_admin",
+    "no_version",
+    "unknown_version",
+    "unknown_task",
+    "already_excluded",
+]
 
 
 class BenchmarkRefused(Exception):
@@ -49,6 +61,11 @@ class BenchmarkState:
     status: str = "pending"
     sync_id: str | None = None
     removed: bool = False
+    # The valid tasks of each version a sync completed, and the latest such version.
+    versions: dict[str, frozenset[str]] = field(default_factory=dict)
+    current_version: str | None = None
+    excluded: set[tuple[str, str]] = field(default_factory=set)  # (version, task)
+    _pages: dict[str, set[str]] = field(default_factory=dict)  # sync id -> tasks recorded so far
 
 
 def fold(benchmark_id: str, events: Iterable[StoredEvent]) -> BenchmarkState:
@@ -70,8 +87,14 @@ def _apply(state: BenchmarkState, event: Event) -> None:
         case BenchmarkSyncStarted():
             state.status = "syncing"
             state.sync_id = event.sync_id
+        case BenchmarkTasksSynced():
+            state._pages.setdefault(event.sync_id, set()).update(task.name for task in event.tasks)
         case BenchmarkSyncCompleted():
             state.status = "ready"
+            state.versions[event.version] = frozenset(state._pages.pop(event.sync_id, set()))
+            state.current_version = event.version
+        case BenchmarkTaskExcluded():
+            state.excluded.add((event.version, event.task))
         case BenchmarkSyncFailed():
             state.status = "failed"
         case BenchmarkRemoved():
@@ -109,3 +132,23 @@ def decide_remove(state: BenchmarkState, workspace_id: str, user_id: str, is_adm
     if not may_remove(state.added_by, user_id, is_admin):
         raise BenchmarkRefused("not_adder")
     return [BenchmarkRemoved(benchmark_id=state.benchmark_id)]
+
+
+def decide_exclude_task(
+    state: BenchmarkState, workspace_id: str, is_admin: bool, task: str, reason: str, version: str | None
+) -> list[Event]:
+    """Exclude `task` from `version` (default: the latest synced one), by a workspace admin only, once.
+    The task must be one of that version's valid tasks: an invalid one never runs anyway."""
+    _existing(state, workspace_id)
+    if not is_admin:
+        raise BenchmarkRefused("not_admin")
+    version = version or state.current_version
+    if version is None:
+        raise BenchmarkRefused("no_version")
+    if version not in state.versions:
+        raise BenchmarkRefused("unknown_version")
+    if task not in state.versions[version]:
+        raise BenchmarkRefused("unknown_task")
+    if (version, task) in state.excluded:
+        raise BenchmarkRefused("already_excluded")
+    return [BenchmarkTaskExcluded(benchmark_id=state.benchmark_id, version=version, task=task, reason=reason)]

@@ -1,5 +1,5 @@
-"""Benchmark commands: add, sync, remove. Each is decided on the benchmark's own stream (benchmark_decider.py)
-and recorded as events; nothing else is written."""
+"""Benchmark commands: add, sync, remove, exclude a task. Each is decided on the benchmark's own stream
+(benchmark_decider.py) and recorded as events; nothing else is written."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkSource,
+    BenchmarkTaskExcluded,
     Event,
 )
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
@@ -117,6 +118,50 @@ def remove_benchmark(store: EventStore, scope: Scope, key: str) -> None:
     )
 
 
+MAX_REASON = 500
+EXCLUSION_FIELDS = frozenset({"task", "reason", "version"})
+
+
+def exclude_task(store: EventStore, scope: Scope, key: str, body: dict[str, Any]) -> dict[str, str]:
+    """A workspace admin takes a broken task out of a benchmark version, saying why
+    (BenchmarkTaskExcluded): runs of that version then rank on their other tasks."""
+    # Refused before any lookup: the same answer for every key, so it tells nothing of other workspaces.
+    if not scope.is_admin:
+        raise Forbidden("Only a workspace admin can exclude a task from a benchmark", code="FORBIDDEN")
+    unknown = sorted(set(body) - EXCLUSION_FIELDS)
+    if unknown:
+        raise Invalid(
+            f"Unknown field {unknown[0]!r}: task, reason and version are accepted", field=unknown[0]
+        )
+    task = _text(body, "task", 500)
+    reason = _text(body, "reason", MAX_REASON)
+    version = _text(body, "version", 200) if body.get("version") is not None else None
+    benchmark = find_benchmark(store, scope, key)
+    decided: list[Event] = []
+
+    def decide(state: benchmark_decider.BenchmarkState) -> list[Event]:
+        decided[:] = benchmark_decider.decide_exclude_task(
+            state, scope.workspace_id, scope.is_admin, task, reason, version
+        )
+        return decided
+
+    _decide_on_benchmark(store, scope, benchmark["id"], key, decide)
+    excluded = decided[0]
+    assert isinstance(excluded, BenchmarkTaskExcluded)
+    return {"benchmark_id": benchmark["id"], "version": excluded.version, "task": task, "reason": reason}
+
+
+def _text(body: dict[str, Any], name: str, limit: int) -> str:
+    """A required one-line text field of the body, stripped: 400 naming the field otherwise."""
+    value = body.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid(f"{name} is required (a non-empty string)", code="VALIDATION", field=name)
+    value = value.strip()
+    if len(value) > limit or re.search(r"[\x00-\x1f\x7f]", value):
+        raise Invalid(f"{name} must be one line of at most {limit} characters", code="VALIDATION", field=name)
+    return value
+
+
 # registry-sync appends to a benchmark's stream without a version check (sync started, pages,
 # completed), so an append can lose its version check to one of those although the command still holds:
 # it is then decided again on the newer state. Only a command refused on that state is refused.
@@ -160,4 +205,14 @@ def _benchmark_refusal(refused: benchmark_decider.BenchmarkRefused, key: str) ->
         )
     if refused.reason == "sync_in_progress":
         return Conflict("A sync is already in progress", code="CONFLICT")
+    if refused.reason == "not_admin":
+        return Forbidden("Only a workspace admin can exclude a task from a benchmark", code="FORBIDDEN")
+    if refused.reason == "no_version":
+        return Conflict(f"Benchmark {key!r} has no synced version yet", code="CONFLICT")
+    if refused.reason == "unknown_version":
+        return Invalid(f"Benchmark {key!r} has no synced version by that name", field="version")
+    if refused.reason == "unknown_task":
+        return Invalid("That task is not a valid task of the benchmark's version", field="task")
+    if refused.reason == "already_excluded":
+        return Conflict("That task is already excluded from this version", code="CONFLICT")
     return NotFound(f"Benchmark {key!r} not found", code="NOT_FOUND")

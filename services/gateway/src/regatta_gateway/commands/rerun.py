@@ -12,6 +12,7 @@ from regatta_shared.events import ErroredAttemptsRerunRequested
 from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
 from regatta_shared.runs import RunFold
+from regatta_shared.task_defects import attempt_is_task_defect
 
 from regatta_gateway.errors import Conflict
 from regatta_gateway.principals import Scope
@@ -44,8 +45,16 @@ def decide_rerun(history: Sequence[StoredEvent], secrets_key_kept: bool = False)
         state = "running its last re-run" if reruns and run.status == "running" else run.status
         raise RerunRefused(f"the run is {state}: only a finished run's errored attempts can be re-run")
     errored = [aid for aid, row in run.attempts.items() if row["outcome"] == "errored"]
-    if not errored:
+    # A task's own defect fails the same way again (regatta_shared.task_defects): never re-run.
+    rerunnable = [aid for aid in errored if not attempt_is_task_defect(run.attempts[aid])]
+    if not rerunnable:
+        if errored:
+            raise RerunRefused(
+                "the run's errored attempts are task defects, which fail the same way every time: "
+                "a workspace admin can exclude the task from the benchmark's version instead"
+            )
         raise RerunRefused("the run has no errored attempts: there is nothing to re-run")
+    errored = rerunnable
     if history[0].data.get("sealed_secrets") and not secrets_key_kept:
         # The run's secrets key is deleted once its re-run time is up (crypto-shredding): a new attempt
         # could not open them.

@@ -70,6 +70,16 @@ def remove_benchmark(request: Request, s: ScopeDep, key: str) -> Response:
     return Response(status_code=204)
 
 
+@router.post("/benchmarks/{key}/exclusions", status_code=201)
+def exclude_task(
+    request: Request, s: ScopeDep, key: str, body: Annotated[dict[str, Any], Body()]
+) -> dict[str, Any]:
+    """Exclude a broken task from a benchmark version, with a reason (workspace admins; 403 otherwise)."""
+    excluded = benchmark_commands.exclude_task(request.app.state.store, s, key, body)
+    settle(request)
+    return excluded
+
+
 @router.get("/benchmarks/{key}/leaderboard", response_class=JSONBytes)
 def leaderboard(request: Request, s: ScopeDep, key: str, sort: str = "pass_at_1") -> JSONBytes:
     store = request.app.state.store

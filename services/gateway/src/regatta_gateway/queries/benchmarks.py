@@ -227,6 +227,16 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
             .mappings()
             .all()
         )
+        exclusions = (
+            conn.execute(
+                select(t.benchmark_exclusions)
+                .where(t.benchmark_exclusions.c.benchmark_id == row["id"])
+                .order_by(t.benchmark_exclusions.c.excluded_at)
+            )
+            .mappings()
+            .all()
+        )
+    excluded_now = {r["task"]: r["reason"] for r in exclusions if r["version"] == row["version"]}
     body["tasks"] = [
         {
             "name": r["name"],
@@ -236,8 +246,20 @@ def benchmark_detail(store: EventStore, scope: Scope, key: str) -> dict[str, Any
             "digest": r["digest"],
             # A task that cannot run (its reason names the file, field or ceiling); never scheduled.
             "invalid_reason": r["invalid_reason"],
+            # Taken out of this version by a workspace admin: its attempts do not count for ranking.
+            "excluded_reason": excluded_now.get(r["name"]),
         }
         for r in tasks
+    ]
+    body["excluded_tasks"] = [
+        {
+            "task": r["task"],
+            "version": r["version"],
+            "reason": r["reason"],
+            "excluded_by": r["excluded_by"],
+            "excluded_at": r["excluded_at"],
+        }
+        for r in exclusions
     ]
     body["invalid_task_count"] = sum(1 for r in tasks if r["invalid_reason"])
     body.update(

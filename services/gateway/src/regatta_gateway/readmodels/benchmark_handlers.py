@@ -1,5 +1,5 @@
 """The projection's handlers for benchmarks: added, synced (requested, started, tasks, completed, failed),
-removed, and their leaderboards."""
+removed, tasks excluded, and their leaderboards."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from regatta_shared.events import (
     BenchmarkSyncFailed,
     BenchmarkSyncRequested,
     BenchmarkSyncStarted,
+    BenchmarkTaskExcluded,
     BenchmarkTasksSynced,
     LeaderboardComputed,
 )
@@ -141,6 +142,20 @@ def _sync_failed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
 @handles(BenchmarkRemoved)
 def _benchmark_removed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(conn, d["benchmark_id"], removed=True)
+
+
+@handles(BenchmarkTaskExcluded)
+def _task_excluded(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> None:
+    conn.execute(
+        insert(t.benchmark_exclusions).values(
+            benchmark_id=d["benchmark_id"],
+            version=str(d["version"])[:200],
+            task=str(d["task"])[:500],
+            reason=str(d["reason"])[:2000],
+            excluded_by=user_name(conn, e.actor) or e.actor or "system",
+            excluded_at=recorded_at(e),
+        )
+    )
 
 
 @handles(LeaderboardComputed)

@@ -88,6 +88,17 @@ benchmark_tasks = Table(
     # Set for a task that cannot run: listed with its reason, never selected for a run.
     Column("invalid_reason", Text),
 )
+# Tasks a workspace admin took out of a benchmark version (BenchmarkTaskExcluded), with why.
+benchmark_exclusions = Table(
+    "rm_benchmark_exclusions",
+    metadata,
+    Column("benchmark_id", String(64), primary_key=True),
+    Column("version", String(200), primary_key=True),
+    Column("task", String(500), primary_key=True),
+    Column("reason", Text),
+    Column("excluded_by", String(300)),
+    Column("excluded_at", String(40)),
+)
 runs = Table(
     "rm_runs",
     metadata,

@@ -356,6 +356,8 @@ def benchmark_page(
             "benchmark": detail,
             "source": benchmark_views.benchmark_source(store, scope, detail["id"]),
             "may_remove": benchmark_views.may_remove(store, scope, detail["id"]),
+            # Excluding a broken task from a version is a workspace admin's (commands/benchmarks.py).
+            "may_exclude": scope.is_admin,
             "sort": chosen,
             "leaderboard": rows,
             "not_ranked": leaderboard_views.not_ranked(store, scope, detail["id"], rows),

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
 from regatta_shared.runs import TERMINAL, attempts_per_agent
+from regatta_shared.task_defects import attempt_is_task_defect
 
 from regatta_gateway.commands.annotations import SUGGESTED_LABELS
 from regatta_gateway.principals import Scope
@@ -59,8 +60,9 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "reason": row.get("reason"),
         "stop_requested": bool(row.get("stop_requested")),
         "terminal": terminal,
-        # Errored attempts a finished run offers to run again (commands/rerun.py).
-        "errored": sum(a.get("outcome") == "errored" for a in attempts),
+        # Errored attempts a finished run offers to run again (commands/rerun.py): a task's own
+        # defect would fail the same way, so it is not offered.
+        "errored": sum(a.get("outcome") == "errored" and not attempt_is_task_defect(a) for a in attempts),
         "execution": execution,
         "n_tasks": n_tasks,
         "agents": agents,

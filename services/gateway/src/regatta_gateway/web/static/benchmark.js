@@ -67,6 +67,17 @@
     }
   });
 
+  // --- exclude a broken task from the version (workspace admins): the server says why it refuses ----
+  document.querySelector("[data-exclude-task]")?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    const body = { task: form.elements.task.value, reason: form.elements.reason.value };
+    if (!window.confirm(`Exclude ${body.task}? Every run of this version will rank without it.`)) return;
+    const result = await api(`/api/v1/benchmarks/${encodeURIComponent(benchmarkId)}/exclusions`, { method: "POST", body });
+    if (result.ok) window.location.reload();
+    else toast(errorText(result, "Could not exclude the task"));
+  });
+
   // --- live: runs (status, progress) and, until it is ready, the sync status ----------------------
   let busy = true;
   const live = poll({

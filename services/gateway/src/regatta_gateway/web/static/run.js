@@ -46,6 +46,8 @@
   };
   // A failure without a reward: the sandbox's state kept the verifier from a verdict.
   const noVerdict = (a) => a.outcome === "failed" && result(a).primary_reward == null && result(a).exception_type;
+  // The task's own Dockerfile fails at a step (regatta_shared.task_defects): not retried, not re-run.
+  const taskDefect = (a) => a.outcome === "errored" && result(a).exception_type === "TaskDefectError";
   const result = (a) => a.result || {};
   // The attempts each integrity filter keeps: those the server's per-agent counts count under the same
   // word (GET /runs/{key}/attempts?integrity=…; `a.integrity` holds the attempt's counts).
@@ -106,6 +108,11 @@
           el("td", {}, el("span", { class: `badge status-${outcome}`, title: OUTCOME_HELP[outcome] || "" }, outcome),
             noVerdict(a)
               ? [" ", el("span", { class: "tag", title: result(a).exception_message || "", "data-testid": "no-verdict-tag" }, "no verdict")]
+              : null,
+            taskDefect(a)
+              ? [" ", el("span", { class: "tag", title: "The task's own Dockerfile fails at a step, the same on every try: "
+                + "not retried and not re-run. A workspace admin can exclude the task from its benchmark version.",
+              "data-testid": "task-defect-tag" }, "task defect")]
               : null,
             result(a).environment_built === false
               ? [" ", el("span", { class: "tag", title: result(a).environment_note || "", "data-testid": "not-built-tag" }, "env not built")]
@@ -222,7 +229,7 @@
       kv([["Outcome", state(a)], ...rewardRows(r)]),
       a.outcome ? el("p", { class: "small" }, el("a", { href: attemptPage(a) }, "Tests and verifier output on the attempt page")) : null));
     if (r.exception_type || r.exception_message) {
-      const heading = noVerdict(a) ? "Why it failed" : a.outcome === "errored" ? "Why it was not scored" : "Exception";
+      const heading = noVerdict(a) ? "Why it failed" : taskDefect(a) ? "Task defect" : a.outcome === "errored" ? "Why it was not scored" : "Exception";
       // The message is a bounded reason (the executor keeps the headline and the last lines); the
       // whole text is the attempt's exception.txt, linked here so it is one click away.
       const full = (r.artifacts || []).findIndex((artifact) => artifact.path === "exception.txt");
