@@ -36,7 +36,7 @@ from regatta_shared.bus import (
     REPORT_SUBJECT,
     TASKS_BUCKET,
 )
-from regatta_shared.live import LIVE_SUBJECT_PREFIX
+from regatta_shared.live import LIVE_SUBJECT_PREFIX, WATCH_SUBJECT_PREFIX
 
 from .services import NAMES
 
@@ -89,6 +89,8 @@ EXECUTOR_PERMISSIONS: dict[str, Any] = {
     "subscribe": {
         "allow": [
             f"{CANCEL_SUBJECT_PREFIX}.*",
+            # Whether someone watches an attempt it runs (regatta_shared.live): read only then.
+            f"{WATCH_SUBJECT_PREFIX}.*.*",
             # Replies and pull deliveries come to the executor's own inbox prefix: with the default
             # `_INBOX.>` it could read the replies other services get (events they fetch, say).
             f"{EXECUTOR_INBOX_PREFIX}.>",

@@ -28,7 +28,7 @@ from regatta_shared.bus import (
 )
 from regatta_shared.events import EVENT_TYPES, Event
 from regatta_shared.jobs import AttemptJob, AttemptReport
-from regatta_shared.live import LIVE_STREAM, LIVE_SUBJECT_PREFIX, LiveChunk
+from regatta_shared.live import LIVE_STREAM, LIVE_SUBJECT_PREFIX, WATCH_SUBJECT_PREFIX, LiveChunk
 from regatta_shared.nudge import NUDGE_SUBJECT
 
 SCHEMAS = "#/components/schemas/"
@@ -66,6 +66,14 @@ def core_messages() -> dict[str, dict[str, Any]]:
             "description": "An executor's bounded, redacted live output of a running attempt (live.py); "
             "the LIVE stream keeps recent chunks in memory for late watchers.",
             "payload": {"$ref": SCHEMAS + LiveChunk.__name__},
+        },
+        "AttemptWatched": {
+            "address": f"{WATCH_SUBJECT_PREFIX}.{{run_id}}.{{attempt_id}}",
+            "parameters": {"run_id": RUN_ID, "attempt_id": ATTEMPT_ID},
+            "description": "Core NATS, never stored: the gateway says someone watches the attempt's live "
+            "output (when a watcher opens it and every few seconds while it stays open); an environment "
+            "whose output costs engine round trips to read (the container's) reads it only then.",
+            "payload": {"type": "string", "const": ""},
         },
         "RunCancelAnnounced": {
             "address": f"{CANCEL_SUBJECT_PREFIX}.{{run_id}}",

@@ -5,6 +5,11 @@ per attempt (`live.<run>.<attempt>`) that the bounded `LIVE` stream keeps for la
 old messages discarded at its limits), and the gateway relays them to the run's workspace over SSE. An
 executor caps what one attempt sends (REGATTA_LIVE_RATE_BYTES a second, REGATTA_LIVE_MAX_BYTES in all);
 the rest is only in the attempt's artifacts.
+
+Where reading an attempt's output costs engine round trips (the `container` environment reads its log
+folders through the engine's archive API), the executor reads it only while someone watches: the gateway
+publishes on the attempt's watch subject (`livewatch.<run>.<attempt>`, core NATS, never stored) when a
+watcher opens its stream and every `WATCH_EVERY` seconds while it stays open.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 LIVE_STREAM = "LIVE"
 LIVE_SUBJECT_PREFIX = "live"
+# Outside `live.>`: a heartbeat is not output, and the LIVE stream must not keep it.
+WATCH_SUBJECT_PREFIX = "livewatch"
+# Seconds between a watcher's heartbeats; an attempt counts as watched for a few of them after the last.
+WATCH_EVERY = 2.0
 # The largest chunk of text one message carries; a tick with more sends several.
 CHUNK_BYTES = 16 * 1024
 # Ids become subject tokens: no dots, wildcards or spaces can reach the subject.
@@ -48,6 +57,11 @@ def live_subject(run_id: str, attempt_id: str) -> str:
         if not _ID.match(value):
             raise ValueError(f"{name} {value[:80]!r} is not a plain identifier")
     return f"{LIVE_SUBJECT_PREFIX}.{run_id}.{attempt_id}"
+
+
+def watch_subject(run_id: str, attempt_id: str) -> str:
+    """The subject on which watchers of one attempt say they watch. Raises ValueError as `live_subject`."""
+    return f"{WATCH_SUBJECT_PREFIX}.{live_subject(run_id, attempt_id).split('.', 1)[1]}"
 
 
 class LiveChunk(BaseModel):

@@ -31,7 +31,7 @@ from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 from regatta_shared.bus import REPORT_SUBJECT, REPORTS_STREAM
 from regatta_shared.jobs import AttemptJob, AttemptReport
-from regatta_shared.live import live_subject
+from regatta_shared.live import live_subject, watch_subject
 from regatta_shared.sealing import SealError, open_job_secrets_with_key
 from regatta_shared.settings import load_settings
 
@@ -40,6 +40,7 @@ from .attempt_image import read_image_record
 from .attempt_integrity import read_integrity_record
 from .environments import EnvironmentChoice
 from .live_output import Budget, LiveOutput, forwarding
+from .live_sources import SandboxLogs, SandboxPoll, Watching
 from .outcome import TrialOutcome, classify, redact
 from .reasons import short_reason
 from .redaction import Redactor
@@ -228,15 +229,21 @@ class AttemptRunner:
         config = trial_config(job, task_dir, trials_dir, self.environment, secrets)
         started = time.monotonic()
         try:
-            async with self._live_output(job, trials_dir / job.attempt_id / "agent", secrets) as live:
+            async with self._live_output(job, trials_dir / job.attempt_id, secrets) as (live, watching):
                 # Where the agent's log folder is not on this host while it runs, its commands' output
-                # is streamed instead (the folder's files come at the end).
+                # is streamed too, and the sandbox's folders are read while someone watches.
                 streamed = live is not None and not self.environment.traits.agent_logs_on_host
+
+                def read_sandbox(environment: object) -> None:
+                    if live is not None and watching is not None and isinstance(environment, SandboxLogs):
+                        live.sandbox = SandboxPoll(environment, watching)
+
                 try:
                     result = await run_trial(
                         config,
                         on_phase=live.phase if live else None,
                         on_log=live.command_output if live and streamed else None,
+                        on_environment=read_sandbox,
                     )
                 except TaskEnvironmentError as error:
                     # The trial was never made (trial_creation.py): as above, recorded once, not retried.
@@ -254,10 +261,12 @@ class AttemptRunner:
 
     @contextlib.asynccontextmanager
     async def _live_output(
-        self, job: AttemptJob, folder: Path, secrets: dict[str, str]
-    ) -> AsyncIterator[LiveOutput | None]:
+        self, job: AttemptJob, trial_dir: Path, secrets: dict[str, str]
+    ) -> AsyncIterator[tuple[LiveOutput | None, Watching | None]]:
+        """The attempt's forwarder, and, where the environment reads its sandbox's log folders only while
+        watched, whether someone watches (the gateway's heartbeats on the attempt's watch subject)."""
         if self.live is None or self.live.max_bytes == 0:
-            yield None
+            yield None, None
             return
         subject = live_subject(job.run_id, job.attempt_id)
         nc = self.live.nc
@@ -266,10 +275,28 @@ class AttemptRunner:
             await nc.publish(subject, payload)
 
         budget = Budget(self.live.rate_bytes, self.live.max_bytes)
-        output = LiveOutput(publish, folder, Redactor(secrets.values()), budget)
-        await output.phase("setup")
-        async with forwarding(output, self.live.interval):
-            yield output
+        reads = self.environment.traits.reads_logs_while_watched
+        output = LiveOutput(
+            publish,
+            trial_dir / "agent",
+            Redactor(secrets.values()),
+            budget,
+            verifier_folder=trial_dir / "verifier" if reads else None,
+        )
+        watching = Watching() if reads else None
+        sub = (
+            await nc.subscribe(watch_subject(job.run_id, job.attempt_id), cb=watching.heard)
+            if watching
+            else None
+        )
+        try:
+            await output.phase("setup")
+            async with forwarding(output, self.live.interval):
+                yield output, watching
+        finally:
+            if sub is not None:
+                with contextlib.suppress(Exception):  # the connection closing: nothing left to stop
+                    await sub.unsubscribe()
 
     async def report_cancelled(self, job: AttemptJob, try_number: int, message: str) -> None:
         await self.report(

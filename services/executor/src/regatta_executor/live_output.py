@@ -6,13 +6,15 @@ The folder's trajectory (ATIF `trajectory.json`, rewritten whole as the agent go
 step) is not a log: each time it changes it is parsed, and each step that is new or changed since it was
 last sent goes out on its own, as JSON with every string redacted, under the same caps.
 
-Where the folder is not on this host while the agent runs (the `container` environment), the agent's
-commands' output is pushed in instead as the engine streams it (`command_output`, Harbor's log callback),
-held in a bounded buffer until the budget lets it out, and the folder's files are read when the trial ends.
+Where the folder is not on this host while the agent runs (the `container` environment), its copies
+read from the sandbox while someone watches (`sandbox`, live_sources.py) stand in for it, and the
+verifier's folder is followed the same way once the verifier runs (as `verifier/<name>`); an installed
+agent's commands' output is pushed in too as the engine streams it (`command_output`, Harbor's log
+callback), held in a bounded buffer until the budget lets it out. The host's copies brought back when the
+trial ends carry on from what was sent.
 
-The folder is written by the agent, so it is read as hostile: regular files only, opened without
-following links and without blocking (a FIFO), a bounded number of them, and never more bytes a tick
-than the budget allows. A secret may be split across two reads: each file is redacted on a carried-over
+The folders are written by the agent and read as hostile (live_sources.py), never more bytes a tick than
+the budget allows. A secret may be split across two reads: each file is redacted on a carried-over
 window (the end of a read that begins some form of a secret), so a value is only sent once it is whole.
 """
 
@@ -24,8 +26,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -34,15 +34,11 @@ from typing import Any
 
 from regatta_shared.live import CHUNK_BYTES, MAX_STEPS, TRAJECTORY_FILE, LiveChunk, Phase
 
+from .live_sources import FOLLOWED, CopiedFolder, Folder, HostFolder, SandboxPoll
 from .redaction import Redactor
 
 log = logging.getLogger("regatta.executor.live")
 
-# Entries of the agent folder looked at per tick, and the log files of them followed.
-_SCANNED = 256
-_FOLLOWED = 32
-# Rewritten whole as they change, not appended to: not followed as logs (the trajectory's steps are sent).
-_NOT_LOGS = (".json",)
 # A larger trajectory is not parsed live (the artifacts hold it); one that changes is parsed at most this
 # often.
 _TRAJECTORY_MAX_BYTES = 8 * 1024 * 1024
@@ -110,74 +106,6 @@ class _Followed:
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
 
-def _log_files(folder: Path) -> list[str]:
-    """Names of the regular files directly in `folder` (none if it is not a plain folder yet)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        names = []
-        with os.scandir(fd) as entries:
-            for index, entry in enumerate(entries):
-                if index >= _SCANNED:
-                    break
-                if entry.name.endswith(_NOT_LOGS) or not entry.is_file(follow_symlinks=False):
-                    continue
-                names.append(entry.name)
-        return sorted(names)[:_FOLLOWED]
-    finally:
-        os.close(fd)
-
-
-def _read_new(folder: Path, name: str, offset: int, limit: int) -> tuple[bytes, int]:
-    """Up to `limit` bytes of `folder/name` from `offset`, and the file's size (-1 if not readable)."""
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return b"", -1
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return b"", -1
-    finally:
-        os.close(dir_fd)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return b"", -1
-        if info.st_size <= offset or limit <= 0:
-            return b"", info.st_size
-        return os.pread(fd, min(limit, info.st_size - offset), offset), info.st_size
-    finally:
-        os.close(fd)
-
-
-def _read_whole(folder: Path, name: str, limit: int) -> tuple[bytes | None, tuple[int, int] | None]:
-    """`folder/name` whole and its (size, mtime) if it is a regular file of at most `limit` bytes; only
-    the stamp if it is larger; (None, None) if it is not there or not a plain file."""
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None, None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return None, None
-    finally:
-        os.close(dir_fd)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None, None
-        stamp = (info.st_size, info.st_mtime_ns)
-        if info.st_size > limit:
-            return None, stamp
-        return os.pread(fd, info.st_size, 0), stamp
-    finally:
-        os.close(fd)
-
-
 def _redacted(node: Any, redactor: Redactor) -> Any:
     if isinstance(node, str):
         return redactor.text(node)
@@ -230,10 +158,10 @@ def step_texts(data: bytes, redactor: Redactor, limit: int) -> list[str] | None:
 
 
 def _read_steps(
-    folder: Path, redactor: Redactor, limit: int, previous: tuple[int, int] | None
+    folder: Folder, redactor: Redactor, limit: int, previous: tuple[int, int] | None
 ) -> tuple[list[tuple[str, bytes]] | None, tuple[int, int] | None]:
-    """The trajectory's steps and their digests, unless its (size, mtime) is still `previous` (then None)."""
-    data, stamp = _read_whole(folder, TRAJECTORY_FILE, _TRAJECTORY_MAX_BYTES)
+    """The trajectory's steps and their digests, unless its stamp is still `previous` (then None)."""
+    data, stamp = folder.read_whole(TRAJECTORY_FILE, _TRAJECTORY_MAX_BYTES)
     if data is None or stamp == previous:
         return None, stamp
     texts = step_texts(data, redactor, limit)
@@ -262,10 +190,17 @@ class LiveOutput:
         redactor: Redactor,
         budget: Budget,
         clock: Callable[[], float] = time.monotonic,
+        verifier_folder: Path | None = None,
     ) -> None:
         self._publish = publish
         self._clock = clock
-        self._folder = folder
+        self._folder = HostFolder(folder)
+        # Followed once the verifier runs, where a sandbox is read (the verifier's folder on the host holds
+        # its logs only once brought back).
+        self._verifier_folder = HostFolder(verifier_folder) if verifier_folder is not None else None
+        # The sandbox's copies of the folders (live_sources.py), set once the environment exists.
+        self.sandbox: SandboxPoll | None = None
+        self._phase: Phase = "setup"
         self._redactor = redactor
         self.budget = budget
         self._files: dict[str, _Followed] = {}
@@ -284,21 +219,50 @@ class LiveOutput:
             log.warning("live output not sent: %r", error)
 
     async def phase(self, phase: Phase) -> None:
+        self._phase = phase
         await self._send(phase=phase)
+
+    def _trajectory_folder(self, final: bool) -> Folder:
+        copy = self.sandbox.copy("agent") if self.sandbox is not None and not final else None
+        # A harness driving the sandbox from this host (terminus-2) writes its trajectory here.
+        return copy if copy is not None and TRAJECTORY_FILE in copy.files else self._folder
+
+    def _log_files(self, final: bool) -> list[tuple[str, Folder, str]]:
+        """(name sent, folder, name in it) of each log file followed now. A sandbox's copy of a folder
+        answers for the names it holds: the host's copy of them is brought back from it at the end."""
+        sandbox = self.sandbox if not final else None
+        folders: list[tuple[str, Folder, CopiedFolder | None]] = [
+            ("", self._folder, sandbox.copy("agent") if sandbox is not None else None)
+        ]
+        if self._verifier_folder is not None and self._phase in ("verifier", "done"):
+            copy = sandbox.copy("verifier") if sandbox is not None else None
+            folders.append(("verifier/", self._verifier_folder, copy))
+        found: list[tuple[str, Folder, str]] = []
+        for prefix, host, copy in folders:
+            copied = set(copy.names()) if copy is not None else set()
+            for name in sorted(set(host.names()) | copied):
+                source = copy if copy is not None and name in copied else host
+                found.append((prefix + name, source, name))
+        return found[:FOLLOWED]
 
     async def tick(self, final: bool = False) -> None:
         if self._truncated:
             return
+        if self.sandbox is not None and not final:
+            try:
+                await self.sandbox.refresh()
+            except Exception as error:  # a watcher's view, never a reason for the attempt to fail
+                log.warning("the sandbox's logs not read: %r", error)
         await self._trajectory_steps(final)
         if self._truncated:
             return
         await self._pushed_output(final)
         if self._truncated:
             return
-        for name in _log_files(self._folder):
+        for name, folder, name_in in self._log_files(final):
             followed = self._files.setdefault(name, _Followed(self._redactor))
             allowance = self.budget.allowance()
-            data, size = _read_new(self._folder, name, followed.offset, allowance)
+            data, size = folder.read_new(name_in, followed.offset, allowance)
             if 0 <= size < followed.offset:
                 # Shorter than what was read: rewritten (the sandbox's copy brought back redacted, say).
                 # Followed from its new end: what it held before has been sent.
@@ -367,7 +331,7 @@ class LiveOutput:
             limit = min(CHUNK_BYTES, self.budget.rate)
             # Parsed and redacted off the loop: other attempts' forwarders share it.
             steps, stamp = await asyncio.to_thread(
-                _read_steps, self._folder, self._redactor, limit, seen.stamp
+                _read_steps, self._trajectory_folder(final), self._redactor, limit, seen.stamp
             )
             if steps is not None:
                 seen.stamp, seen.steps = stamp, steps

@@ -28,8 +28,12 @@ class EnvironmentTraits:
     takes_deployment_policy: bool
     # Whether the agent's log folder is this host's while the agent runs (bind-mounted), so the live
     # view follows its files (live_output.py); otherwise it streams the agent's commands' output as they
-    # print it (Harbor's output callbacks) and the folder's files come when the attempt ends.
+    # print it (Harbor's output callbacks), the folder's files come when the attempt ends, and, where
+    # `reads_logs_while_watched`, from the sandbox while someone watches.
     agent_logs_on_host: bool = False
+    # Whether, the folder being elsewhere, it reads its agent's and verifier's log folders for the live
+    # view while someone watches (live_sources.SandboxLogs: the container's, one engine round trip a read).
+    reads_logs_while_watched: bool = False
     # Whether it runs Harbor's `separate` verifier mode (a container of the verifier's own).
     runs_separate_verifier: bool = False
     # Whether it takes the run's verifier-integrity policy (`record` or `enforce`) as a kwarg.

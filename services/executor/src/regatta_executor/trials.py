@@ -148,12 +148,14 @@ async def run_trial(
     config: dict[str, Any],
     on_phase: Callable[[Phase], Awaitable[None]] | None = None,
     on_log: Callable[[Any], Awaitable[None]] | None = None,
+    on_environment: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run a trial; returns its TrialResult as JSON. Harbor records trial errors in the result; a trial
     that cannot be made from the task raises TaskEnvironmentError (trial_creation.py).
     `on_phase` hears the agent's and the verifier's phases as they begin (it must not raise: Harbor's
     hooks propagate errors); `on_log` the output of an installed agent's commands as the environment
-    streams it (Harbor's LogEntry, for environments that stream it)."""
+    streams it (Harbor's LogEntry, for environments that stream it); `on_environment` gets the agent's
+    environment once made, before it starts (the live view reads its log folders: live_sources.py)."""
     from harbor.trial.hooks import TrialEvent
 
     from .trial_creation import create_trial
@@ -169,5 +171,7 @@ async def run_trial(
             trial.add_hook(event, lambda _event, phase=phase: on_phase(phase))
     if on_log is not None and _prints_in_sandbox(trial.agent):
         trial.add_log_callback(on_log)
+    if on_environment is not None:
+        on_environment(trial.agent_environment)
     result = await trial.run()
     return json.loads(result.model_dump_json())

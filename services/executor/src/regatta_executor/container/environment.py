@@ -65,6 +65,7 @@ from regatta_executor.container import (
     file_listing,
     files,
     janitor,
+    live_logs,
     tools,
     verifier_files,
 )
@@ -74,6 +75,7 @@ from regatta_executor.container.compose_run import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
 from regatta_executor.container.harbor_commands import (
+    AGENT_LOGS,
     LOG_DIRS,
     ROOT_USERS,
     VERIFIER_LOGS,
@@ -143,6 +145,7 @@ class ContainerEnvironment(VerifierTurn):
         takes_deployment_policy=True,
         takes_verifier_policy=True,
         runs_separate_verifier=True,
+        reads_logs_while_watched=True,
     )
     # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
     # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
@@ -197,6 +200,9 @@ class ContainerEnvironment(VerifierTurn):
         self._engine_root = EngineRoot(remapped=False)
         self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
+        # While the exec that ends the agent's turn for the verifier runs (a restart under `enforce`
+        # empties /logs meanwhile), the live view reads nothing.
+        self._turn_ending = False
 
     @staticmethod
     @override
@@ -258,6 +264,30 @@ class ContainerEnvironment(VerifierTurn):
     @property
     def container_name(self) -> str:
         return self._name
+
+    def live_folder(self) -> str | None:
+        """The log folder the live view may read now (live_logs.py): the agent's while its turn runs,
+        the verifier's once the turn's end emptied it; none in a separate verifier's container."""
+        if self._container_id is None or self._for_verifier or self._turn_ending or self._verifier_pending:
+            return None
+        if self._verifier_phase:
+            return "verifier"
+        return "agent" if self._agent_scopes else None
+
+    async def read_live_folder(self, kind: str) -> dict[str, bytes] | None:
+        container = self._container_id
+        if container is None or self.live_folder() != kind:
+            return None
+        folder = AGENT_LOGS if kind == "agent" else str(VERIFIER_LOGS)
+        return await execs.in_thread(live_logs.read_files, self._client.api, container, folder)
+
+    @override
+    async def _end_turn_for_verifier(self) -> None:
+        self._turn_ending = True
+        try:
+            await super()._end_turn_for_verifier()
+        finally:
+            self._turn_ending = False
 
     @override
     async def start(self, force_build: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from regatta_shared.live import live_subject
+from regatta_shared.live import live_subject, watch_subject
 
 from regatta_gateway.errors import NotFound
 from regatta_gateway.http.dependencies import ScopeDep
@@ -72,4 +72,5 @@ def stream_attempt(request: Request, s: ScopeDep, key: str, attempt_id: str) -> 
         found = find_attempt(store, s, attempt["run_id"], attempt["attempt_id"])
         return {k: found[k] for k in ("status", "outcome", "started_at", "finished_at", "try_number")}
 
-    return _sse(attempt_events(request.app.state.nc, subject, read))
+    watch = watch_subject(attempt["run_id"], attempt["attempt_id"])
+    return _sse(attempt_events(request.app.state.nc, subject, read, watch=watch))

@@ -1,12 +1,17 @@
 """A running attempt's live output, relayed from its subject on the LIVE stream (regatta_shared.live) as
 server-sent events: everything the stream still holds for the attempt first, then each chunk as it comes,
 with the attempt's status; the stream ends once the attempt has an outcome and its executor said `done`
-(or nothing more came for a while after the outcome)."""
+(or nothing more came for a while after the outcome).
+
+While the stream is open the gateway says so on the attempt's watch subject (regatta_shared.live): an
+environment whose output costs engine round trips to read is read only while someone watches."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,7 +19,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
-from regatta_shared.live import LiveChunk
+from regatta_shared.live import WATCH_EVERY, LiveChunk
 
 # Seconds between looks at the attempt's status while no chunk comes; and how many such looks after its
 # outcome the stream stays open for the executor's last chunks.
@@ -40,15 +45,29 @@ async def attempt_events(
     subject: str,
     read_status: Callable[[], dict[str, Any]],
     max_seconds: float = 6 * 3600.0,
+    watch: str | None = None,
 ) -> AsyncIterator[str]:
     """`status` (the attempt's state), `phase`, `output` ({file, text}), `step` ({index, step}: a step of
-    the agent's trajectory, again when it changed) and `truncated` events."""
+    the agent's trajectory, again when it changed) and `truncated` events. `watch`: the attempt's watch
+    subject, published on now and every WATCH_EVERY seconds while the stream is open."""
     status = await asyncio.to_thread(read_status)
     yield _event("status", status)
+    said = float("-inf")
+
+    async def say_watched() -> None:
+        nonlocal said
+        if watch is not None and time.monotonic() - said >= WATCH_EVERY:
+            said = time.monotonic()
+            # A heartbeat lost costs a watcher a late line, never the stream.
+            with contextlib.suppress(Exception):
+                await nc.publish(watch, b"")
+
+    await say_watched()
     sub = await nc.jetstream().subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
     try:
         waited, quiet_after_outcome = 0.0, 0
         while waited <= max_seconds:
+            await say_watched()
             try:
                 msg = await sub.next_msg(timeout=_POLL)
             except nats.errors.TimeoutError:
