@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.web_ui_layout import assert_readable
@@ -25,55 +26,83 @@ from tests.e2e.web_ui_support import (
     sign_in,
     write_tasks,
 )
+from tests.support.scripted_llm import ScriptedLLM, terminus_reply
+from tests.support.tasks import write_task
 
-TIE_RUN = """
-[experiment]
-benchmark = "regatta-examples"
 
-[[agents]]
-harness = "oracle"
-[agents.model]
-type = "hosted"
-base_model = "alpha"
-lora_model_name = ""
+def hosted(harness: str, base: str, lora: str = "") -> dict[str, Any]:
+    return {"harness": harness, "model": {"type": "hosted", "base_model": base, "lora_model_name": lora}}
 
-[[agents]]
-harness = "oracle"
-[agents.model]
-type = "hosted"
-base_model = "beta"
-lora_model_name = ""
 
-[[agents]]
-harness = "nop"
-[agents.model]
-type = "hosted"
-base_model = "none"
-lora_model_name = ""
+def submit(api: Any, benchmark: str, agents: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    body = {"experiment_config": {"benchmark": benchmark}, "agents": agents, **extra}
+    response = api.http.post("/api/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
 
-[execution]
-attempts_per_task = 1
-max_concurrent_attempts = 4
-"""
+
+# Three distinct participants on a folder benchmark of tasks that all ask for the same file: oracle passes
+# every task, terminus-2 against a scripted OpenAI-compatible server (the only double, for a paid provider)
+# passes every task too, nop passes none. Seven tasks: the fewest for which Holm, over the three pairs,
+# separates a participant that passes none from one that passes all (7 discordant tasks, p = 2^-6 = 0.0156
+# <= 0.05 / 3), so oracle and terminus-2 tie at rank 1 (p = 1) and nop is 3rd, significantly below.
+TIE_TASKS = 7
+SOLVER = "gpt-4o-mini"
+# Every reply writes the answer and says the task is complete (terminus-2 asks for that twice): the same
+# reply whatever the task, the order of the model calls or a redelivered attempt.
+SOLVING_REPLY = terminus_reply(["echo done > /app/out.txt\n"], task_complete=True)
 
 
 def test_leaderboard_shows_tied_ranks_with_the_comparison_and_sorts_by_each_metric(
-    shared_stack, api_for, page: Page
+    shared_stack, api_for, page: Page, tmp_path: Path
 ) -> None:
     stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
-    benchmark = api.benchmark_ready("regatta-examples")
-    created = api.submit_toml(TIE_RUN)
-    assert api.wait_run(created["id"])["benchmark_run"]["status"] == "finished"
-    api.wait_for(lambda: len(api.get(f"/benchmarks/{benchmark['id']}/leaderboard")["leaderboard"]) == 3)
+    for index in range(TIE_TASKS):
+        # A long agent timeout: the executor's first terminus-2 attempt imports litellm (seconds of CPU on
+        # a loaded 2-core machine).
+        write_task(tmp_path / "tie", f"task-{index:03d}", agent_timeout=300)
+    benchmark_id = add_folder_benchmark(api, tmp_path / "tie", "tie")
+    assert api.benchmark_ready("tie")["sync_status"] == "ready"
+    stored = api.http.post("/api/v1/secrets", json={"name": "SCRIPTED_KEY", "value": "sk-scripted-tie"})
+    assert stored.status_code == 201, stored.text
+    with ScriptedLLM([SOLVING_REPLY], prompt_tokens=300, completion_tokens=20) as llm:
+        solver = {
+            "harness": "terminus-2",
+            "model": {
+                "type": "endpoint",
+                "base_url": llm.base_url,
+                "model": SOLVER,
+                "api_key_secret": "SCRIPTED_KEY",
+            },
+        }
+        agents = [hosted("oracle", "none"), solver, hosted("nop", "none")]
+        created = submit(api, "tie", agents, execution_config={"max_concurrent_attempts": 4})
+        detail = api.wait_run(created["id"], timeout=RUN / 1000)
+        calls = llm.calls
+    assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"].get("status_reason")
+    outcomes = sorted(
+        (a["agent_index"], a["outcome"]) for a in api.get(f"/runs/{created['id']}/attempts")["attempts"]
+    )
+    expected = sorted(
+        (agent, outcome)
+        for agent, outcome in ((0, "passed"), (1, "passed"), (2, "failed"))
+        for _ in range(TIE_TASKS)
+    )
+    if outcomes != expected:
+        pytest.fail(f"{outcomes}, {calls} model calls\n{api.artifact_texts(created['id'])}")
+    assert calls >= 2 * TIE_TASKS, "terminus-2 asked the scripted model at least twice an attempt"
+    api.wait_for(lambda: len(api.get(f"/benchmarks/{benchmark_id}/leaderboard")["leaderboard"]) == 3)
     sign_in(page, stack)
 
-    page.goto(f"{stack.url}/benchmarks/{benchmark['id']}")
+    page.goto(f"{stack.url}/benchmarks/{benchmark_id}")
     board = page.get_by_test_id("leaderboard")
     ranks = board.get_by_test_id("rank")
     expect(ranks).to_have_text(["1=", "1=", "3"])
-    # Hovering the rank of the oracle that is not the top participant shows the comparison with the top.
-    rows = api.get(f"/benchmarks/{benchmark['id']}/leaderboard")["leaderboard"]
+    expect(board.locator("tbody tr").nth(2)).to_contain_text("nop")
+    # Hovering the rank of the tied participant that is not the top one shows the comparison with the top.
+    rows = api.get(f"/benchmarks/{benchmark_id}/leaderboard")["leaderboard"]
+    assert {r["label"] for r in rows[:2]} == {"oracle", f"terminus-2 · {SOLVER}"}
     other = next(i for i, r in enumerate(rows[:2]) if r["participant"] != r["comparison"]["top"])
     second = board.locator("tbody tr").nth(other)
     second.get_by_test_id("rank").hover()
@@ -107,7 +136,7 @@ def test_leaderboard_shows_tied_ranks_with_the_comparison_and_sorts_by_each_metr
     page.go_back()
     expect(page).to_have_url(re.compile(r"\?sort=tokens_per_task$"))
     expect(page.get_by_test_id("leaderboard").locator("th[aria-sort]")).to_contain_text("Tokens / task")
-    page.goto(f"{stack.url}/benchmarks/{benchmark['id']}?sort=pass_at_1")
+    page.goto(f"{stack.url}/benchmarks/{benchmark_id}?sort=pass_at_1")
     expect(page.get_by_test_id("leaderboard").get_by_test_id("rank")).to_have_text(["1=", "1=", "3"])
     phone_shot(page, "benchmark")
 
@@ -115,6 +144,7 @@ def test_leaderboard_shows_tied_ranks_with_the_comparison_and_sorts_by_each_metr
     page.get_by_test_id("leaderboard").locator("tbody tr").nth(2).locator("td").nth(1).click()
     expect(page).to_have_url(f"{stack.url}/benchmarks/runs/{created['id']}")
     expect(page.get_by_test_id("agent-results")).to_contain_text("oracle")
+    expect(page.get_by_test_id("agent-results")).to_contain_text(f"terminus-2 · {SOLVER}")
 
 
 def one_agent_run(name: str, threshold: float | None) -> str:
@@ -205,17 +235,6 @@ recommended = true
 [task_sets.parity]
 tasks = ["task-004", "task-005"]
 """
-
-
-def hosted(harness: str, base: str, lora: str = "") -> dict[str, Any]:
-    return {"harness": harness, "model": {"type": "hosted", "base_model": base, "lora_model_name": lora}}
-
-
-def submit(api: Any, benchmark: str, agents: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    body = {"experiment_config": {"benchmark": benchmark}, "agents": agents, **extra}
-    response = api.http.post("/api/v1/runs", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 def test_leaderboard_sections_rank_apart_in_the_chosen_sort_with_the_tooltip_above_its_row(
