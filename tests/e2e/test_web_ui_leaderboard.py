@@ -59,8 +59,8 @@ def test_leaderboard_shows_tied_ranks_with_the_comparison_and_sorts_by_each_metr
     stack = shared_stack(executors=1, **ACK_WAIT)
     api = api_for(stack)
     for index in range(TIE_TASKS):
-        # A long agent timeout: the executor's first terminus-2 attempt imports litellm (seconds of CPU on
-        # a loaded 2-core machine).
+        # A long agent timeout: the executor's first terminus-2 attempts wait for its import of litellm
+        # (15-20 s on a loaded 2-core machine: most of this test's run time; later attempts take 1 s).
         write_task(tmp_path / "tie", f"task-{index:03d}", agent_timeout=300)
     benchmark_id = add_folder_benchmark(api, tmp_path / "tie", "tie")
     assert api.benchmark_ready("tie")["sync_status"] == "ready"
