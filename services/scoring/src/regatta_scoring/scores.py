@@ -24,8 +24,7 @@ from regatta_shared.events import (
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, rerun_rows, with_finished
 from regatta_shared.scoring_rules import RULES_VERSION, outcome_under
-
-from .statistics import pass_at_k, pass_at_k_curve, wilson
+from regatta_shared.statistics import pass_at_k, pass_at_k_curve, wilson
 
 
 @dataclass

@@ -2,8 +2,8 @@
 benchmark version. Per task the two pass rates (passed / scored attempts); overall pass@1 on the tasks
 both scored, with the Wilson intervals and the exact paired sign-flip test of docs/reference/statistics.md.
 
-The statistics are regatta_scoring's own functions (imported, never restated), so a comparison here
-always agrees with the p-values behind the leaderboard's ranks.
+The statistics are the kernel's (regatta_shared.statistics, imported, never restated), the ones scoring
+ranks with, so a comparison here always agrees with the p-values behind the leaderboard's ranks.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from regatta_scoring.statistics import paired_permutation_test, score
 from regatta_shared.csv_export import csv_text
 from regatta_shared.eventstore import EventStore
 from regatta_shared.participants import agent_label, stored_agent_model
+from regatta_shared.statistics import paired_permutation_test, score
 from sqlalchemy import func, select
 
 from regatta_gateway.errors import Conflict, Invalid, NotFound
