@@ -15,6 +15,7 @@ from typing import Any
 
 from regatta_shared.csv_export import csv_text
 from regatta_shared.eventstore import EventStore
+from regatta_shared.outcomes import PASSED, SCORED
 from regatta_shared.participants import agent_label, stored_agent_model
 from regatta_shared.statistics import paired_permutation_test, score
 from sqlalchemy import func, select
@@ -126,14 +127,14 @@ def _counts(store: EventStore, run_id: str, agent_index: int) -> dict[str, tuple
     a = t.attempts.c
     query = (
         select(a.task, a.outcome, func.count())
-        .where(a.run_id == run_id, a.agent_index == agent_index, a.outcome.in_(("passed", "failed")))
+        .where(a.run_id == run_id, a.agent_index == agent_index, a.outcome.in_(sorted(SCORED)))
         .group_by(a.task, a.outcome)
     )
     counts: dict[str, tuple[int, int]] = {}
     with store.read_engine.connect() as conn:
         for task, outcome, n in conn.execute(query):
             passed, scored = counts.get(task, (0, 0))
-            counts[task] = (passed + (n if outcome == "passed" else 0), scored + n)
+            counts[task] = (passed + (n if outcome == PASSED else 0), scored + n)
     return counts
 
 
