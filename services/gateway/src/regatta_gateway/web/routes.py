@@ -16,10 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from regatta_shared.benchmark_status import IN_PROGRESS
 from regatta_shared.harnesses import HARNESSES
-from regatta_shared.outcomes import OUTCOMES
-from regatta_shared.runs.status import ENDED_EARLY, NOT_STARTED, TERMINAL
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.errors import NotFound, Refused
@@ -49,6 +46,7 @@ from regatta_gateway.web.session import (
     set_workspace,
     web_scope,
 )
+from regatta_gateway.web.vocabulary import TEMPLATE_GLOBALS
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
@@ -57,19 +55,11 @@ templates.env.globals.update(
     rank_text=leaderboard_views.rank_text,
     same_conditions=leaderboard_views.same_conditions,
     sorts=leaderboard_views.SORTS,
-    outcomes=OUTCOMES,
     integrity_policies=integrity_views.POLICIES,
     is_url=labels.is_url,
     page_query=labels.page_query,
     plural=labels.plural,
-    is_syncing=benchmark_views.is_syncing,
-    run_not_started=NOT_STARTED,
-    run_ended_early=ENDED_EARLY,
-    run_terminal=TERMINAL,
-    # The page scripts read which run statuses are final from the page (app.js: Regatta.TERMINAL), and
-    # which sync statuses mean a benchmark is syncing (Regatta.SYNCING).
-    terminal_statuses=" ".join(sorted(TERMINAL)),
-    syncing_statuses=" ".join(IN_PROGRESS),
+    **TEMPLATE_GLOBALS,
 )
 ScopeDep = Annotated[Scope, Depends(web_scope)]
 
