@@ -434,7 +434,7 @@ class RunLog:
 
     def _scored(self, *, final: bool) -> NewEvent:
         # Scoring's own statistics (imported lazily: only this generator needs the scoring package).
-        from regatta_scoring.statistics import pass_at_k, pass_at_k_curve, wilson
+        from regatta_shared.statistics import pass_at_k, pass_at_k_curve, wilson
 
         agents = []
         n_tasks = len(self.plan.tasks)

@@ -19,7 +19,7 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from regatta_scoring.statistics import (
+from regatta_shared.statistics import (
     Participant,
     pass_at_k,
     per_task_pass_at_k,
@@ -27,7 +27,7 @@ from regatta_scoring.statistics import (
     score,
     summarize_pair,
 )
-from regatta_scoring.statistics.signflip import p_value
+from regatta_shared.statistics.signflip import p_value
 
 PARTICIPANTS = 100
 TASKS = 2000

@@ -12,7 +12,7 @@ import httpx
 import typer
 from regatta_shared.attempt_labels import normal_label
 from regatta_shared.participants import agent_label
-from regatta_shared.runs.status import RUN_STATUSES
+from regatta_shared.runs.status import RUN_STATUSES, TERMINAL
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -75,7 +75,7 @@ def _follow(client: Client, run_id: str) -> dict[str, Any]:
             progress.update(
                 bar, description=status, completed=done["ingested"], total=done["expected"] or None
             )
-            if status in ("finished", "failed", "stopped"):
+            if status in TERMINAL:
                 return detail
             time.sleep(0.5)
 

@@ -35,6 +35,10 @@ SERVICES = (
     Service("gateway", "regatta_gateway", health_port=False),
 )
 BY_NAME = {service.name: service for service in SERVICES}
+# The services' other entries the CLI and the stack launch (`python -m`), never import: the gateway's
+# read-model rebuild (`regatta projections rebuild`) and the executors' environment chooser (`regatta up`).
+REBUILD_MODULE = "regatta_gateway.rebuild"
+CHOOSE_ENVIRONMENT_MODULE = "regatta_executor.choose_environment"
 NAMES = tuple(BY_NAME)
 
 

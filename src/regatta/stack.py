@@ -21,7 +21,7 @@ from typing import Any
 
 from . import nats_server, ownership
 from .launcher import Launcher, ServiceProcess
-from .services import BY_NAME, NAMES
+from .services import BY_NAME, CHOOSE_ENVIRONMENT_MODULE, NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Local images the embedded stack's executors may use without a pull (scripts/test-image.sh makes them).
@@ -127,7 +127,7 @@ class Stack:
             self.environment, self.environment_reason = "local", "as configured"
             return
         chooser = ownership.popen(
-            [sys.executable, "-m", "regatta_executor.choose_environment"],
+            [sys.executable, "-m", CHOOSE_ENVIRONMENT_MODULE],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

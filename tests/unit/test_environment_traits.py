@@ -80,3 +80,40 @@ def test_a_compose_task_is_refused_by_what_runs_on_the_host_and_checked_by_the_c
             check_task_environment(EnvironmentChoice(container), task)
     # A Harbor environment runs the compose file its own way; Regatta cannot vouch for the build.
     assert check_task_environment(EnvironmentChoice("docker"), task).built is None
+
+
+class EngineContainer(ContainerEnvironment):
+    """A class built on `container`, named by its import path: it needs what `container` needs."""
+
+
+ENGINE_CONTAINER = f"{__name__}:EngineContainer"
+
+
+@pytest.mark.parametrize("answers", [False, True])
+def test_what_needs_an_engine_is_chosen_by_its_traits_whatever_its_name(
+    answers: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`resolve_environment` asks the engine for exactly the environments whose traits need one, and
+    `auto` takes the first of AUTO_ORDER whose needs the host meets."""
+    from regatta_executor import environments
+    from regatta_executor.container import engine
+
+    asked: list[bool] = []
+
+    def engine_answers() -> bool:
+        asked.append(True)
+        return answers
+
+    monkeypatch.setattr(engine, "engine_answers", engine_answers)
+    monkeypatch.setattr(environments, "_root_is_remapped", lambda kwargs: True)
+    assert EnvironmentChoice(ENGINE_CONTAINER).traits.needs_engine
+    for name in ("container", ENGINE_CONTAINER):
+        reason = environments.resolve_environment(name).reason
+        assert ("no Docker engine answers" in reason) is not answers, name
+    for name in ("local", FLAKY_LOCAL, "daytona"):
+        asked.clear()
+        assert environments.resolve_environment(name).reason == "as configured", name
+        assert asked == [], name
+    chosen = environments.resolve_environment("auto").choice
+    assert chosen.traits.needs_engine is answers
+    assert chosen.traits.builds_image is answers

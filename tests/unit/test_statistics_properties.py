@@ -14,7 +14,7 @@ from statistics import NormalDist
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from regatta_scoring.statistics import (
+from regatta_shared.statistics import (
     NullSummary,
     Participant,
     _direct,

@@ -8,7 +8,7 @@ import random
 from fractions import Fraction
 
 import pytest
-from regatta_scoring.statistics import (
+from regatta_shared.statistics import (
     Participant,
     holm,
     paired_permutation_test,

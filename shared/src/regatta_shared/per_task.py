@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-OUTCOMES = ("passed", "failed", "errored", "cancelled")
+from regatta_shared.outcomes import OUTCOMES
 
 
 def finished_attempts(scores: Mapping[str, Any]) -> int:

@@ -1,11 +1,13 @@
-"""The page scripts take the run statuses that are final from the page the server rendered (app.js:
-Regatta.TERMINAL), never from a list of their own that could drift from regatta_shared.runs.status."""
+"""The page scripts take the run statuses that are final, and the sync statuses of a benchmark still
+syncing, from the page the server rendered (app.js: Regatta.TERMINAL, Regatta.SYNCING), never from a list
+of their own that could drift from regatta_shared.runs.status or regatta_shared.benchmark_status."""
 
 from __future__ import annotations
 
 import re
 
 from regatta_gateway.web.session import STATIC_DIR
+from regatta_shared.benchmark_status import IN_PROGRESS
 from regatta_shared.runs.status import TERMINAL
 
 from .conftest import ADMIN_TOKEN, Gateway
@@ -24,6 +26,8 @@ def test_every_page_carries_the_final_statuses_and_no_script_lists_its_own(gatew
             found = re.search(r'<body [^>]*data-terminal-statuses="([^"]*)"', response.text)
             assert found, path
             assert set(found.group(1).split()) == set(TERMINAL), path
+            syncing = re.search(r'<body [^>]*data-syncing-statuses="([^"]*)"', response.text)
+            assert syncing and tuple(syncing.group(1).split()) == IN_PROGRESS, path
     finally:
         gateway.client.cookies.clear()
     scripts = sorted(STATIC_DIR.glob("*.js"))

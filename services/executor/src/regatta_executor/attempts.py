@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from harbor.models.trial.error_policy import policy_for
@@ -131,7 +132,9 @@ class AttemptRunner:
             )
             return
         while True:
-            started = StartedReport(self, job, try_number, self.started_report_delay)
+            started = StartedReport(
+                partial(self.report, job, "started", try_number), self.started_report_delay
+            )
             try:
                 outcome, refs, sandbox_seconds, fidelity = await self._run_once(job, try_number, secrets)
             except asyncio.CancelledError:

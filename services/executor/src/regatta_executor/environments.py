@@ -18,13 +18,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .traits import FOREIGN, EnvironmentTraits
+from .traits import CONTAINER, FOREIGN, LOCAL, EnvironmentTraits
 
 LOCAL_ENVIRONMENT = "regatta_executor.local.environment:LocalEnvironment"
 CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
 OWN_ENVIRONMENTS = {"local": LOCAL_ENVIRONMENT, "container": CONTAINER_ENVIRONMENT}
+OWN_TRAITS = {"local": LOCAL, "container": CONTAINER}  # their classes' TRAITS, read without importing them
 ALIASES = {"docker-sdk": "container"}
 AUTO = "auto"
+# What `auto` takes, in this order: the first one this host can run (an environment that needs a Docker
+# engine, only when the engine answers and remaps root). The one that builds the task's image comes first.
+AUTO_ORDER = ("container", "local")
 # Harbor's environment that runs a task's docker-compose.yaml (it shells out to `docker compose`).
 COMPOSE_ENVIRONMENT = "docker"
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -75,12 +79,17 @@ def valid_names() -> str:
     )
 
 
-def container_environment_installed() -> bool:
-    module = CONTAINER_ENVIRONMENT.split(":", 1)[0]
+def installed(kind: str) -> bool:
+    """Whether one of our environments can load here (a build may leave the container package out)."""
+    module = OWN_ENVIRONMENTS.get(kind, kind).split(":", 1)[0]
     try:
         return importlib.util.find_spec(module) is not None
     except ImportError:
         return False
+
+
+def container_environment_installed() -> bool:
+    return installed("container")
 
 
 def docker_host() -> str:
@@ -91,7 +100,9 @@ def docker_host() -> str:
 def _traits(kind: str) -> EnvironmentTraits:
     """Our own environments and any class by import path declare their traits (a class built on ours
     inherits them); a Harbor environment type declares none."""
-    import_path = OWN_ENVIRONMENTS.get(kind, kind)
+    if kind in OWN_TRAITS:
+        return OWN_TRAITS[kind]
+    import_path = kind
     if ":" not in import_path:
         return FOREIGN
     traits = getattr(_load_class(import_path), "TRAITS", None)
@@ -117,10 +128,10 @@ def check_name(name: str) -> str:
     """The canonical name of a configured environment, or EnvironmentNameError naming the valid ones."""
     name = name.strip()
     canonical = ALIASES.get(name, name)
-    if canonical == "container" and not container_environment_installed():
+    if canonical in OWN_ENVIRONMENTS and not installed(canonical):
         raise EnvironmentNameError(
-            f"REGATTA_EXECUTOR_ENVIRONMENT={name!r}: the container environment is not installed in this "
-            f"build ({CONTAINER_ENVIRONMENT}). Valid: {valid_names()}"
+            f"REGATTA_EXECUTOR_ENVIRONMENT={name!r}: the {canonical} environment is not installed in this "
+            f"build ({OWN_ENVIRONMENTS[canonical]}). Valid: {valid_names()}"
         )
     if canonical in OWN_ENVIRONMENTS or canonical == AUTO or canonical in harbor_types():
         return canonical
@@ -142,41 +153,54 @@ def check_name(name: str) -> str:
 
 
 def resolve_environment(name: str, kwargs_json: str = "{}") -> ResolvedEnvironment:
-    """The environment the executor uses for every attempt, decided once. `auto` asks the Docker engine
-    that DOCKER_HOST (or the default socket) points at whether it answers."""
-    from .container.engine import engine_answers
-
+    """The environment the executor uses for every attempt, decided once. One that needs a Docker engine
+    (its traits say so) is asked whether the engine DOCKER_HOST (or the default socket) points at answers
+    and remaps root: a named one is taken anyway (its attempts error until it does), `auto` takes the
+    first of AUTO_ORDER the host runs."""
     canonical = check_name(name)
     kwargs = parse_kwargs(kwargs_json)
-    host = docker_host()
-    if canonical == "container" and not engine_answers():
-        reason = f"as configured; no Docker engine answers at {host} yet: attempts error until one does"
-        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), reason)
-    if canonical == "container" and not _root_is_remapped(kwargs):
-        reason = (
-            f"as configured; the Docker engine at {host} runs containers as the host's root (no "
-            "userns-remap): attempts error until it remaps user namespaces (docs/deployment.md)"
-        )
-        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), reason)
     if canonical != AUTO:
-        return ResolvedEnvironment(EnvironmentChoice(canonical, kwargs), "as configured")
+        choice = EnvironmentChoice(canonical, kwargs)
+        problem = _engine_problem(kwargs) if choice.traits.needs_engine else None
+        return ResolvedEnvironment(choice, "as configured" + (f"; {problem}" if problem else ""))
+    passed_over = ""
+    for kind in AUTO_ORDER:
+        if not installed(kind):
+            passed_over = f"the {kind} environment is not installed"
+            continue
+        choice = EnvironmentChoice(kind, kwargs)
+        problem = _engine_problem(kwargs, auto=True) if choice.traits.needs_engine else None
+        if problem is not None:
+            passed_over = problem
+            continue
+        if choice.traits.needs_engine:
+            return ResolvedEnvironment(choice, f"auto: a Docker engine answered at {docker_host()}")
+        why = f"auto: {passed_over}" if passed_over else "auto"
+        not_built = "" if choice.traits.builds_image else "; task Dockerfiles are not built"
+        return ResolvedEnvironment(choice, why + not_built)
+    raise EnvironmentNameError(f"auto: no environment runs on this host ({passed_over})")
+
+
+def _engine_problem(kwargs: dict[str, Any], auto: bool = False) -> str | None:
+    """Why the Docker engine at DOCKER_HOST cannot run attempts yet, or None when it can."""
+    from .container.engine import engine_answers
+
+    host = docker_host()
     if not engine_answers():
-        reason = f"auto: no Docker engine answered at {host}; task Dockerfiles are not built"
-        return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
-    if not container_environment_installed():
-        reason = (
-            f"auto: a Docker engine answered at {host} but the container environment is not installed; "
-            "task Dockerfiles are not built"
-        )
-        return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
+        if auto:
+            return f"no Docker engine answered at {host}"
+        return f"no Docker engine answers at {host} yet: attempts error until one does"
     if not _root_is_remapped(kwargs):
-        reason = (
-            f"auto: the Docker engine at {host} runs containers as the host's root (no userns-remap, "
-            "docs/deployment.md); task Dockerfiles are not built"
+        if auto:
+            return (
+                f"the Docker engine at {host} runs containers as the host's root (no userns-remap, "
+                "docs/deployment.md)"
+            )
+        return (
+            f"the Docker engine at {host} runs containers as the host's root (no userns-remap): attempts "
+            "error until it remaps user namespaces (docs/deployment.md)"
         )
-        return ResolvedEnvironment(EnvironmentChoice("local", kwargs), reason)
-    reason = f"auto: a Docker engine answered at {host}"
-    return ResolvedEnvironment(EnvironmentChoice("container", kwargs), reason)
+    return None
 
 
 def _root_is_remapped(kwargs: dict[str, Any]) -> bool:

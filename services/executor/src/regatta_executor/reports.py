@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from regatta_shared.attempt_auth import MAC_HEADER, open_key, sign
 from regatta_shared.events import Timings, Usage
@@ -16,9 +17,6 @@ from regatta_shared.sealing import SealError
 
 from .outcome import TrialOutcome
 from .task_environment import TaskEnvironmentError
-
-if TYPE_CHECKING:
-    from .attempts import AttemptRunner
 
 log = logging.getLogger("regatta.executor")
 
@@ -75,10 +73,11 @@ class StartedReport:
     event fewer, with their relaying and projecting (docs/performance.md). Until then the scheduler
     knows the attempt only by its claim (Executor._run_attempt), which a stop waits for as for a start. The
     trial never waits for the publish; `settle()` runs before any later report, so REPORTS still
-    holds "started" before the outcome whenever both are sent."""
+    holds "started" before the outcome whenever both are sent. `send` publishes the report (the attempt
+    runner's, passed in so that this module need not import the runner that imports it)."""
 
-    def __init__(self, attempts: AttemptRunner, job: AttemptJob, try_number: int, delay: float) -> None:
-        self._send = lambda: attempts.report(job, "started", try_number)
+    def __init__(self, send: Callable[[], Coroutine[Any, Any, None]], delay: float) -> None:
+        self._send = send
         self._sent: asyncio.Task[None] | None = None
         self._timer = asyncio.get_running_loop().call_later(delay, self._start)
 

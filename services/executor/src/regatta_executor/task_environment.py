@@ -26,6 +26,7 @@ from regatta_shared.events import AttemptImage
 from regatta_shared.events.integrity import AttemptIntegrity
 
 from .environments import COMPOSE_ENVIRONMENT, OWN_ENVIRONMENTS, EnvironmentChoice
+from .task_errors import TaskEnvironmentError
 from .task_features import unsupported_features
 
 # Instructions that change nothing a command inside the task sees (FROM and WORKDIR are what `local`
@@ -60,10 +61,6 @@ class EnvironmentFidelity:
     note: str | None
     image: AttemptImage | None = None  # the image the container ran, where the environment says
     integrity: AttemptIntegrity | None = None  # what it saw before the verifier ran, where it looks
-
-
-class TaskEnvironmentError(Exception):
-    """The task's environment cannot run here at all: an error of the setup, never the agent's."""
 
 
 def dockerfile_instructions(text: str) -> list[str]:

@@ -27,7 +27,7 @@ import harbor.utils.env as harbor_env
 from harbor.models.agent.name import AgentName
 from harbor.models.task.config import TaskConfig
 
-from .task_environment import TaskEnvironmentError
+from .task_errors import TaskEnvironmentError
 
 # The executor's environment variables a task's `${VAR}` may read. Harbor documents no variable its
 # trials need there (its compose infrastructure variables are set by the environment, not read from

@@ -38,6 +38,9 @@ class EnvironmentTraits:
     runs_separate_verifier: bool = False
     # Whether it takes the run's verifier-integrity policy (`record` or `enforce`) as a kwarg.
     takes_verifier_policy: bool = False
+    # Whether it runs attempts on the Docker engine DOCKER_HOST names, which must answer and remap root
+    # (environments.py asks it at start; `auto` takes such an environment only when it does).
+    needs_engine: bool = False
 
 
 # A Harbor environment type (docker, daytona, modal, …) or a class that declares nothing: it builds and
@@ -49,4 +52,30 @@ FOREIGN = EnvironmentTraits(
     checks_compose=False,
     takes_run_id=False,
     takes_deployment_policy=False,
+)
+
+# Our own environments' traits, the `TRAITS` of their classes (local/environment.py,
+# container/environment.py), declared here so that choosing an environment (environments.py) reads them
+# without importing the classes, whose imports cost seconds at every `regatta up`.
+LOCAL = EnvironmentTraits(
+    builds_image=False,
+    runs_on_host=True,
+    runs_compose=False,
+    checks_compose=False,
+    takes_run_id=False,
+    takes_deployment_policy=False,
+    agent_logs_on_host=True,
+    takes_verifier_policy=True,
+)
+CONTAINER = EnvironmentTraits(
+    builds_image=True,
+    runs_on_host=False,
+    runs_compose=True,
+    checks_compose=True,
+    takes_run_id=True,
+    takes_deployment_policy=True,
+    takes_verifier_policy=True,
+    runs_separate_verifier=True,
+    reads_logs_while_watched=True,
+    needs_engine=True,
 )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from regatta_shared import statistics as st
 from regatta_shared.conditions import qualification
 from regatta_shared.events import (
     AgentScores,
@@ -38,7 +39,6 @@ from regatta_shared.eventstore import StoredEvent
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.scoring_rules import RULES_VERSION
 
-from . import statistics as st
 from .scores import score_run, tally
 
 PASS_METRICS = ("pass_at_1", "pass_at_k")

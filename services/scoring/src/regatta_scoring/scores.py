@@ -21,11 +21,11 @@ from regatta_shared.events import (
     MetricValue,
     RunSubmitted,
 )
+from regatta_shared.outcomes import PASSED, SCORED
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, rerun_rows, with_finished
 from regatta_shared.scoring_rules import RULES_VERSION, outcome_under
-
-from .statistics import pass_at_k, pass_at_k_curve, wilson
+from regatta_shared.statistics import pass_at_k, pass_at_k_curve, wilson
 
 
 @dataclass
@@ -98,10 +98,10 @@ def tally(
 def _count(agent: AgentTally, finished: AttemptFinished, data: Mapping[str, Any], rules_version: int) -> None:
     outcome = outcome_under(finished, rules_version)
     agent.outcomes[outcome] += 1
-    if outcome in ("passed", "failed"):
+    if outcome in SCORED:
         n_c = agent.counts.setdefault(finished.task, [0, 0])
         n_c[0] += 1
-        n_c[1] += outcome == "passed"
+        n_c[1] += outcome == PASSED
     agent.totals = with_finished(agent.totals, data)
     if finished.timings.total is not None:
         agent.durations[finished.attempt_id] = finished.timings.total

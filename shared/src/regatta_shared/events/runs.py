@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from regatta_shared import execution_defaults as defaults
 from regatta_shared.conditions import ScoringConditions
+from regatta_shared.outcomes import Outcome
 from regatta_shared.participants import agent_model, participant_key, spec_model_name
 
 from .base import Event
@@ -195,9 +196,6 @@ class AttemptImage(BaseModel):
     # the platform built.
     registry_digest: str | None = Field(None, max_length=400, pattern=r"^[^\s@]+@sha256:[0-9a-f]{64}$")
     source: Literal["pulled", "local", "built"]
-
-
-Outcome = Literal["passed", "failed", "errored", "cancelled"]
 
 
 class AttemptFinished(Event):

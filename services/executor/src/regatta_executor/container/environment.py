@@ -96,7 +96,7 @@ from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mou
 from regatta_executor.container.storage_cap import StorageCap
 from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES
 from regatta_executor.container.verifier_turn import VerifierTurn
-from regatta_executor.traits import EnvironmentTraits
+from regatta_executor.traits import CONTAINER, EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
@@ -136,17 +136,7 @@ class ContainerEnvironment(VerifierTurn):
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
-    TRAITS: ClassVar[EnvironmentTraits] = EnvironmentTraits(
-        builds_image=True,
-        runs_on_host=False,
-        runs_compose=True,
-        checks_compose=True,
-        takes_run_id=True,
-        takes_deployment_policy=True,
-        takes_verifier_policy=True,
-        runs_separate_verifier=True,
-        reads_logs_while_watched=True,
-    )
+    TRAITS: ClassVar[EnvironmentTraits] = CONTAINER
     # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
     # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
     _compose: ComposeProject | None = None

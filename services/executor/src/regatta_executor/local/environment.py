@@ -46,7 +46,7 @@ from regatta_executor.capabilities import sandbox_capabilities
 from regatta_executor.local.limits import Limits
 from regatta_executor.local.sandbox import Sandbox
 from regatta_executor.local.spec import DEFAULT_HOST_DIRS, TESTS, Bind, SandboxSpec
-from regatta_executor.traits import EnvironmentTraits
+from regatta_executor.traits import LOCAL, EnvironmentTraits
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
 _MIB = 1024 * 1024
@@ -112,16 +112,7 @@ class LocalEnvironment(BaseEnvironment):
 
     options_model = LocalEnvironmentOptions
     options: LocalEnvironmentOptions
-    TRAITS: ClassVar[EnvironmentTraits] = EnvironmentTraits(
-        builds_image=False,
-        runs_on_host=True,
-        runs_compose=False,
-        checks_compose=False,
-        takes_run_id=False,
-        takes_deployment_policy=False,
-        agent_logs_on_host=True,
-        takes_verifier_policy=True,
-    )
+    TRAITS: ClassVar[EnvironmentTraits] = LOCAL
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("auto_mounting", True)

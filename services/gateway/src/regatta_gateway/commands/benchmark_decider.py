@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from regatta_shared.aggregates import fold_into
+from regatta_shared.benchmark_status import FAILED, IN_PROGRESS, PENDING, READY, SYNCING, SyncStatus
 from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     BenchmarkAdded,
@@ -27,8 +28,6 @@ from regatta_shared.events import (
     BenchmarkTasksSynced,
     Event,
 )
-
-SYNCING = ("pending", "syncing")
 
 Refusal = Literal[
     "not_found",
@@ -58,7 +57,7 @@ class BenchmarkState:
     added: BenchmarkAdded | None = None
     # The user who added it (the actor of BenchmarkAdded): they may remove it, as may a workspace admin.
     added_by: str | None = None
-    status: str = "pending"
+    status: SyncStatus = PENDING
     sync_id: str | None = None
     removed: bool = False
     # The valid tasks of each version a sync completed, and the latest such version.
@@ -80,23 +79,23 @@ def _apply(state: BenchmarkState, event: Event) -> None:
     match event:
         case BenchmarkAdded():
             state.added = event
-            state.status = "pending"
+            state.status = PENDING
         case BenchmarkSyncRequested():
-            state.status = "pending"
+            state.status = PENDING
             state.sync_id = event.sync_id
         case BenchmarkSyncStarted():
-            state.status = "syncing"
+            state.status = SYNCING
             state.sync_id = event.sync_id
         case BenchmarkTasksSynced():
             state._pages.setdefault(event.sync_id, set()).update(task.name for task in event.tasks)
         case BenchmarkSyncCompleted():
-            state.status = "ready"
+            state.status = READY
             state.versions[event.version] = frozenset(state._pages.pop(event.sync_id, set()))
             state.current_version = event.version
         case BenchmarkTaskExcluded():
             state.excluded.add((event.version, event.task))
         case BenchmarkSyncFailed():
-            state.status = "failed"
+            state.status = FAILED
         case BenchmarkRemoved():
             state.removed = True
 
@@ -111,7 +110,7 @@ def _existing(state: BenchmarkState, workspace_id: str) -> BenchmarkAdded:
 def decide_sync(state: BenchmarkState, workspace_id: str, sync_id: str) -> list[Event]:
     """A new sync, unless one is already pending or running (two would race to record their pages)."""
     _existing(state, workspace_id)
-    if state.status in SYNCING:
+    if state.status in IN_PROGRESS:
         raise BenchmarkRefused("sync_in_progress")
     return [BenchmarkSyncRequested(benchmark_id=state.benchmark_id, sync_id=sync_id)]
 

@@ -11,7 +11,9 @@ from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import ErroredAttemptsRerunRequested
 from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
+from regatta_shared.outcomes import ERRORED
 from regatta_shared.runs import RunFold
+from regatta_shared.runs.status import FINISHED, RUNNING
 from regatta_shared.task_defects import attempt_is_task_defect
 
 from regatta_gateway.errors import Conflict
@@ -41,10 +43,10 @@ def decide_rerun(history: Sequence[StoredEvent], secrets_key_kept: bool = False)
     for event in history:
         run.apply(event.type, event.data)
         reruns += event.type == ErroredAttemptsRerunRequested.type_name
-    if run.status != "finished":
-        state = "running its last re-run" if reruns and run.status == "running" else run.status
+    if run.status != FINISHED:
+        state = "running its last re-run" if reruns and run.status == RUNNING else run.status
         raise RerunRefused(f"the run is {state}: only a finished run's errored attempts can be re-run")
-    errored = [aid for aid, row in run.attempts.items() if row["outcome"] == "errored"]
+    errored = [aid for aid, row in run.attempts.items() if row["outcome"] == ERRORED]
     # A task's own defect fails the same way again (regatta_shared.task_defects): never re-run.
     rerunnable = [aid for aid in errored if not attempt_is_task_defect(run.attempts[aid])]
     if not rerunnable:

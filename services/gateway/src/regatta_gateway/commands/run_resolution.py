@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from regatta_shared import execution_defaults as defaults
+from regatta_shared.benchmark_status import IN_PROGRESS, READY
 from regatta_shared.ceilings import Ceilings
 from regatta_shared.events import AgentSpec, ExecutionSettings, ModelSpec, RunTask, TaskResources
 from regatta_shared.eventstore import EventStore
@@ -38,7 +39,7 @@ class Selection(Protocol):
 def ready_benchmark(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:
     """The benchmark a request names, if its tasks are synced: a run is resolved against a ready sync."""
     benchmark = find_benchmark(store, scope, key, field="experiment_config.benchmark")
-    if benchmark["status"] != "ready":
+    if benchmark["status"] != READY:
         raise Invalid(
             f"Benchmark {benchmark['name']!r} is not ready (sync status: {benchmark['status']})",
             field="experiment_config.benchmark",
@@ -46,7 +47,7 @@ def ready_benchmark(store: EventStore, scope: Scope, key: str) -> dict[str, Any]
                 {
                     "key": "experiment.benchmark",
                     "message": "benchmark is still syncing"
-                    if benchmark["status"] in ("pending", "syncing")
+                    if benchmark["status"] in IN_PROGRESS
                     else "benchmark sync failed",
                 }
             ],

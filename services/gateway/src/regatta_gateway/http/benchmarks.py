@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
+from regatta_shared.benchmark_status import PENDING
 from regatta_shared.source_policy import SourcePolicy
 
 from regatta_gateway.admission.default_registry import DefaultRegistry, browse
@@ -29,7 +30,7 @@ def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any],
         request.app.state.store, s, body, policy, default_registry=default_registry(request)
     )
     settle(request)
-    return {"id": benchmark_id, "sync_status": "pending"}
+    return {"id": benchmark_id, "sync_status": PENDING}
 
 
 @router.get("/registry/datasets")
@@ -60,7 +61,7 @@ def show_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
 def sync_benchmark(request: Request, s: ScopeDep, key: str) -> dict[str, Any]:
     sync_id = benchmark_commands.request_sync(request.app.state.store, s, key)
     settle(request)
-    return {"sync_id": sync_id, "sync_status": "pending"}
+    return {"sync_id": sync_id, "sync_status": PENDING}
 
 
 @router.delete("/benchmarks/{key}", status_code=204)

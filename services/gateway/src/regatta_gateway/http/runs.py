@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from regatta_shared.outcomes import Outcome
 from regatta_shared.runs import INTEGRITY_FILTERS
 from regatta_shared.runs.status import RunStatus
 from starlette.concurrency import run_in_threadpool
@@ -103,7 +104,7 @@ def run_attempts(
     offset: Offset = 0,
     task: str | None = None,
     agent_index: Annotated[int | None, Query(ge=0)] = None,
-    outcome: Literal["passed", "failed", "errored", "cancelled"] | None = None,
+    outcome: Outcome | None = None,
     label: Annotated[str | None, Query(min_length=1, max_length=annotations.LABEL_MAX)] = None,
     integrity: Annotated[
         str | None, Query(description=f"one of {', '.join(INTEGRITY_FILTERS)}", max_length=40)

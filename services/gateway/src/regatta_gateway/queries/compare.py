@@ -2,8 +2,8 @@
 benchmark version. Per task the two pass rates (passed / scored attempts); overall pass@1 on the tasks
 both scored, with the Wilson intervals and the exact paired sign-flip test of docs/reference/statistics.md.
 
-The statistics are regatta_scoring's own functions (imported, never restated), so a comparison here
-always agrees with the p-values behind the leaderboard's ranks.
+The statistics are the kernel's (regatta_shared.statistics, imported, never restated), the ones scoring
+ranks with, so a comparison here always agrees with the p-values behind the leaderboard's ranks.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from regatta_scoring.statistics import paired_permutation_test, score
 from regatta_shared.csv_export import csv_text
 from regatta_shared.eventstore import EventStore
+from regatta_shared.outcomes import PASSED, SCORED
 from regatta_shared.participants import agent_label, stored_agent_model
+from regatta_shared.statistics import paired_permutation_test, score
 from sqlalchemy import func, select
 
 from regatta_gateway.errors import Conflict, Invalid, NotFound
@@ -126,14 +127,14 @@ def _counts(store: EventStore, run_id: str, agent_index: int) -> dict[str, tuple
     a = t.attempts.c
     query = (
         select(a.task, a.outcome, func.count())
-        .where(a.run_id == run_id, a.agent_index == agent_index, a.outcome.in_(("passed", "failed")))
+        .where(a.run_id == run_id, a.agent_index == agent_index, a.outcome.in_(sorted(SCORED)))
         .group_by(a.task, a.outcome)
     )
     counts: dict[str, tuple[int, int]] = {}
     with store.read_engine.connect() as conn:
         for task, outcome, n in conn.execute(query):
             passed, scored = counts.get(task, (0, 0))
-            counts[task] = (passed + (n if outcome == "passed" else 0), scored + n)
+            counts[task] = (passed + (n if outcome == PASSED else 0), scored + n)
     return counts
 
 

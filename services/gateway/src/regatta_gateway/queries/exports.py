@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from regatta_shared.csv_export import csv_text
+from regatta_shared.outcomes import OUTCOMES
 from regatta_shared.participants import stored_agent_model
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs import integrity_columns
@@ -34,10 +35,7 @@ SUMMARY_COLUMNS = [
     "pass_at_k_ci_high",
     "rank",
     "tied",
-    "passed",
-    "failed",
-    "errored",
-    "cancelled",
+    *OUTCOMES,  # how many attempts ended so, each
     "input_tokens",
     "output_tokens",
     "tokens_per_task",

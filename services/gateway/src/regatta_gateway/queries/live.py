@@ -7,10 +7,11 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from regatta_shared.benchmark_status import SETTLED
 from regatta_shared.runs import TERMINAL
 
 TERMINAL_RUN = TERMINAL
-TERMINAL_SYNC = ("ready", "failed")
+TERMINAL_SYNC = SETTLED
 
 
 async def changes(

@@ -7,6 +7,7 @@ from typing import Any
 
 from regatta_shared.conditions import qualification
 from regatta_shared.eventstore import EventStore
+from regatta_shared.outcomes import UNSCORED
 from regatta_shared.participants import agent_label, stored_agent_model
 from regatta_shared.per_task import per_task_figures
 from regatta_shared.runs.status import ENDED_EARLY, FAILED, FINISHED, STOPPED, TERMINAL
@@ -130,9 +131,7 @@ def ranking(
         elif status != FINISHED:
             reason = "the run has not finished"
         elif score is None or not score.get("complete"):
-            missing = [
-                f"{score[kind]} {kind}" for kind in ("errored", "cancelled") if score and score.get(kind)
-            ]
+            missing = [f"{score[kind]} {kind}" for kind in UNSCORED if score and score.get(kind)]
             unscored = " and ".join(missing)
             reason = f"{unscored} attempts have no score" if missing else "not every attempt is scored"
         per_agent.append({"agent_index": agent["agent_index"], "ranks": reason is None, "reason": reason})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regatta_shared.benchmark_status import PENDING, READY, SYNCING
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkRemoved,
@@ -44,7 +45,7 @@ def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
             source_ref=str(source["ref"])[:1000],
             source=source,
             hosted=d.get("hosted", False),
-            status="pending",
+            status=PENDING,
             synced=0,
             total=0,
             metadata={},
@@ -58,7 +59,7 @@ def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
 
 @handles(BenchmarkSyncRequested)
 def _sync_requested(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
-    _benchmark(conn, d["benchmark_id"], status="pending", sync_id=d["sync_id"], synced=0, sync_error=None)
+    _benchmark(conn, d["benchmark_id"], status=PENDING, sync_id=d["sync_id"], synced=0, sync_error=None)
 
 
 @handles(BenchmarkSyncStarted)
@@ -66,7 +67,7 @@ def _sync_started(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> None:
     _benchmark(
         conn,
         d["benchmark_id"],
-        status="syncing",
+        status=SYNCING,
         sync_id=d["sync_id"],
         synced=0,
         total=d["total"],
@@ -124,7 +125,7 @@ def _sync_completed(conn: Connection, _e: StoredEvent, d: dict[str, Any]) -> Non
     _benchmark(
         conn,
         d["benchmark_id"],
-        status="ready",
+        status=READY,
         ready_sync_id=d["sync_id"],
         task_count=d["task_count"],
         version=d["version"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regatta_shared.benchmark_status import IN_PROGRESS
 from regatta_shared.eventstore import EventStore
 from regatta_shared.runs.status import RUN_STATUSES
 from sqlalchemy import select
@@ -29,7 +30,8 @@ def benchmark_rows(store: EventStore, scope: Scope) -> list[dict[str, Any]]:
 
 
 def is_syncing(benchmark: dict[str, Any]) -> bool:
-    return benchmark.get("sync_status") in ("pending", "syncing")
+    """Whether the benchmark's task list is still being synced (the rows show progress, no count)."""
+    return benchmark.get("sync_status") in IN_PROGRESS
 
 
 def benchmark_source(store: EventStore, scope: Scope, key: str) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from regatta_shared.harnesses import HARNESSES
-from regatta_shared.runs.status import TERMINAL
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.errors import NotFound, Refused
@@ -47,6 +46,7 @@ from regatta_gateway.web.session import (
     set_workspace,
     web_scope,
 )
+from regatta_gateway.web.vocabulary import TEMPLATE_GLOBALS
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
@@ -55,13 +55,11 @@ templates.env.globals.update(
     rank_text=leaderboard_views.rank_text,
     same_conditions=leaderboard_views.same_conditions,
     sorts=leaderboard_views.SORTS,
-    outcomes=run_views.OUTCOMES,
     integrity_policies=integrity_views.POLICIES,
     is_url=labels.is_url,
     page_query=labels.page_query,
     plural=labels.plural,
-    # The page scripts read which run statuses are final from the page (app.js: Regatta.TERMINAL).
-    terminal_statuses=" ".join(sorted(TERMINAL)),
+    **TEMPLATE_GLOBALS,
 )
 ScopeDep = Annotated[Scope, Depends(web_scope)]
 

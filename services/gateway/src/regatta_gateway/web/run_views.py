@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
+from regatta_shared.outcomes import ERRORED
 from regatta_shared.runs import TERMINAL, attempts_per_agent
 from regatta_shared.task_defects import attempt_is_task_defect
 
@@ -21,8 +22,6 @@ from regatta_gateway.web.features import route_features
 from regatta_gateway.web.formatting import elapsed
 from regatta_gateway.web.integrity_views import integrity_view, policy_label
 from regatta_gateway.web.labels import label, model_name
-
-OUTCOMES = ("passed", "failed", "errored", "cancelled")
 
 
 def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: FastAPI) -> dict[str, Any]:
@@ -62,7 +61,7 @@ def run_page(store: EventStore, scope: Scope, key: str, base_url: str, app: Fast
         "terminal": terminal,
         # Errored attempts a finished run offers to run again (commands/rerun.py): a task's own
         # defect would fail the same way, so it is not offered.
-        "errored": sum(a.get("outcome") == "errored" and not attempt_is_task_defect(a) for a in attempts),
+        "errored": sum(a.get("outcome") == ERRORED and not attempt_is_task_defect(a) for a in attempts),
         "execution": execution,
         "n_tasks": n_tasks,
         "agents": agents,

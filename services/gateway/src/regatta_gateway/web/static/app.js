@@ -438,8 +438,10 @@ const Regatta = (() => {
 
   // The run statuses that are final, as the server defines them (regatta_shared.runs.status).
   const TERMINAL = (document.body.dataset.terminalStatuses || "").split(" ").filter(Boolean);
+  // A benchmark's sync statuses that mean it is still syncing (regatta_shared.benchmark_status).
+  const SYNCING = (document.body.dataset.syncingStatuses || "").split(" ").filter(Boolean);
 
-  return { api, errorText, el, toast, fmt, refreshRegions, poll, enhance, selectTab, copyText, TERMINAL };
+  return { api, errorText, el, toast, fmt, refreshRegions, poll, enhance, selectTab, copyText, TERMINAL, SYNCING };
 })();
 
 /** Shows server `issues` (and single-field errors) next to the inputs they name; the rest in `summary`. */

@@ -3,7 +3,7 @@
 
 (() => {
   const { api, el, errorText, poll, refreshRegions, toast } = Regatta;
-  const { TERMINAL } = Regatta;
+  const { SYNCING, TERMINAL } = Regatta;
 
   // What the table shows, as one string: a change means the rows need re-rendering.
   const snapshot = (benchmarks) =>
@@ -16,7 +16,7 @@
       const result = await api("/api/v1/benchmarks?limit=200");
       if (!result.ok) return null;
       busy = result.data.benchmarks.some(
-        (b) => ["pending", "syncing"].includes(b.sync_status) || (b.last_run_status && !TERMINAL.includes(b.last_run_status)),
+        (b) => SYNCING.includes(b.sync_status) || (b.last_run_status && !TERMINAL.includes(b.last_run_status)),
       );
       return snapshot(result.data.benchmarks);
     },
