@@ -197,6 +197,9 @@ def test_tasks_of_another_workspace_cannot_cross_the_container_boundary(
         handle.truncate(GIB)  # sparse: 1 GiB long
     _task(attacks, "honest", dockerfile=f"FROM {BASE_IMAGE}\nWORKDIR /app\n")
 
+    # A bash that writes reward 1 is stopped by the `enforce` policy (under `record` it is evidence, as
+    # the integrity tests show): the benchmark names it as its standard.
+    (attacks / "regatta.toml").write_text('[benchmark]\nverifier_integrity = "enforce"\n')
     benchmark = attacker.get(f"/benchmarks/{add_folder(attacker, attacks, 'attacks')['id']}")["benchmark"]
     invalid = {t["name"]: t["invalid_reason"] for t in benchmark["tasks"] if t["invalid_reason"]}
     assert set(invalid) == {"greedy", "bomb"}, invalid

@@ -241,6 +241,9 @@ def test_hostile_tasks_fail_and_leave_the_platform_intact(
     targets = _stack_targets(stack, listener)
     with planted_host_secret() as planted:
         tasks = write_attacks(tmp_path / "tasks", targets, planted, pwned, verifier_secret)
+        # The rigger's guarantee is the `enforce` policy's (under Harbor's `record` semantics its process
+        # runs into the verifier): the benchmark names it as its standard, so the run gets it and ranks.
+        (tasks / "regatta.toml").write_text('[benchmark]\nverifier_integrity = "enforce"\n')
         benchmark = add_folder(api, tasks, "hostile")
         run_id = api.submit_toml(run_toml("hostile", concurrency=3))["id"]
         detail = api.wait_run(run_id, timeout=480)

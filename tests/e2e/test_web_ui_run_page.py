@@ -166,7 +166,7 @@ def test_new_run_flags_a_missing_secret_then_submits_and_the_run_page_updates_li
     results.get_by_role("button", name=re.compile(r"Details of hello-file, attempt 1, oracle")).click()
     detail = results.locator("tr.detail")
     expect(detail).to_contain_text("Grading")
-    expect(detail).to_contain_text("Primary reward")
+    expect(detail).to_contain_text("1 (primary)")  # each reward key once, the primary one marked
     expect(detail).to_contain_text("Timings")
     artifacts = detail.get_by_test_id("artifacts")
     expect(artifacts).to_contain_text("verifier/reward.txt")

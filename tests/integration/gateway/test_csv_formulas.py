@@ -21,15 +21,19 @@ TASKS = [
     "plain",
 ]
 CATEGORY = "=cmd|' /C calc'!A0"
-MODEL = {"type": "hosted", "base_model": "=1+1", "lora_model_name": "@SUM(1,1)"}
+# A model harness: a no-model one (oracle, nop) is one participant whatever its model is called, and no
+# model name of its is written (regatta_shared.participants).
+MODEL = {"type": "provider", "model": "=1+1:@SUM(1,1)", "api_key_secret": "KEY"}
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def hostile_run(gw: Gateway) -> str:
     gw.benchmark("hostile", TASKS, categories={task: CATEGORY for task in TASKS})
+    response = gw.cli("POST", "/environment-secrets", json={"name": "KEY", "value": "k", "scope": "user"})
+    assert response.status_code in (200, 201), response.text
     config = demo_config("hostile")
     for agent in config["agents"]:
-        agent["model"] = MODEL
+        agent["harness"], agent["model"] = "codex", MODEL
     run = gw.submit(config)
     gw.progress(run["id"])
     return run["id"]
