@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import hashlib
 import io
 import secrets
 import stat
@@ -28,11 +27,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import docker
-from docker.errors import DockerException, NotFound
+from docker.errors import DockerException
 from regatta_shared.events.integrity import Explanation, FileFacts, ToolChainChange
 
 from regatta_executor.container import execs, file_listing
 from regatta_executor.container.file_listing import ADDED, DELETED, Record
+from regatta_executor.container.image_files import ImageFiles
 from regatta_executor.container.protected_paths import ProtectedPaths
 from regatta_executor.container.toolchain_records import (
     LOADER_CACHE,
@@ -53,9 +53,8 @@ MAX_HASHED_FILES = 20_000
 MAX_LINKS = 500
 MAX_RECORD_FILES = 500
 MAX_OUTPUT_BYTES = 128 * 1024 * 1024
-# The image's side of a changed file is hashed for this many (unexplained first), each up to this size.
+# The image's side of a changed file is hashed for this many (unexplained first).
 MAX_IMAGE_HASHES = 10
-MAX_IMAGE_HASH_BYTES = 256 * 1024 * 1024
 
 _READ = r"""
 n=$1; B=$2; m=$3; shift 3
@@ -217,79 +216,6 @@ def _parse(output: str, nonce: str) -> tuple[dict[str, Observed], dict[str, str]
                 ldcache = base64.b64decode("".join(lines), validate=False)
     observed = {path: Observed(sha256=digest, md5=md5.get(path)) for path, digest in sha256.items()}
     return observed, links, records, ldcache
-
-
-class ImageFiles:
-    """The image's own files, read from a container of the image that is created and never started
-    (nothing the agent did can reach it)."""
-
-    def __init__(self, api: docker.APIClient, image_id: str, labels: dict[str, str]) -> None:
-        self.api = api
-        self.image_id = image_id
-        # The janitor's labels: a reference container an executor left when it died is removed.
-        self.labels = labels
-        self._reference: str | None = None
-
-    def sha256(self, path: str) -> str | None:
-        if self._reference is None:
-            self._reference = self.api.create_container(
-                self.image_id,
-                command=["/regatta-never-started"],
-                name=f"regatta-image-files-{secrets.token_hex(6)}",
-                network_disabled=True,
-                labels=self.labels,
-                host_config=self.api.create_host_config(network_mode="none"),
-            )["Id"]
-        try:
-            stream, _ = self.api.get_archive(self._reference, path)
-        except NotFound:
-            return None
-        with _Stream(stream) as reader, tarfile.open(fileobj=reader, mode="r|") as archive:
-            for member in archive:
-                if not member.isfile() or member.size > MAX_IMAGE_HASH_BYTES:
-                    return None
-                handle = archive.extractfile(member)
-                if handle is None:
-                    return None
-                digest = hashlib.sha256()
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-                return digest.hexdigest()
-        return None
-
-    def close(self) -> None:
-        if self._reference is not None:
-            with contextlib.suppress(NotFound):
-                self.api.remove_container(self._reference, force=True)
-            self._reference = None
-
-
-class _Stream:
-    """A file-like reader over the engine's chunked archive stream, for tarfile's streaming mode."""
-
-    def __init__(self, chunks: object) -> None:
-        self._chunks = iter(chunks)  # type: ignore[call-overload]
-        self._buffer = b""
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                break
-            self._buffer += chunk
-        if size < 0:
-            data, self._buffer = self._buffer, b""
-        else:
-            data, self._buffer = self._buffer[:size], self._buffer[size:]
-        return data
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        close = getattr(self._chunks, "close", None)
-        if close is not None:
-            close()
 
 
 def evidence(
