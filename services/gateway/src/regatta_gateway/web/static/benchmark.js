@@ -8,6 +8,14 @@
   const header = document.getElementById("benchmark-header");
   const benchmarkId = header.dataset.benchmarkId;
 
+  // --- compare picks: the rows ticked in the leaderboard and the runs table stay ticked when those
+  // regions are drawn again (a sort, a live update); their forms sit outside the regions ------------
+  async function keepingPicks(redraw) {
+    const ticked = new Set([...document.querySelectorAll("input.pick:checked")].map((box) => `${box.name}=${box.value}`));
+    await redraw();
+    for (const box of document.querySelectorAll("input.pick")) box.checked = ticked.has(`${box.name}=${box.value}`);
+  }
+
   // --- leaderboard sort: ?sort= in the URL, rows re-rendered by the server from the same query ----
   async function showSort(sort, push, section = null) {
     const url = new URL(location.href);
@@ -15,7 +23,7 @@
     if (push) history.pushState({ sort }, "", url);
     const region = document.querySelector('[data-region="leaderboard"]');
     region.setAttribute("aria-busy", "true");
-    await refreshRegions(["leaderboard"], url.pathname + url.search);
+    await keepingPicks(() => refreshRegions(["leaderboard"], url.pathname + url.search));
     region.dataset.sort = sort;
     region.removeAttribute("aria-busy");
     // Focus stays in the section whose header was clicked (every section has the same sort links).
@@ -99,7 +107,7 @@
     },
     async onChange(key) {
       const sync = JSON.parse(key)[0].split(":")[0];
-      await refreshRegions(["header", "leaderboard", "runs"]);
+      await keepingPicks(() => refreshRegions(["header", "leaderboard", "runs"]));
       header.dataset.sync = sync;
     },
     every: () => (busy ? 1000 : 5000),
