@@ -40,9 +40,7 @@ ARTIFACTS = {
 
 def page(gw: Gateway, path: str, **params: str):  # type: ignore[no-untyped-def]
     gw.client.cookies.clear()
-    return gw.client.get(
-        path, params=params, cookies={"regatta_token": ADMIN_TOKEN}, follow_redirects=False
-    )
+    return gw.client.get(path, params=params, cookies={"regatta_token": ADMIN_TOKEN}, follow_redirects=False)
 
 
 def seed(gw: Gateway) -> tuple[str, str, str]:
@@ -85,9 +83,7 @@ def test_task_history_lists_every_attempt_at_the_task_in_time_order(gateway: Gat
 
     # Paged: the same rows, four then two.
     one = gw.ok(gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1", "limit": 4}))
-    two = gw.ok(
-        gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1", "limit": 4, "offset": 4})
-    )
+    two = gw.ok(gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1", "limit": 4, "offset": 4}))
     assert (one["has_more"], one["next_offset"], two["has_more"]) == (True, 4, False)
     assert [r["attempt_id"] for r in one["attempts"] + two["attempts"]] == [
         r["attempt_id"] for r in body["attempts"]
@@ -158,6 +154,12 @@ def test_a_task_side_by_side_shows_both_sides_attempts_grading_and_transcript(ga
     assert page(gw, "/compare/task", a=a, b=b, task="t9").status_code == 404
     assert page(gw, "/compare/task", a=a, b=b, task="").status_code == 400
     assert page(gw, "/compare/task", a="nope", b=b, task="t1").status_code == 400
+
+    # Across two runs of one version: run 2's nop made one attempt at t1, and passed it.
+    across = page(gw, "/compare/task", a=f"{first}:1", b=f"{second}:1", task="t1")
+    assert across.status_code == 200, across.text
+    assert across.text.count("<tr data-attempt-id=") == 3
+    assert 'data-testid="task-verdict" class="badge verdict-improved"' in across.text
 
     # The comparison's task names link here.
     compared = page(gw, "/compare", a=a, b=b)
