@@ -145,7 +145,6 @@ def _pick_two_leaderboard_rows_on_a_phone(
         expect(rows.nth(0)).to_have_attribute("data-participant", re.compile("oracle"))
         for index in (0, 1):
             box = rows.nth(index).get_by_test_id("pick-row")
-            box.scroll_into_view_if_needed()
             box.check()
             expect(box).to_be_checked()
         page.get_by_test_id("compare-rows").click()
@@ -166,7 +165,9 @@ def _pick_two_agents_on_the_run_page(page: Page, url: str, first: str) -> None:
         page, "compare-pick-agents", ["Compare A", "with B"], selector="[data-testid=run-agent-pick]"
     )
     picker.get_by_label("with B").focus()
-    page.keyboard.press("Enter")  # submits the form, as a select's Enter does
+    page.keyboard.press("Tab")
+    expect(picker.get_by_test_id("run-agent-compare")).to_be_focused()
+    page.keyboard.press("Enter")
     expect(page).to_have_url(f"{url}/compare?a={_participant(first, 0)}&b={_participant(first, 1)}")
     # The compare page's own pickers swap the sides' agents.
     page.get_by_test_id("compare-agent-pick").get_by_label("A", exact=True).select_option(f"{first}:1")

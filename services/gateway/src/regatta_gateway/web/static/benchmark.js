@@ -9,11 +9,19 @@
   const benchmarkId = header.dataset.benchmarkId;
 
   // --- compare picks: the rows ticked in the leaderboard and the runs table stay ticked when those
-  // regions are drawn again (a sort, a live update); their forms sit outside the regions ------------
+  // regions are drawn again (a sort, a live update), even when ticked while the new rows were loading;
+  // their forms sit outside the regions -----------------------------------------------------------
+  const ticked = new Set();
+  const pickKey = (box) => `${box.name}=${box.value}`;
+  document.addEventListener("change", (event) => {
+    const box = event.target.closest?.("input.pick");
+    if (box) box.checked ? ticked.add(pickKey(box)) : ticked.delete(pickKey(box));
+  });
   async function keepingPicks(redraw) {
-    const ticked = new Set([...document.querySelectorAll("input.pick:checked")].map((box) => `${box.name}=${box.value}`));
+    // Boxes the browser ticked again on its own (going back to the page) fire no change event.
+    for (const box of document.querySelectorAll("input.pick:checked")) ticked.add(pickKey(box));
     await redraw();
-    for (const box of document.querySelectorAll("input.pick")) box.checked = ticked.has(`${box.name}=${box.value}`);
+    for (const box of document.querySelectorAll("input.pick")) box.checked = ticked.has(pickKey(box));
   }
 
   // --- leaderboard sort: ?sort= in the URL, rows re-rendered by the server from the same query ----
