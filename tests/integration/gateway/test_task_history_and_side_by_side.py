@@ -107,6 +107,11 @@ def test_task_history_lists_every_attempt_at_the_task_in_time_order(gateway: Gat
         assert f'href="/benchmarks/runs/{row["run_id"]}/attempts/{row["attempt_id"]}"' in shown.text
     assert "passed 4 of 6 scored" in shown.text
     assert page(gw, f"/benchmarks/{benchmark_id}/task", name="t9").status_code == 404
+    # Each attempt's page links the history of its task.
+    last = body["attempts"][-1]
+    attempt_page = page(gw, f"/benchmarks/runs/{last['run_id']}/attempts/{last['attempt_id']}")
+    assert attempt_page.status_code == 200
+    assert f'href="/benchmarks/{benchmark_id}/task?name=t1"' in attempt_page.text
 
 
 def test_a_task_side_by_side_shows_both_sides_attempts_grading_and_transcript(gateway: Gateway) -> None:
