@@ -166,6 +166,18 @@ def test_a_task_side_by_side_shows_both_sides_attempts_grading_and_transcript(ga
     assert across.text.count("<tr data-attempt-id=") == 3
     assert 'data-testid="task-verdict" class="badge verdict-improved"' in across.text
 
+    # A trajectory that is not JSON is named as such; without one, the agent's text log is the transcript,
+    # shown as text (its terminal escapes dropped, its markup escaped).
+    broken = gw.submit(demo_config("hist"))["id"]
+    gw.progress(broken, artifacts={"agent/trajectory.json": b'{"steps": [', "agent/z.txt": b"unused"})
+    logged = gw.submit(demo_config("hist"))["id"]
+    gw.progress(logged, artifacts={"agent/oracle.txt": b"\x1b[31mran <b>solve.sh</b>\x1b[0m\n"})
+    shown = page(gw, "/compare/task", a=f"{broken}:0", b=f"{logged}:0", task="t1")
+    assert shown.status_code == 200, shown.text
+    assert "agent/trajectory.json is not valid JSON" in shown.text
+    assert 'data-testid="transcript-text"' in shown.text
+    assert "ran &lt;b&gt;solve.sh&lt;/b&gt;" in shown.text and "\x1b" not in shown.text
+
     # The comparison's task names link here.
     compared = page(gw, "/compare", a=a, b=b)
     assert compared.status_code == 200
