@@ -16,8 +16,6 @@ from regatta_gateway.queries.run_rows import run_submissions
 from regatta_gateway.queries.task_history import check_task_name
 from regatta_gateway.readmodels import tables as t
 
-ATTEMPT_ID_MAX = 64  # rm_attempts.attempt_id's width
-
 
 def task_sides(
     store: EventStore,
@@ -54,8 +52,8 @@ def _attempts(store: EventStore, side: dict[str, Any], task: str, wanted: str, f
     with store.read_engine.connect() as conn:
         rows = [dict(row) for row in conn.execute(query).mappings()]
     if wanted:
-        chosen = next((r for r in rows if r["attempt_id"] == wanted[:ATTEMPT_ID_MAX]), None)
-        if chosen is None or len(wanted) > ATTEMPT_ID_MAX:
+        chosen = next((r for r in rows if r["attempt_id"] == wanted), None)
+        if chosen is None:
             raise NotFound(
                 f"{field} is not an attempt of this side at task {task[:100]!r}",
                 code="NOT_FOUND",
