@@ -220,11 +220,19 @@ def test_two_ticked_rows_open_their_comparison(gateway: Gateway) -> None:
         assert "Select exactly two" in refused.text
     three = gw.client.get(
         "/compare",
-        params={"run": [first, second, first]},
+        params={"run": [first, second, first, second]},
         cookies={"regatta_token": ADMIN_TOKEN},
         follow_redirects=False,
     )
-    assert three.status_code == 400
+    assert three.status_code == 400 and "Select exactly two runs" in three.text
+    # A run this workspace does not have is not found, so nothing is redirected to.
+    unknown = gw.client.get(
+        "/compare",
+        params={"run": [first, "run_0000000000000000"]},
+        cookies={"regatta_token": ADMIN_TOKEN},
+        follow_redirects=False,
+    )
+    assert unknown.status_code == 404 and "run_0000000000000000" in unknown.text
     bad = gw.client.get(
         "/compare",
         params={"p": ["x", f"{first}:0"]},

@@ -20,7 +20,8 @@ from regatta_gateway.web.routes import ScopeDep, guarded, render
 
 router = APIRouter(include_in_schema=False)
 Text = Annotated[str, Query(max_length=1000)]
-Picks = Annotated[list[str], Query(max_length=3)]
+# Ticked rows: any count is let through to `picked`, which refuses all but two with the reason.
+Picks = Annotated[list[str] | None, Query()]
 HISTORY_PAGE = 50
 
 
@@ -32,13 +33,13 @@ def compare_page(
     b: str = "",
     verdict: str = "",
     category: str = "",
-    run: Picks = [],  # noqa: B006 - FastAPI copies a list default per request
-    p: Picks = [],  # noqa: B006
+    run: Picks = None,
+    p: Picks = None,
 ) -> Response:
     def build() -> Response:
         store = request.app.state.store
         if run or p:
-            pair = compare_views.picked(store, scope, run, p)
+            pair = compare_views.picked(store, scope, run or [], p or [])
             return RedirectResponse(f"/compare?{urlencode({'a': pair[0], 'b': pair[1]})}", status_code=303)
         page = compare_views.compare_page(store, scope, a, b, verdict, category)
         return render(request, scope, "compare.html", "benchmarks", **page)
