@@ -259,3 +259,11 @@ def _the_task_history(page: Page, url: str, api: Any, benchmark_id: str, first: 
     # Each row opens its attempt's page.
     rows.last.get_by_role("link", name=re.compile("^Attempt 1 of")).click()
     expect(page).to_have_url(f"{url}/benchmarks/runs/{second}/attempts/{history[4]['attempt_id']}")
+
+    # The benchmark page lists its tasks, each opening its history.
+    page.goto(f"{url}/benchmarks/{benchmark_id}")
+    tasks = page.get_by_test_id("task-list")
+    tasks.get_by_text("Tasks (3)").click()
+    tasks.get_by_role("link", name="down", exact=True).click()
+    expect(page).to_have_url(f"{url}/benchmarks/{benchmark_id}/task?name=down")
+    expect(page.get_by_test_id("task-summary")).to_contain_text("passed 2 of 5 scored")
