@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from regatta_executor.capacity import CapacityError, HostCapacity, host_capacity, measured_cpus, shortfall
-from regatta_executor.placement import no_host_reason, place
+from regatta_executor.placement import Placement, no_host_reason, place
 from regatta_shared.ceilings import Ceilings
 from regatta_shared.events import TaskResources
 from regatta_shared.settings import Settings
@@ -54,6 +54,14 @@ def test_with_no_host_able_it_waits_the_limit_then_is_refused_naming_what_lacks(
     )
     # This host counts even before its own announcement is read back.
     assert place(FOUR_CPUS, SMALL, [], 0, 0).action == "refuse"
+
+
+def test_a_host_that_left_recently_is_waited_for_as_a_restart() -> None:
+    """A big host restarting leaves a gap in the announcements; a job queued long ago must not be
+    refused in it. Only a host that could hold the task counts."""
+    placed = place(FOUR_CPUS, SMALL, [SMALL], waited_sec=10_000, wait_limit_sec=60, gone=[BIG])
+    assert placed == Placement("hand_back", "this host lacks 4 CPUs (has 2); big-1 had it and left recently")
+    assert place(FOUR_CPUS, SMALL, [SMALL], 10_000, 60, gone=[host("small-2", 3)]).action == "refuse"
 
 
 def test_resources_spread_over_hosts_are_no_host_that_has_them_all() -> None:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from datetime import UTC, datetime
 
 import nats.errors
@@ -35,8 +36,9 @@ log = logging.getLogger("regatta.executor")
 HEARTBEAT_SEC = 5.0
 # A job handed back comes back after this; long enough that hosts too small for it do not spin on it.
 HAND_BACK_SEC = 3.0
-# An announcement larger than this is not one of ours.
+# An announcement larger than this is not one of ours; hosts read at most this many.
 _MAX_ANNOUNCEMENT_BYTES = 4096
+_MAX_HOSTS = 1000
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _ATTEMPT_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -60,7 +62,8 @@ async def live_hosts(js: JetStreamContext, kv: KeyValue) -> list[HostCapacity]:
     info = await js.stream_info(f"KV_{EXECUTOR_HOSTS_BUCKET}", subjects_filter=">")
     prefix = f"$KV.{EXECUTOR_HOSTS_BUCKET}."
     hosts = []
-    for subject in (info.state.subjects or {}) if info.state else {}:
+    subjects = list((info.state.subjects or {}) if info.state else {})
+    for subject in sorted(subjects)[:_MAX_HOSTS]:
         if not subject.startswith(prefix):
             continue
         try:
@@ -87,6 +90,9 @@ class Hosts:
         self.key = host_key(here.executor_id)
         self.hosts: KeyValue | None = None
         self.handbacks: KeyValue | None = None
+        # Hosts this executor saw announced, and when (monotonic): one that left within the wait limit
+        # is waited for (a restart) rather than having its jobs refused in the gap.
+        self.seen: dict[str, tuple[HostCapacity, float]] = {}
 
     async def open(self) -> None:
         self.hosts = await self.js.key_value(EXECUTOR_HOSTS_BUCKET)
@@ -132,7 +138,23 @@ class Hosts:
             hosts = await live_hosts(self.js, self.hosts)
         except (nats.errors.Error, NotFoundError, TimeoutError) as error:
             return Placement("hand_back", f"the executor hosts cannot be read now ({error!r})")
-        return place(asked, self.here, hosts, _waited(msg), self.wait_limit_sec)
+        return place(asked, self.here, hosts, _waited(msg), self.wait_limit_sec, self._gone(hosts))
+
+    def _gone(self, live: list[HostCapacity]) -> list[HostCapacity]:
+        """The hosts seen within the wait limit that are no longer announced; `live` remembered."""
+        now = time.monotonic()
+        for host in live:
+            self.seen[host.executor_id] = (host, now)
+        if len(self.seen) > _MAX_HOSTS:
+            oldest = sorted(self.seen, key=lambda key: self.seen[key][1])
+            for key in oldest[: len(self.seen) - _MAX_HOSTS]:
+                del self.seen[key]
+        current = {host.executor_id for host in live}
+        return [
+            host
+            for key, (host, at) in self.seen.items()
+            if key not in current and now - at < self.wait_limit_sec
+        ]
 
     async def handed_back(self, job: AttemptJob) -> int:
         """How often the job was handed back for want of capacity (0 when unknown)."""

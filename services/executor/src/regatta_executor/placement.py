@@ -33,18 +33,22 @@ def place(
     hosts: Iterable[HostCapacity],
     waited_sec: float,
     wait_limit_sec: float,
+    gone: Iterable[HostCapacity] = (),
 ) -> Placement:
     """`hosts`: the live announcements (this host's among them or not); `waited_sec`: since the job was
-    queued."""
+    queued; `gone`: hosts this executor saw announced within the last `wait_limit_sec` that are no
+    longer (restarting, say): the job waits for them as for a host starting."""
     if not shortfall(asked, here):
         return Placement("run")
     live = {host.executor_id: host for host in hosts}
     live[here.executor_id] = here
+    lacks = ", ".join(shortfall(asked, here))
     able = sorted(h.executor_id for h in live.values() if not shortfall(asked, h))
     if able:
-        return Placement(
-            "hand_back", f"this host lacks {', '.join(shortfall(asked, here))}; {able[0]} has it"
-        )
+        return Placement("hand_back", f"this host lacks {lacks}; {able[0]} has it")
+    left = sorted(h.executor_id for h in gone if not shortfall(asked, h))
+    if left:
+        return Placement("hand_back", f"this host lacks {lacks}; {left[0]} had it and left recently")
     if waited_sec < wait_limit_sec:
         return Placement("hand_back", "no live executor host can hold it yet")
     return Placement("refuse", no_host_reason(asked, list(live.values()), wait_limit_sec))
