@@ -145,7 +145,7 @@ def test_a_task_runs_only_on_a_host_that_can_hold_it_waits_for_one_and_fails_whe
     assert attempt["outcome"] == "errored"
     message = attempt["result"]["exception_message"]
     assert message.startswith(
-        f"no executor host has 2 CPUs (largest: 1 CPUs; hosts: {executor_id(only_small)} (1 CPUs, "
+        f"no executor host has 2 CPUs (largest: 1 CPU; hosts: {executor_id(only_small)} (1 CPU, "
     ), message
     assert message.endswith("; waited 5 s for one to start")
     assert attempt["result"]["exception_type"] == "NoCapacityError"

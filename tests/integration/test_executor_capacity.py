@@ -140,7 +140,7 @@ async def test_hand_backs_are_no_failed_deliveries_and_the_host_that_can_runs_th
             "NoCapacityError",
         )
         assert report.exception_message.startswith(
-            f"no executor host has 2 CPUs (largest: 1 CPUs; hosts: {small_name} "
+            f"no executor host has 2 CPUs (largest: 1 CPU; hosts: {small_name} "
         )
     finally:
         stop.set()

@@ -50,7 +50,7 @@ def test_with_no_host_able_it_waits_the_limit_then_is_refused_naming_what_lacks(
     assert refused.reason == (
         "no executor host has 4 CPUs (largest: 2 CPUs; hosts: "
         "small-1 (2 CPUs, 8192 MiB memory, 10000 MiB storage); "
-        "small-2 (1 CPUs, 8192 MiB memory, 10000 MiB storage)); waited 60 s for one to start"
+        "small-2 (1 CPU, 8192 MiB memory, 10000 MiB storage)); waited 60 s for one to start"
     )
     # This host counts even before its own announcement is read back.
     assert place(FOUR_CPUS, SMALL, [], 0, 0).action == "refuse"
@@ -84,7 +84,7 @@ def test_resources_spread_over_hosts_are_no_host_that_has_them_all() -> None:
 def test_a_refusal_names_at_most_five_hosts() -> None:
     hosts = [host(f"h{i}", 1) for i in range(8)]
     reason = no_host_reason(FOUR_CPUS, hosts, 300)
-    assert reason.count(" CPUs, ") == 5 and "; 3 more)" in reason and "h7" not in reason
+    assert reason.count(" CPU, ") == 5 and "; 3 more)" in reason and "h7" not in reason
 
 
 def test_shortfall_names_each_resource_and_treats_nan_as_too_much() -> None:

@@ -58,18 +58,18 @@ def no_host_reason(asked: TaskResources, hosts: list[HostCapacity], waited_sec: 
     """E.g. "no executor host has 4 CPUs (largest: 2 CPUs; hosts: a (2 CPUs, 2048 MiB memory, …))"."""
     wants: list[tuple[str, float, str]] = []
     if asked.cpus is not None:
-        wants.append(("cpus", asked.cpus, "CPUs"))
+        wants.append(("cpus", asked.cpus, "CPU"))
     if asked.memory_mb is not None:
         wants.append(("memory_mb", asked.memory_mb, "MiB of memory"))
     if asked.storage_mb is not None:
         wants.append(("storage_mb", asked.storage_mb, "MiB of storage"))
     # What no host has at all; when each is somewhere but never together, all of them at once.
     missing = [w for w in wants if all(not w[1] <= getattr(h, w[0]) for h in hosts)] or wants
-    needs = " and ".join(f"{_figure(value)} {unit}" for _, value, unit in missing)
-    largest = ", ".join(f"{_figure(max(getattr(h, key) for h in hosts))} {unit}" for key, _, unit in missing)
+    needs = " and ".join(_amount(value, unit) for _, value, unit in missing)
+    largest = ", ".join(_amount(max(getattr(h, key) for h in hosts), unit) for key, _, unit in missing)
     named = sorted(hosts, key=lambda h: h.executor_id)
     listed = "; ".join(
-        f"{h.executor_id} ({_figure(h.cpus)} CPUs, {h.memory_mb} MiB memory, {h.storage_mb} MiB storage)"
+        f"{h.executor_id} ({_amount(h.cpus, 'CPU')}, {h.memory_mb} MiB memory, {h.storage_mb} MiB storage)"
         for h in named[:_HOSTS_NAMED]
     )
     more = f"; {len(named) - _HOSTS_NAMED} more" if len(named) > _HOSTS_NAMED else ""
@@ -77,6 +77,13 @@ def no_host_reason(asked: TaskResources, hosts: list[HostCapacity], waited_sec: 
         f"no executor host has {needs} (largest: {largest}; hosts: {listed}{more}); "
         f"waited {_figure(round(waited_sec))} s for one to start"
     )
+
+
+def _amount(value: float, unit: str) -> str:
+    """ "1 CPU", "2 CPUs", "1.5 CPUs", "512 MiB of memory"."""
+    if unit == "CPU" and value != 1:
+        unit = "CPUs"
+    return f"{_figure(value)} {unit}"
 
 
 def _figure(value: float) -> str:
