@@ -170,26 +170,28 @@ class Hosts:
             log.warning("attempt %s: its hand-backs cannot be read: %r", job.attempt_id, error)
             return 0
 
-    async def count_hand_back(self, job: AttemptJob) -> None:
-        """One more hand-back of the job; a compare-and-set, as several hosts hand it back at once."""
+    async def count_hand_back(self, job: AttemptJob) -> int:
+        """One more hand-back of the job, and how many there were (0: not counted); a compare-and-set,
+        as several hosts hand it back at once."""
         key = handback_key(job)
         if key is None or self.handbacks is None:
-            return
+            return 0
         for _ in range(5):
             try:
                 try:
                     entry = await self.handbacks.get(key)
                 except KeyNotFoundError:
                     await self.handbacks.create(key, b"1")
-                    return
+                    return 1
                 count = int(entry.value or b"0") + 1
                 await self.handbacks.update(key, str(count).encode(), last=entry.revision)
-                return
+                return count
             except (KeyWrongLastSequenceError, nats.js.errors.APIError):
                 continue  # another host counted meanwhile
             except Exception as error:
                 log.warning("attempt %s: a hand-back was not counted: %r", job.attempt_id, error)
-                return
+                return 0
+        return 0
 
 
 def _waited(msg: Msg) -> float:

@@ -159,7 +159,7 @@ class Executor:
         except Exception as error:
             if taken >= self.max_deliveries:
                 log.exception("attempt %s failed in the executor on its last delivery", job.attempt_id)
-                await self._report_executor_failed(job, delivery, delivery, error)
+                await self._report_executor_failed(job, delivery, taken, error)
                 return
             log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
             raise Redeliver(JOB_RETRY_SEC) from error
@@ -173,8 +173,10 @@ class Executor:
         if placement.action == "run":
             return True
         if placement.action == "hand_back":
-            log.info("attempt %s handed back: %s", job.attempt_id, placement.reason)
-            await self.hosts.count_hand_back(job)
+            count = await self.hosts.count_hand_back(job)
+            # Every few seconds for as long as it waits: said at the first and then now and then.
+            level = logging.INFO if count % 20 == 1 else logging.DEBUG
+            log.log(level, "attempt %s handed back (%d times): %s", job.attempt_id, count, placement.reason)
             raise Redeliver(HAND_BACK_SEC)
         log.warning("attempt %s: %s", job.attempt_id, placement.reason)
         DELIVERY.set(delivery)
