@@ -158,3 +158,17 @@ def test_an_executor_declared_above_its_host_exits_at_start_saying_so(tmp_path) 
     )
     assert started.returncode == 2
     assert f"REGATTA_EXECUTOR_CPUS = {cpus + 2} is more than this host has ({cpus} CPUs)" in started.stderr
+
+
+def test_an_executor_remembers_hosts_that_left_for_as_long_as_it_waits() -> None:
+    """Hosts._gone feeds place(): hosts seen in an earlier read and absent from this one, within the
+    wait limit; none with a limit of 0."""
+    from regatta_executor.hosts import Hosts
+
+    remembering = Hosts(None, SMALL, wait_limit_sec=600)  # type: ignore[arg-type]  # no bus needed here
+    assert remembering._gone([SMALL, BIG]) == []
+    assert remembering._gone([SMALL]) == [BIG]
+    assert remembering._gone([SMALL, BIG]) == [], "back again"
+    forgetting = Hosts(None, SMALL, wait_limit_sec=0)  # type: ignore[arg-type]
+    forgetting._gone([BIG])
+    assert forgetting._gone([]) == []
