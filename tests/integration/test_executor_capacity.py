@@ -147,3 +147,20 @@ async def test_hand_backs_are_no_failed_deliveries_and_the_host_that_can_runs_th
         with contextlib.suppress(Exception):
             await js.delete_stream(stream)
         await nc.close()
+
+
+def test_capacity_is_measured_where_the_sandboxes_run(engine) -> None:
+    """`container`: the engine's CPUs and memory (DOCKER_HOST's engine may be another machine); `local`:
+    this host's; a sandbox elsewhere (a cloud provider): the operator's ceilings, not this small VM's."""
+    from regatta_executor.capacity import measured_cpus, measured_memory_mb, sandbox_host_figures
+    from regatta_shared.ceilings import Ceilings
+    from regatta_shared.settings import Settings
+
+    ceilings = Ceilings.from_settings(Settings(REGATTA_MAX_CPUS=64, REGATTA_MAX_MEMORY_MB=262_144))
+    info = engine.info()
+    assert sandbox_host_figures("container", False, ceilings) == (
+        float(info["NCPU"]),
+        info["MemTotal"] // 2**20,
+    )
+    assert sandbox_host_figures("local", True, ceilings) == (measured_cpus(), measured_memory_mb())
+    assert sandbox_host_figures("daytona", False, ceilings) == (64.0, 262_144)

@@ -101,7 +101,7 @@ CEILINGS = Ceilings.from_settings(Settings(REGATTA_MAX_STORAGE_MB=4096))
 
 
 def test_a_host_offers_what_it_measured_or_less_as_declared() -> None:
-    measured = host_capacity(Settings(), CEILINGS, "e-1", "local", cpus=2, memory_mb=4000)
+    measured = host_capacity(Settings(), CEILINGS, "e-1", "local", True, cpus=2, memory_mb=4000)
     assert (measured.cpus, measured.memory_mb, measured.storage_mb) == (2, 4000, 4096)
     declared = host_capacity(
         Settings(REGATTA_EXECUTOR_CPUS=1.5, REGATTA_EXECUTOR_MEMORY_MB=1000),
@@ -118,11 +118,13 @@ def test_a_host_declared_above_what_it_has_is_refused_naming_the_setting() -> No
     with pytest.raises(
         CapacityError, match=r"^REGATTA_EXECUTOR_CPUS = 4 is more than this host has \(2 CPUs\)$"
     ):
-        host_capacity(Settings(REGATTA_EXECUTOR_CPUS=4), CEILINGS, "e-1", "local", cpus=2, memory_mb=4000)
+        host_capacity(
+            Settings(REGATTA_EXECUTOR_CPUS=4), CEILINGS, "e-1", "local", True, cpus=2, memory_mb=4000
+        )
     with pytest.raises(
         CapacityError, match=r"REGATTA_EXECUTOR_MEMORY_MB = 5000 is more than .* \(4000 MiB\)"
     ):
-        host_capacity(Settings(REGATTA_EXECUTOR_MEMORY_MB=5000), CEILINGS, "e-1", "local", 2, 4000)
+        host_capacity(Settings(REGATTA_EXECUTOR_MEMORY_MB=5000), CEILINGS, "e-1", "local", True, 2, 4000)
 
 
 def test_the_measured_cpus_are_those_this_process_may_use() -> None:

@@ -84,9 +84,9 @@ def choose_environment(settings: Settings) -> ResolvedEnvironment:
 def measure_capacity(settings: Settings, environment: ResolvedEnvironment) -> HostCapacity:
     """Once per process, like the environment: a declared capacity this host lacks ends it here."""
     try:
-        capacity = host_capacity(
-            settings, executor_ceilings(settings, environment.choice), executor_id(), environment.choice.kind
-        )
+        choice = environment.choice
+        ceilings = executor_ceilings(settings, choice)
+        capacity = host_capacity(settings, ceilings, executor_id(), choice.kind, choice.traits.runs_on_host)
     except CapacityError as error:
         print(f"regatta executor: {error}", file=sys.stderr)
         raise SystemExit(2) from None

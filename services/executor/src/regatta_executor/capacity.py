@@ -1,7 +1,8 @@
 """What one executor host offers attempts: CPUs, memory and storage, measured from the host and
 optionally declared lower by the operator (REGATTA_EXECUTOR_CPUS, REGATTA_EXECUTOR_MEMORY_MB).
 
-A declaration above what the host has is refused at start: a host that claims 4 CPUs on 2 cores would
+What is measured is the machine the sandboxes run on (sandbox_host_figures). A declaration above it is
+refused at start: a host that claims 4 CPUs on 2 cores would
 take 4-CPU tasks the operator meant for another host and run them at half speed. The storage figure is
 the executor's storage ceiling (task_ceilings.executor_ceilings), which already measures the disk its
 sandboxes write on.
@@ -98,18 +99,40 @@ def measured_memory_mb() -> int:
     return memory
 
 
+def sandbox_host_figures(environment: str, runs_on_host: bool, ceilings: Ceilings) -> tuple[float, int]:
+    """(CPUs, memory MiB) of the machine the sandboxes run on: this host for one that runs here
+    (`local`); the engine's (its NCPU and MemTotal, DOCKER_HOST's engine may be another host) for
+    `container`; for a sandbox elsewhere (Harbor's cloud providers) the operator's ceilings, which
+    this executor enforces on every task anyway."""
+    if runs_on_host:
+        return measured_cpus(), measured_memory_mb()
+    if environment == "container":
+        from .container.engine import client
+
+        try:
+            info = client().info()
+            return float(info["NCPU"]), int(info["MemTotal"]) // _MIB
+        except Exception:  # the engine not answering now: this host's figures, as for a local engine
+            return measured_cpus(), measured_memory_mb()
+    return ceilings.values["cpus"].value, int(ceilings.values["memory_mb"].value)
+
+
 def host_capacity(
     settings: Settings,
     ceilings: Ceilings,
     executor_id: str,
     environment: str,
+    runs_on_host: bool = True,
     cpus: float | None = None,
     memory_mb: int | None = None,
 ) -> HostCapacity:
-    """This host's capacity: the measured figures (`cpus`, `memory_mb` given: a test's), lowered to the
-    operator's declaration; CapacityError naming the setting when it declares more than there is."""
-    cpus = measured_cpus() if cpus is None else cpus
-    memory_mb = measured_memory_mb() if memory_mb is None else memory_mb
+    """This host's capacity: the measured figures (sandbox_host_figures; `cpus`, `memory_mb` given: a
+    test's), lowered to the operator's declaration; CapacityError naming the setting when it declares
+    more than there is."""
+    if cpus is None or memory_mb is None:
+        measured = sandbox_host_figures(environment, runs_on_host, ceilings)
+        cpus = measured[0] if cpus is None else cpus
+        memory_mb = measured[1] if memory_mb is None else memory_mb
     declared_cpus, declared_memory = settings.executor_cpus, settings.executor_memory_mb
     if declared_cpus is not None:
         if declared_cpus > cpus:
