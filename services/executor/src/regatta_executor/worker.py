@@ -149,7 +149,13 @@ class Executor:
                 self.attempts.stopped_runs.add(job.run_id)
                 DELIVERY.set(delivery)
                 await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")
-            elif await self._placed_here(job, msg, delivery):
+            elif not await self._placed_here(job, msg, delivery):
+                pass
+            elif job.run_id in self.attempts.stopped_runs:
+                # Its stop was heard while the task's files were read for its placement.
+                DELIVERY.set(delivery)
+                await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")
+            else:
                 await self._run_attempt(job, delivery)
         except asyncio.CancelledError:
             log.warning("attempt %s abandoned as this executor stops: its job goes back", job.attempt_id)
