@@ -29,7 +29,12 @@ def task_try(
     harness: Annotated[
         str, typer.Option(help="The agent's harness (oracle runs the task's solution)")
     ] = "oracle",
-    model: Annotated[str, typer.Option(help="The agent's model (a hosted model's name)")] = "none",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="The agent's model: a hosted model's name, or provider/model with --api-key-secret"
+        ),
+    ] = "none",
     api_key_secret: Annotated[
         str | None, typer.Option(help="A secret with the provider's API key: the model is a provider's")
     ] = None,
