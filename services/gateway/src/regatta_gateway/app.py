@@ -122,9 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RawCliPaths)
     install_web_ui(app, settings.public_url)
     # Added last, so it is the outermost layer: hostile input is refused before anything else runs.
-    app.add_middleware(
-        RequestGuard, max_body_bytes=settings.max_body_bytes, max_upload_bytes=settings.max_task_mb << 20
-    )
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     # Outermost: a throttled guesser is refused before anything else, its body unread.
     app.state.auth_throttle = FailureThrottle(
         settings.auth_failure_burst, settings.auth_failures_per_minute / 60.0

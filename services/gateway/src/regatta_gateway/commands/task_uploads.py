@@ -26,12 +26,13 @@ from regatta_shared.task_uploads import upload_key
 
 from regatta_gateway.admission.uploaded_tasks import read_upload
 from regatta_gateway.commands.benchmarks import checked_name
-from regatta_gateway.errors import TooLarge
+from regatta_gateway.errors import Invalid, Refused, TooLarge, Unsupported
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import benchmark_with_source
 
 _MIB = 1024 * 1024
 DEFAULT_NAME = "upload"
+MEDIA_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/octet-stream"})
 
 
 class Bucket(Protocol):
@@ -47,8 +48,14 @@ async def upload_tasks(
     body: AsyncIterator[bytes],
     bounds: TaskFileBounds,
     name: str | None = None,
+    content_type: str | None = None,
+    content_length: str | None = None,
 ) -> dict[str, Any]:
-    """The scratch benchmark made of the tar.gz `body`: {id, name, tasks, existing}."""
+    """The scratch benchmark made of the tar.gz `body`: {id, name, tasks, existing}. A body in another
+    media type, or declaring a length past the bound, is refused before it is read."""
+    refused = header_problem(content_type, content_length, bounds)
+    if refused is not None:
+        raise refused
     given = checked_name(name, DEFAULT_NAME) if name is not None else None
     folder = Path(tempfile.mkdtemp(prefix="regatta-upload-"))
     try:
@@ -76,6 +83,34 @@ async def upload_tasks(
         await asyncio.to_thread(shutil.rmtree, folder, True)
 
 
+def header_problem(
+    content_type: str | None, content_length: str | None, bounds: TaskFileBounds
+) -> Refused | None:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media not in MEDIA_TYPES:
+        shown = (media or "(none)").encode("unicode_escape").decode("ascii")[:100]
+        return Unsupported(
+            f"Content-Type {shown!r} is not accepted here; send application/gzip (a tar.gz of a task folder)",
+            code="UNSUPPORTED_MEDIA_TYPE",
+            field="Content-Type",
+        )
+    if content_length is None:
+        return None
+    if not content_length.strip().isdigit():
+        return Invalid("Content-Length must be a number", code="VALIDATION", field="Content-Length")
+    if int(content_length) > bounds.max_bytes:
+        return _too_large(bounds)
+    return None
+
+
+def _too_large(bounds: TaskFileBounds) -> TooLarge:
+    return TooLarge(
+        f"The task archive is larger than {bounds.max_bytes // _MIB} MiB (REGATTA_MAX_TASK_MB)",
+        code="PAYLOAD_TOO_LARGE",
+        field="archive",
+    )
+
+
 async def _spool(body: AsyncIterator[bytes], target: Path, bounds: TaskFileBounds) -> str:
     """Write the body to `target`, refusing it as soon as it passes the bound; its sha256 hex."""
     digest = hashlib.sha256()
@@ -84,11 +119,7 @@ async def _spool(body: AsyncIterator[bytes], target: Path, bounds: TaskFileBound
         async for chunk in body:
             size += len(chunk)
             if size > bounds.max_bytes:
-                raise TooLarge(
-                    f"The task archive is larger than {bounds.max_bytes // _MIB} MiB (REGATTA_MAX_TASK_MB)",
-                    code="PAYLOAD_TOO_LARGE",
-                    field="archive",
-                )
+                raise _too_large(bounds)
             digest.update(chunk)
             out.write(chunk)
     return digest.hexdigest()

@@ -43,7 +43,16 @@ async def upload_benchmark(
     """A tar.gz of a task folder (or a folder of tasks) as the body: a scratch benchmark of the workspace."""
     state = request.app.state
     bounds = TaskFileBounds.from_settings(state.settings)
-    uploaded = await upload_tasks(state.store, state.tasks, s, request.stream(), bounds, name)
+    uploaded = await upload_tasks(
+        state.store,
+        state.tasks,
+        s,
+        request.stream(),
+        bounds,
+        name,
+        request.headers.get("content-type"),
+        request.headers.get("content-length"),
+    )
     await run_in_threadpool(settle, request)
     return {**uploaded, "sync_status": PENDING}
 

@@ -36,7 +36,6 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOML_ROUTES = frozenset({("POST", "/api/v1/runs")})  # the only route that reads a TOML body
 # Task archives (tar.gz): streamed by the route itself, under the task bounds, never buffered here.
 UPLOAD_ROUTES = frozenset({("POST", "/api/v1/benchmarks/uploads")})
-UPLOAD_MEDIA = frozenset({"application/gzip", "application/x-gzip", "application/octet-stream"})
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_DEPTH = 64
 # JSON can carry a NUL or a lone surrogate only as an escape (raw ones are invalid JSON or UTF-8), and
@@ -49,10 +48,9 @@ class _ClientGone(Exception):
 
 
 class RequestGuard:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int | None = None) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.max_upload_bytes = max_upload_bytes or max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -63,7 +61,8 @@ class RequestGuard:
         with_body = "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
         media = _media_type(headers.get("content-type"))
         if (scope["method"], scope["path"]) in UPLOAD_ROUTES:
-            refusal = _url_problem(scope) or self._upload_problem(headers, media)
+            # Its media type and size are checked by the route, after authentication.
+            refusal = _url_problem(scope)
             if refusal is not None:
                 await response(refusal)(scope, receive, send)
                 return
@@ -96,26 +95,6 @@ class RequestGuard:
         if not declared.strip().isdigit():
             return Invalid("Content-Length must be a number", code="VALIDATION", field="Content-Length")
         return self._too_large() if int(declared) > self.max_body_bytes else None
-
-    def _upload_problem(self, headers: dict[str, str], media: str | None) -> Refused | None:
-        if media not in UPLOAD_MEDIA:
-            return Unsupported(
-                f"Content-Type {_printable(media or '(none)')!r} is not accepted here; send application/gzip "
-                "(a tar.gz of a task folder)",
-                code="UNSUPPORTED_MEDIA_TYPE",
-                field="Content-Type",
-            )
-        declared = headers.get("content-length")
-        if declared is not None and not declared.strip().isdigit():
-            return Invalid("Content-Length must be a number", code="VALIDATION", field="Content-Length")
-        if declared is not None and int(declared) > self.max_upload_bytes:
-            return TooLarge(
-                f"The task archive is larger than {self.max_upload_bytes >> 20} MiB (REGATTA_MAX_TASK_MB)",
-                code="PAYLOAD_TOO_LARGE",
-                field="archive",
-                max_bytes=self.max_upload_bytes,
-            )
-        return None
 
     def _too_large(self) -> Refused:
         return TooLarge(
