@@ -204,6 +204,7 @@ HOSTILE = {
         "t/task.toml: agent.timeout_sec:",
     ),
     "no task in it": (lambda: crafted(("docs/readme.txt", None, b"hello")), "archive", "no task in it"),
+    "empty archive": (crafted, "archive", "no task in it"),
     "not gzip": (lambda: b"PK\x03\x04 a zip file, not a tar.gz", "archive", "cannot be unpacked"),
 }
 

@@ -26,6 +26,7 @@ MAX_TASK_TOML_BYTES = 1024 * 1024
 def read_upload(archive: Path, staging: Path, bounds: TaskFileBounds, name: str) -> tuple[str, list[str]]:
     """(the upload's name, its task names) of the tar.gz at `archive`, unpacked into `staging`;
     Invalid naming the archive entry (or task.toml field) and the bound or rule otherwise."""
+    staging.mkdir()
     try:
         unpack_file(archive, staging, bounds, name)
         upload_name, tasks = locate_tasks(staging, name)

@@ -50,6 +50,7 @@ async def upload_tasks(
     name: str | None = None,
     content_type: str | None = None,
     content_length: str | None = None,
+    workdir: Path | None = None,
 ) -> dict[str, Any]:
     """The scratch benchmark made of the tar.gz `body`: {id, name, tasks, existing}. A body in another
     media type, or declaring a length past the bound, is refused before it is read."""
@@ -57,7 +58,11 @@ async def upload_tasks(
     if refused is not None:
         raise refused
     given = checked_name(name, DEFAULT_NAME) if name is not None else None
-    folder = Path(tempfile.mkdtemp(prefix="regatta-upload-"))
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    # Under the data folder when given: an upload and its unpacked copy may each reach the task bound,
+    # more than a RAM-backed /tmp should hold.
+    folder = Path(tempfile.mkdtemp(prefix="upload-", dir=workdir))
     try:
         archive = folder / "upload.tar.gz"
         digest = await _spool(body, archive, bounds)

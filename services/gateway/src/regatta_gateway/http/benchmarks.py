@@ -52,6 +52,7 @@ async def upload_benchmark(
         name,
         request.headers.get("content-type"),
         request.headers.get("content-length"),
+        state.settings.data_dir / "uploads",
     )
     await run_in_threadpool(settle, request)
     return {**uploaded, "sync_status": PENDING}
