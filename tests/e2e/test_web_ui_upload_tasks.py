@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import ACK_WAIT, LONG, phone_shot, shot, sign_in
-from tests.support.tasks import write_task
+from tests.support.tasks import run_toml, write_task
 
 
 def _archive(folder: Path, target: Path) -> Path:
@@ -88,3 +88,30 @@ def test_try_your_tasks_uploads_an_archive_and_offers_a_run(
     start.click()
     expect(page).to_have_url(re.compile(rf"/benchmarks/{row['id']}/runs/new$"))
     expect(page.locator("main")).to_contain_text("ui-try")
+
+
+def test_try_your_tasks_packs_a_chosen_folder_in_the_browser(
+    shared_stack, api_for, page: Page, tmp_path: Path
+) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
+    api = api_for(stack)
+    task = write_task(tmp_path, "folder-task", solve="echo done > /app/out.txt")
+    sign_in(page, stack)
+
+    page.get_by_role("button", name="Try Your Tasks").click()
+    dialog = page.get_by_role("dialog", name="Try Your Tasks")
+    dialog.get_by_label("Or a task folder").set_input_files(task)
+    dialog.get_by_role("button", name="Upload").click()
+    expect(dialog.get_by_role("status")).to_contain_text(
+        "Scratch benchmark “folder-task” is ready: 1 task.", timeout=LONG
+    )
+    expect(dialog.get_by_role("alert")).to_be_hidden()
+    shot(page, "upload-tasks-folder")
+
+    # What the browser packed is a task that runs: its solution passes its test.
+    [row] = [b for b in api.get("/benchmarks")["benchmarks"] if b["name"] == "folder-task"]
+    run = api.submit_toml(run_toml(row["id"]))
+    finished = api.wait_run(run["id"])
+    assert finished["benchmark_run"]["status"] == "finished", finished
+    attempts = api.get(f"/runs/{run['id']}/attempts")["attempts"]
+    assert [(a["task"], a["outcome"]) for a in attempts] == [("folder-task", "passed")], attempts
