@@ -93,3 +93,23 @@ def test_task_try_uploads_a_harbor_task_runs_it_and_reports_each_outcome(
     error = json.loads(refused.stderr)["error"]
     assert "tests/hostname links outside the folder" in error["message"], error
     assert api.get("/benchmarks")["benchmarks"] == before
+    (task / "tests" / "hostname").unlink()
+
+    # A task.toml Harbor refuses: the server's refusal names the file and field; nothing is added.
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 600.0\n", 'timeout_sec = "soon"\n', 1))
+    bad = regatta(stack, "task", "try", str(task), token=token)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "my-task/task.toml: verifier.timeout_sec" in bad.stdout, bad.stdout
+    assert api.get("/benchmarks")["benchmarks"] == before
+
+    # A task Harbor's TaskConfig accepts but that cannot run (no instruction.md): stored, its sync
+    # fails naming the reason, and the command fails with it before submitting anything.
+    harbor_task(tmp_path / "second")
+    (tmp_path / "second" / "my-task" / "instruction.md").unlink()
+    runs_before = api.get("/runs")["total_count"]
+    failed = regatta(stack, "task", "try", str(tmp_path / "second" / "my-task"), "--json", token=token)
+    assert failed.returncode == 1 and failed.stdout == "", failed.stdout
+    error = json.loads(failed.stderr)["error"]
+    assert error["code"] == "SYNC_FAILED" and "instruction.md is missing" in error["message"], error
+    assert api.get("/runs")["total_count"] == runs_before
