@@ -12,7 +12,9 @@
   neither NUL nor lone surrogates (the request would end in a 500 half-way), and a NUL truncates a name
   or path in every C API it reaches.
 
-Bodies are read here (bounded) and replayed to the app, which reads them as before.
+Bodies are read here (bounded) and replayed to the app, which reads them as before. A task archive upload
+(`UPLOAD_ROUTES`) is the exception: only its URL is checked here, and its route streams the body to disk under
+the task bounds (REGATTA_MAX_TASK_MB), checking its media type and declared length after authentication.
 """
 
 from __future__ import annotations
