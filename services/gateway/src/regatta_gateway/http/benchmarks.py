@@ -17,6 +17,7 @@ from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
 from regatta_gateway.http.responses import JSONBytes
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import leaderboards as leaderboard_queries
+from regatta_gateway.queries.task_history import task_history
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
 
@@ -104,6 +105,18 @@ def exclude_task(
     excluded = benchmark_commands.exclude_task(request.app.state.store, s, key, body)
     settle(request)
     return excluded
+
+
+@router.get("/benchmarks/{key}/task-history")
+def show_task_history(
+    request: Request,
+    s: ScopeDep,
+    key: str,
+    task: Annotated[str, Query(max_length=1000)] = "",
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    return task_history(request.app.state.store, s, key, task, limit, offset)
 
 
 @router.get("/benchmarks/{key}/leaderboard", response_class=JSONBytes)
