@@ -51,7 +51,7 @@ from regatta_shared.events import (
 )
 from regatta_shared.eventstore import NewEvent
 from regatta_shared.ids import attempt_id, benchmark_stream, leaderboard_stream, run_stream, workspace_stream
-from regatta_shared.scoring_rules import RULES_VERSION
+from regatta_shared.rules.scoring_rules import RULES_VERSION
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[1]

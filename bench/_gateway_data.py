@@ -13,7 +13,7 @@ from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.operations import OpsReadModels
 from regatta_shared.eventstore import EventStore, NewEvent
-from regatta_shared.projections import ProjectionRunner
+from regatta_shared.eventstore.projections import ProjectionRunner
 from regatta_shared.settings import Settings
 from sqlalchemy import create_engine, text
 

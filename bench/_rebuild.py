@@ -26,7 +26,7 @@ from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.operations import OpsReadModels
 from regatta_gateway.readmodels.tables import metadata as read_model_tables
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.projections import ProjectionRunner
+from regatta_shared.eventstore.projections import ProjectionRunner
 from sqlalchemy import Connection, MetaData
 
 if TYPE_CHECKING:

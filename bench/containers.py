@@ -145,8 +145,8 @@ async def plain_round(
 
 
 async def environment_round(task: Path, work: Path, attempts: int, concurrency: int, label: str) -> float:
+    from regatta_executor.attempt.trials import run_trial
     from regatta_executor.container.engine import CONTAINER_ENVIRONMENT
-    from regatta_executor.trials import run_trial
 
     gate = asyncio.Semaphore(concurrency)
 
@@ -182,7 +182,7 @@ async def main(attempts: int, concurrency: int, rounds: int, compose: bool = Fal
     task = write_task(work, compose)
     # Warm-up: builds (or finds) the task's image, imports Harbor, sweeps, makes the state folder.
     await environment_round(task, work, 1, 1, "warm-up")
-    from regatta_executor.container.images import IMAGE_REPOSITORY, ImageCache
+    from regatta_executor.container.image.task_images import IMAGE_REPOSITORY, ImageCache
 
     client = docker.from_env(max_pool_size=64)
     cache = ImageCache(client, work / "state", None, local_images=LOCAL_IMAGES)

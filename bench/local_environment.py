@@ -28,7 +28,7 @@ def cpu_seconds() -> tuple[float, float]:
 
 
 async def main(task: Path, trials: int, concurrent: int) -> None:
-    from regatta_executor.trials import run_trial
+    from regatta_executor.attempt.trials import run_trial
 
     work = Path(tempfile.mkdtemp(prefix="bench-local-"))
 

@@ -33,12 +33,12 @@ from harbor.publisher.packager import Packager
 from regatta_registry_sync.archive_store import NatsArchiveStore
 from regatta_registry_sync.sync import BenchmarkSync
 from regatta_registry_sync.tasks import build_archive, inspect_task
-from regatta_shared.bus import TASKS_BUCKET, ensure_streams
-from regatta_shared.ceilings import Ceilings, TaskFileBounds
-from regatta_shared.envelope import new_event
 from regatta_shared.events import BenchmarkAdded, BenchmarkSource, BenchmarkSyncRequested
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import benchmark_stream, new_id
+from regatta_shared.messaging.bus import TASKS_BUCKET, ensure_streams
+from regatta_shared.rules.ceilings import Ceilings, TaskFileBounds
 from regatta_shared.settings import load_settings
 
 from regatta import nats_server

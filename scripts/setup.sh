@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# busybox-static: the container environment's platform tools (container/tools.py); dnsmasq-base and
-# ipset: its sandbox networks' DNS forwarder and allowlists (container/dns.py, allowlist.py).
+# busybox-static: the container environment's platform tools (container/exec/tools.py); dnsmasq-base and
+# ipset: its sandbox networks' DNS forwarder and allowlists (container/network/dns.py, allowlist.py).
 packages=(bubblewrap tmux util-linux procps slirp4netns iproute2 busybox-static dnsmasq-base ipset)
 if [ "${REGATTA_SETUP_TEST_DEPS:-0}" = "1" ]; then
   # The container environment's tests: a Docker engine, and debootstrap to make their base image

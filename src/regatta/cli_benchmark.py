@@ -9,7 +9,7 @@ from typing import Annotated, Any, NoReturn
 from urllib.parse import quote
 
 import typer
-from regatta_shared.participants import agent_label
+from regatta_shared.rules.participants import agent_label
 from rich.text import Text
 
 from .cli_common import (

@@ -8,7 +8,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from regatta_shared.participants import NO_VALUE, rank_text
+from regatta_shared.rules.participants import NO_VALUE, rank_text
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

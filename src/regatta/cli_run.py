@@ -10,8 +10,8 @@ from urllib.parse import quote
 
 import httpx
 import typer
-from regatta_shared.attempt_labels import normal_label
-from regatta_shared.participants import agent_label
+from regatta_shared.rules.attempt_labels import normal_label
+from regatta_shared.rules.participants import agent_label
 from regatta_shared.runs.status import RUN_STATUSES, TERMINAL
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

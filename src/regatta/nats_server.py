@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from regatta_shared.bus import (
+from regatta_shared.messaging.bus import (
     ARTIFACTS_BUCKET,
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
@@ -38,7 +38,7 @@ from regatta_shared.bus import (
     REPORT_SUBJECT,
     TASKS_BUCKET,
 )
-from regatta_shared.live import LIVE_SUBJECT_PREFIX, WATCH_SUBJECT_PREFIX
+from regatta_shared.messaging.live import LIVE_SUBJECT_PREFIX, WATCH_SUBJECT_PREFIX
 
 from .services import NAMES
 
@@ -104,7 +104,7 @@ EXECUTOR_PERMISSIONS: dict[str, Any] = {
     "subscribe": {
         "allow": [
             f"{CANCEL_SUBJECT_PREFIX}.*",
-            # Whether someone watches an attempt it runs (regatta_shared.live): read only then.
+            # Whether someone watches an attempt it runs (regatta_shared.messaging.live): read only then.
             f"{WATCH_SUBJECT_PREFIX}.*.*",
             # Replies and pull deliveries come to the executor's own inbox prefix: with the default
             # `_INBOX.>` it could read the replies other services get (events they fetch, say).

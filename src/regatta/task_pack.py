@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from regatta_shared.task_uploads import TASK_MARKERS
+from regatta_shared.security.task_uploads import TASK_MARKERS
 
 MIB = 1024 * 1024
 SPOOL_BYTES = 8 * MIB

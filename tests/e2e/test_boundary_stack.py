@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 from regatta_executor.container.engine import CONTAINER_ENVIRONMENT, engine_answers
-from regatta_executor.container.images import IMAGE_REPOSITORY
+from regatta_executor.container.image.task_images import IMAGE_REPOSITORY
 
 from regatta.stack import Stack
 from tests.conftest import unavailable
@@ -36,8 +36,8 @@ from tests.e2e.conftest import Api, Tenant
 from tests.e2e.test_executor import add_folder, run_events
 from tests.e2e.test_hostile_stack import _stored
 from tests.integration.container_support import BASE_IMAGE, images_built_are_removed, write_task
-from tests.integration.test_container_image_boundary import Listener
-from tests.integration.test_container_verifier_integrity import ALWAYS_FAILS, WRAPPER
+from tests.integration.executor.container.test_container_image_boundary import Listener
+from tests.integration.executor.container.test_container_verifier_integrity import ALWAYS_FAILS, WRAPPER
 from tests.support.tasks import run_toml
 
 pytestmark = pytest.mark.timeout(900)

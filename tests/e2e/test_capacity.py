@@ -17,7 +17,7 @@ import nats
 import pytest
 from nats.js.errors import KeyNotFoundError
 from regatta_executor.hosts import host_key
-from regatta_shared.bus import EXECUTOR_HOSTS_BUCKET, JOB_HANDBACKS_BUCKET
+from regatta_shared.messaging.bus import EXECUTOR_HOSTS_BUCKET, JOB_HANDBACKS_BUCKET
 
 from tests.e2e.test_executor import add_folder, run_events
 from tests.support.tasks import run_toml, write_task

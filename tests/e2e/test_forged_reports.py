@@ -15,8 +15,8 @@ import secrets
 import nats
 import nats.errors
 import pytest
-from regatta_shared.attempt_auth import MAC_HEADER
-from regatta_shared.bus import EXECUTOR_INBOX_PREFIX, REPORT_SUBJECT, REPORTS_STREAM
+from regatta_shared.messaging.bus import EXECUTOR_INBOX_PREFIX, REPORT_SUBJECT, REPORTS_STREAM
+from regatta_shared.security.attempt_auth import MAC_HEADER
 
 from tests.e2e.test_executor import add_folder, run_events
 from tests.support.gates import NEVER_OPENED, gate

@@ -27,7 +27,7 @@ import httpx
 import nats
 import pytest
 from regatta_executor.container.engine import CONTAINER_ENVIRONMENT, engine_answers
-from regatta_shared.bus import ARTIFACTS_BUCKET
+from regatta_shared.messaging.bus import ARTIFACTS_BUCKET
 
 from regatta.stack import Stack
 from tests.conftest import unavailable

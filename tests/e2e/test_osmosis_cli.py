@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from regatta_shared.sealing import SealError, load_master_key, sealing_key, unseal
+from regatta_shared.security.sealing import SealError, load_master_key, sealing_key, unseal
 from regatta_shared.settings import Settings
 from sqlalchemy import create_engine, text
 

@@ -23,8 +23,8 @@ from urllib.parse import unquote_to_bytes
 import httpx
 import nats
 import pytest
-from regatta_shared.bus import ARTIFACTS_BUCKET
-from regatta_shared.sealing import SealError, sealing_key, unseal
+from regatta_shared.messaging.bus import ARTIFACTS_BUCKET
+from regatta_shared.security.sealing import SealError, sealing_key, unseal
 from regatta_shared.settings import Settings
 from sqlalchemy import create_engine, text
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from playwright.sync_api import Page, expect
-from regatta_shared.conditions import ScoringConditions
 from regatta_shared.events import (
     AgentSpec,
     AttemptFinished,
@@ -31,6 +30,7 @@ from regatta_shared.events import (
 from regatta_shared.events.integrity import AttemptIntegrity, FileFacts, ToolChainChange
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import attempt_id, new_id, run_stream
+from regatta_shared.rules.conditions import ScoringConditions
 
 from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import ACK_WAIT, sign_in

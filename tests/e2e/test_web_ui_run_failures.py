@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import nats
 from playwright.sync_api import Page, expect
-from regatta_shared.bus import TASKS_BUCKET
+from regatta_shared.messaging.bus import TASKS_BUCKET
 from sqlalchemy import create_engine, text
 
 from tests.e2e.test_cli import regatta

@@ -17,7 +17,7 @@ from typing import Any
 import nats
 from nats.js.api import DeliverPolicy
 from playwright.sync_api import Page, expect
-from regatta_shared.live import LIVE_SUBJECT_PREFIX
+from regatta_shared.messaging.live import LIVE_SUBJECT_PREFIX
 
 from tests.e2e.web_ui_layout import assert_readable
 from tests.e2e.web_ui_support import (

@@ -19,6 +19,7 @@ from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.paths import TrialPaths
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
+from regatta_executor.attempt.outcome import classify
 from regatta_executor.container.engine import (
     CONTAINER_ENVIRONMENT,
     LABEL_DIGEST,
@@ -26,8 +27,7 @@ from regatta_executor.container.engine import (
     engine_answers,
 )
 from regatta_executor.container.environment import ContainerEnvironment
-from regatta_executor.container.images import IMAGE_REPOSITORY
-from regatta_executor.outcome import classify
+from regatta_executor.container.image.task_images import IMAGE_REPOSITORY
 
 from tests.conftest import unavailable
 

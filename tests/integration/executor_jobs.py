@@ -16,13 +16,13 @@ import docker
 import nats
 import pytest
 from nats.js.api import ConsumerConfig
-from regatta_executor.environments import EnvironmentChoice
+from regatta_executor.environments.choice import EnvironmentChoice
 from regatta_executor.worker import Executor
 from regatta_run_scheduler.scheduler import build_job
-from regatta_shared.bus import REPORT_SUBJECT, TASKS_BUCKET, ensure_streams
 from regatta_shared.events import AttemptScheduled
 from regatta_shared.ids import attempt_id, new_id
-from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.messaging.bus import REPORT_SUBJECT, TASKS_BUCKET, ensure_streams
+from regatta_shared.messaging.jobs import AttemptJob, AttemptReport
 
 from tests.integration.container_support import LOCAL_IMAGES, containers_of
 from tests.integration.local_environment_support import require_sandbox_host, sandboxes_dir

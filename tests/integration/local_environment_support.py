@@ -19,9 +19,9 @@ from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.paths import TrialPaths
 from harbor.models.trial.result import TrialResult
 from harbor.trial.trial import Trial
+from regatta_executor.attempt.outcome import classify
 from regatta_executor.local.environment import LocalEnvironment
 from regatta_executor.local.limits import leaf_parents
-from regatta_executor.outcome import classify
 
 from tests.conftest import EXAMPLES, unavailable
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
-from regatta_executor.container.network import remove_sandbox_network
+from regatta_executor.container.network.bridge import remove_sandbox_network
 
 from tests.conftest import unavailable
 

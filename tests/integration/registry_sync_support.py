@@ -29,12 +29,12 @@ from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.projection import ReadModels
 from regatta_registry_sync.archive_store import NatsArchiveStore
 from regatta_registry_sync.sync import BenchmarkSync, initial_sync_id
-from regatta_shared.bus import TASKS_BUCKET, ensure_streams
-from regatta_shared.envelope import new_event
 from regatta_shared.events import BenchmarkAdded, BenchmarkSource, BenchmarkSyncRequested
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore
+from regatta_shared.eventstore.projections import ProjectionRunner
 from regatta_shared.ids import benchmark_stream, new_id
-from regatta_shared.projections import ProjectionRunner
+from regatta_shared.messaging.bus import TASKS_BUCKET, ensure_streams
 from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parents[2]

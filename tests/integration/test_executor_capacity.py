@@ -14,16 +14,16 @@ from pathlib import Path
 import nats
 import pytest
 from nats.js.api import ConsumerConfig
+from regatta_executor.attempt.trials import EnvironmentChoice
 from regatta_executor.capacity import HostCapacity
 from regatta_executor.hosts import Hosts, live_hosts
-from regatta_executor.trials import EnvironmentChoice
 from regatta_executor.worker import Executor
 from regatta_run_scheduler.scheduler import build_job
-from regatta_shared.bus import REPORT_SUBJECT, TASKS_BUCKET, ensure_streams
-from regatta_shared.consumer import Redeliver
 from regatta_shared.events import AttemptScheduled
 from regatta_shared.ids import attempt_id, new_id
-from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.messaging.bus import REPORT_SUBJECT, TASKS_BUCKET, ensure_streams
+from regatta_shared.messaging.consumer import Redeliver
+from regatta_shared.messaging.jobs import AttemptJob, AttemptReport
 
 from tests.integration.local_environment_support import require_sandbox_host
 from tests.support.runs import submission
@@ -153,7 +153,7 @@ def test_capacity_is_measured_where_the_sandboxes_run(engine) -> None:
     """`container`: the engine's CPUs and memory (DOCKER_HOST's engine may be another machine); `local`:
     this host's; a sandbox elsewhere (a cloud provider): the operator's ceilings, not this small VM's."""
     from regatta_executor.capacity import measured_cpus, measured_memory_mb, sandbox_host_figures
-    from regatta_shared.ceilings import Ceilings
+    from regatta_shared.rules.ceilings import Ceilings
     from regatta_shared.settings import Settings
 
     ceilings = Ceilings.from_settings(Settings(REGATTA_MAX_CPUS=64, REGATTA_MAX_MEMORY_MB=262_144))

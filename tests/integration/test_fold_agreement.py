@@ -40,8 +40,8 @@ from regatta_shared.events import (
 )
 from regatta_shared.events.integrity import AttemptIntegrity
 from regatta_shared.eventstore import EventStore, new_event
+from regatta_shared.eventstore.projections import ProjectionRunner
 from regatta_shared.ids import attempt_id, run_stream
-from regatta_shared.projections import ProjectionRunner
 from regatta_shared.runs import INTEGRITY_COLUMNS, RunFold, expected_attempts, integrity_columns
 from sqlalchemy import select
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from regatta_scoring.scorer import Scorer
-from regatta_shared.conditions import ScoringConditions, qualification
 from regatta_shared.events import (
     AgentSpec,
     AttemptFinished,
@@ -20,6 +19,7 @@ from regatta_shared.events import (
 )
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import attempt_id, leaderboard_stream, run_stream
+from regatta_shared.rules.conditions import ScoringConditions, qualification
 
 TASKS = [
     RunTask(name=f"t{i:02d}", digest=f"sha256:{i:064x}", category="math" if i < 4 else "text")

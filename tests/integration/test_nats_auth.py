@@ -16,7 +16,7 @@ import pytest
 import yaml
 from nats.aio.client import Client as NATS
 from nats.js.errors import KeyNotFoundError, NotFoundError
-from regatta_shared.bus import (
+from regatta_shared.messaging.bus import (
     CANCEL_SUBJECT_PREFIX,
     EVENTS_STREAM,
     EXECUTOR_INBOX_PREFIX,
@@ -186,9 +186,9 @@ async def test_an_executor_announces_its_host_and_counts_hand_backs_with_its_own
     from regatta_executor.capacity import HostCapacity
     from regatta_executor.hosts import Hosts, live_hosts
     from regatta_run_scheduler.scheduler import build_job
-    from regatta_shared.bus import CANCELLED_RUNS_BUCKET, EXECUTOR_HOSTS_BUCKET
     from regatta_shared.events import AttemptScheduled
     from regatta_shared.ids import attempt_id
+    from regatta_shared.messaging.bus import CANCELLED_RUNS_BUCKET, EXECUTOR_HOSTS_BUCKET
 
     from tests.support.runs import submission
 

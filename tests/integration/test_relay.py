@@ -9,9 +9,9 @@ import nats
 import pytest
 from regatta_relay import relay
 from regatta_relay.relay import Relay
-from regatta_shared.bus import EVENTS_STREAM, ensure_streams
 from regatta_shared.events import RunStarted, RunStopRequested
 from regatta_shared.eventstore import EventStore, EventTooLarge, new_event
+from regatta_shared.messaging.bus import EVENTS_STREAM, ensure_streams
 
 from regatta import nats_server
 

@@ -7,7 +7,7 @@ from regatta_run_scheduler.scheduler import RunScheduler
 from regatta_shared.events import ErroredAttemptsRerunRequested, RunFinished, RunStopRequested
 from regatta_shared.eventstore import EventStore, new_event
 from regatta_shared.ids import run_stream
-from regatta_shared.jobs import AttemptReport
+from regatta_shared.messaging.jobs import AttemptReport
 
 from tests.support.runs import submission
 

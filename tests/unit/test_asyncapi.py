@@ -14,7 +14,9 @@ import jsonschema
 import pytest
 from regatta_relay.relay import subject_for
 from regatta_shared import events
-from regatta_shared.asyncapi import (
+from regatta_shared.events import Event
+from regatta_shared.events.envelope import StoredEvent
+from regatta_shared.messaging.asyncapi import (
     SCHEMAS,
     asyncapi_document,
     core_messages,
@@ -22,11 +24,9 @@ from regatta_shared.asyncapi import (
     render,
     work_queue_messages,
 )
-from regatta_shared.bus import CANCEL_SUBJECT_PREFIX, CLAIM_SUBJECT_PREFIX, EVENTS_STREAM, STREAMS
-from regatta_shared.envelope import StoredEvent
-from regatta_shared.events import Event
-from regatta_shared.live import LIVE_STREAM_CONFIG, LiveChunk, live_subject
-from regatta_shared.nudge import NUDGE_SUBJECT
+from regatta_shared.messaging.bus import CANCEL_SUBJECT_PREFIX, CLAIM_SUBJECT_PREFIX, EVENTS_STREAM, STREAMS
+from regatta_shared.messaging.live import LIVE_STREAM_CONFIG, LiveChunk, live_subject
+from regatta_shared.messaging.nudge import NUDGE_SUBJECT
 
 from tests.conftest import ROOT, unavailable
 
@@ -59,7 +59,7 @@ def test_the_document_is_valid_asyncapi_3(validator: Any) -> None:
 
 def test_the_committed_copy_is_current() -> None:
     assert COMMITTED.read_text() == render(), (
-        "docs/asyncapi.json is stale: run `python -m regatta_shared.asyncapi docs/asyncapi.json`"
+        "docs/asyncapi.json is stale: run `python -m regatta_shared.messaging.asyncapi docs/asyncapi.json`"
     )
 
 

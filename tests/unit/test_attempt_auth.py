@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from regatta_run_scheduler.reports import authentic_claim, authentic_reports
-from regatta_shared.attempt_auth import MAC_HEADER, AttemptKeys, open_key, sign
-from regatta_shared.jobs import AttemptReport
-from regatta_shared.sealing import SEALED_SECRETS, SealError, derive_key
+from regatta_shared.messaging.jobs import AttemptReport
+from regatta_shared.security.attempt_auth import MAC_HEADER, AttemptKeys, open_key, sign
+from regatta_shared.security.sealing import SEALED_SECRETS, SealError, derive_key
 
 MASTER = b"a-master-key-of-this-deployment"
 SEALING = derive_key(MASTER, SEALED_SECRETS)

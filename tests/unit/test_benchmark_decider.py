@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 
 import pytest
 from regatta_gateway.commands import benchmark_decider as decider
-from regatta_shared.envelope import StoredEvent, new_event
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkRemoved,
@@ -20,6 +19,7 @@ from regatta_shared.events import (
     Event,
     TaskInfo,
 )
+from regatta_shared.events.envelope import StoredEvent, new_event
 
 BM = "bm_1"
 WS = "ws_1"

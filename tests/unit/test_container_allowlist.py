@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from regatta_executor.container import allowlist, dns
+from regatta_executor.container.network import allowlist, dns
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from regatta_executor.container.compose import ComposeProject, load_project
-from regatta_executor.container.compose_files import (
+from regatta_executor.container.compose.files import (
     MAX_DEPTH,
     ComposeError,
     merge,
     parse,
     substitute,
 )
+from regatta_executor.container.compose.project import ComposeProject, load_project
 
 
 def _task(tmp_path: Path, compose: str, *, files: dict[str, str] | None = None) -> Path:
@@ -384,8 +384,8 @@ def test_the_env_file_fills_variables_below_the_given_ones(
 def test_an_attempt_network_gets_the_sandbox_bridges_rules_and_accepts_its_own_traffic() -> None:
     """Kept in step with network.py: if the sandbox bridge's rules change (a DNS forwarder, say), the
     compose networks' must change with them."""
-    from regatta_executor.container import network
-    from regatta_executor.container.compose_run import attempt_rules, bridge_name
+    from regatta_executor.container.compose.sidecars import attempt_rules, bridge_name
+    from regatta_executor.container.network import bridge as network
 
     bridge = bridge_name("regatta-x-net")
     gateway = ipaddress.IPv4Address("172.30.0.1")

@@ -8,10 +8,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from regatta_executor.container.build_context import BuildContextError, build_context
-from regatta_executor.container.dockerfile_policy import DockerfileRefusedError, plan
-from regatta_executor.container.references import ImageRefusedError, parse_reference
-from regatta_shared.outbound import OutboundPolicy
+from regatta_executor.container.image.build_context import BuildContextError, build_context
+from regatta_executor.container.image.dockerfile_policy import DockerfileRefusedError, plan
+from regatta_executor.container.image.references import ImageRefusedError, parse_reference
+from regatta_shared.security.outbound import OutboundPolicy
 
 ID = "sha256:" + "ab" * 32
 

@@ -7,8 +7,8 @@ import ipaddress
 from pathlib import Path
 
 import pytest
-from regatta_executor.container import dns
-from regatta_executor.container.network import NetworkIsolationError, ensure_sandbox_network
+from regatta_executor.container.network import dns
+from regatta_executor.container.network.bridge import NetworkIsolationError, ensure_sandbox_network
 
 
 @pytest.mark.parametrize(

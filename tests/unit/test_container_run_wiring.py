@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from regatta_executor.app import choose_environment
+from regatta_executor.attempt.trials import trial_config
 from regatta_executor.container.options import ContainerEnvironmentOptions
-from regatta_executor.environments import CONTAINER_ENVIRONMENT, EnvironmentChoice
-from regatta_executor.trials import trial_config
+from regatta_executor.environments.choice import CONTAINER_ENVIRONMENT, EnvironmentChoice
 from regatta_shared.events import AgentSpec, ModelSpec
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.jobs import AttemptJob
 from regatta_shared.settings import Settings
 
 

@@ -1,5 +1,5 @@
-"""The one CSV writer of the platform's downloads (regatta_shared.csv_export): text a spreadsheet would
-run as a formula is written as text, and a line break inside a cell never ends its row."""
+"""The one CSV writer of the platform's downloads (regatta_shared.security.csv_export): text a spreadsheet
+would run as a formula is written as text, and a line break inside a cell never ends its row."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import csv
 import io
 
 import pytest
-from regatta_shared.csv_export import csv_text, inert_cell
+from regatta_shared.security.csv_export import csv_text, inert_cell
 
 
 @pytest.mark.parametrize("text", ["=1+1", "+1", "-1+2", "@SUM(1,1)", "\t=1", "\r=1"])

@@ -1,19 +1,19 @@
-"""Each environment declares what it builds, runs and takes (regatta_executor.traits), and the executor
-asks it: a class built on `local` or `container` does what its base does, whatever it is named."""
+"""Each environment declares what it builds, runs and takes (regatta_executor.environments.traits), and the
+executor asks it: a class built on `local` or `container` does what its base does, whatever it is named."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from regatta_executor.attempt.trials import trial_config
 from regatta_executor.container.environment import ContainerEnvironment
-from regatta_executor.environments import CONTAINER_ENVIRONMENT, EnvironmentChoice
+from regatta_executor.environments.choice import CONTAINER_ENVIRONMENT, EnvironmentChoice
+from regatta_executor.environments.traits import FOREIGN
 from regatta_executor.local.environment import LocalEnvironment
-from regatta_executor.task_environment import TaskEnvironmentError, check_task_environment
-from regatta_executor.traits import FOREIGN
-from regatta_executor.trials import trial_config
+from regatta_executor.tasks.environment import TaskEnvironmentError, check_task_environment
 from regatta_shared.events import AgentSpec, ModelSpec
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.jobs import AttemptJob
 
 from tests.support.tasks import write_task
 
@@ -95,8 +95,8 @@ def test_what_needs_an_engine_is_chosen_by_its_traits_whatever_its_name(
 ) -> None:
     """`resolve_environment` asks the engine for exactly the environments whose traits need one, and
     `auto` takes the first of AUTO_ORDER whose needs the host meets."""
-    from regatta_executor import environments
     from regatta_executor.container import engine
+    from regatta_executor.environments import choice as environments
 
     asked: list[bool] = []
 

@@ -1,4 +1,4 @@
-"""The execution defaults are defined once (regatta_shared.execution_defaults): the run config a
+"""The execution defaults are defined once (regatta_shared.rules.execution_defaults): the run config a
 submission is completed with, the event that records it, the job an executor gets, the standard scoring
 conditions and the user docs all say the same."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import get_args
 
 from regatta_gateway.commands.runconfig import ExecutionConfig
-from regatta_shared import execution_defaults
-from regatta_shared.conditions import ScoringConditions, standard_conditions
 from regatta_shared.events import AgentSpec, BenchmarkMetadata, ExecutionSettings, ModelSpec
 from regatta_shared.events.integrity import VERIFIER_INTEGRITY_POLICIES, AttemptIntegrity, VerifierIntegrity
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.jobs import AttemptJob
+from regatta_shared.rules import execution_defaults
+from regatta_shared.rules.conditions import ScoringConditions, standard_conditions
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _ROW = re.compile(r"^\| `([a-z_]+)` \| ([^|]+?) \|", re.MULTILINE)

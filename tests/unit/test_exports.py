@@ -73,7 +73,7 @@ def test_summary_carries_intervals_pass_at_k_counts_tokens_cost_and_time() -> No
         "1",
         "0",
     )
-    # Per task means per attempt (regatta_shared.per_task): 4 finished attempts, whatever the stored
+    # Per task means per attempt (regatta_shared.rules.per_task): 4 finished attempts, whatever the stored
     # per-task figures of an older score said.
     assert (second["cost_usd"], second["cost_per_task_usd"], second["time_per_task_seconds"]) == (
         "0.4",

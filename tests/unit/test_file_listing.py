@@ -1,12 +1,12 @@
-"""The tamper check's listing (container/file_listing.py): records only from the nonce, names with line
-breaks kept whole, and the changes between two listings as the engine would name them."""
+"""The tamper check's listing (container/integrity/file_listing.py): records only from the nonce, names with
+line breaks kept whole, and the changes between two listings as the engine would name them."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-from regatta_executor.container.file_listing import (
+from regatta_executor.container.integrity.file_listing import (
     ADDED,
     DELETED,
     MODIFIED,
@@ -19,7 +19,7 @@ from regatta_executor.container.file_listing import (
     seconds_to_wait,
     unchanged,
 )
-from regatta_executor.container.protected_paths import ProtectedPaths
+from regatta_executor.container.integrity.protected_paths import ProtectedPaths
 
 NONCE = "0123456789abcdef0123456789abcdef"
 SCOPE = ProtectedPaths(("/usr/local/bin", "/usr/bin", "/bin"))

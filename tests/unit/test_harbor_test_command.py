@@ -9,8 +9,8 @@ import tarfile
 
 import pytest
 from harbor.utils.scripts import build_execution_command
-from regatta_executor.container.files import MarkedSnapshotStream
-from regatta_executor.container.harbor_commands import runs_test_script
+from regatta_executor.container.exec.harbor_commands import runs_test_script
+from regatta_executor.container.files.archive import MarkedSnapshotStream
 
 MARKER = "regatta-verifier-logs-" + "ab" * 16
 

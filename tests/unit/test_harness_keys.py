@@ -1,12 +1,12 @@
 """A harness's own key (`harness_api_key_secret`) reaches the agent under the variable the harness
-reads, and the catalogue users see names that same variable (one list: regatta_shared.harnesses)."""
+reads, and the catalogue users see names that same variable (one list: regatta_shared.rules.harnesses)."""
 
 from __future__ import annotations
 
-from regatta_executor.trials import agent_env
+from regatta_executor.attempt.trials import agent_env
 from regatta_shared.events import AgentSpec, ModelSpec
-from regatta_shared.harnesses import HARNESSES
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.jobs import AttemptJob
+from regatta_shared.rules.harnesses import HARNESSES
 
 
 def _job(harness: str) -> AttemptJob:

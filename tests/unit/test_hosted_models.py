@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from regatta_executor.environments import EnvironmentChoice
-from regatta_executor.trials import trial_config
+from regatta_executor.attempt.trials import trial_config
+from regatta_executor.environments.choice import EnvironmentChoice
 from regatta_gateway.admission.hosted_models import admit_hosted
 from regatta_shared.events import AgentSpec, ModelSpec
-from regatta_shared.hosted_models import HostedModel, HostedModelsError, key_name, parse
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.jobs import AttemptJob
+from regatta_shared.rules.hosted_models import HostedModel, HostedModelsError, key_name, parse
 
 DECLARED = [
     {"name": "Qwen/Qwen3-8B", "base_url": "http://vllm.internal:8000/v1/", "api_key_env": "VLLM_KEY",

@@ -180,7 +180,7 @@ def test_the_check_walks_every_package_and_module() -> None:
     walked = {package.name: package for package in packages(ROOT)}
     assert {service.module for service in SERVICES} | {KERNEL, CLI} == set(walked)
     for name, module in [
-        ("regatta_executor", "regatta_executor.attempts"),
+        ("regatta_executor", "regatta_executor.attempt.runner"),
         ("regatta_gateway", "regatta_gateway.web.routes"),
         ("regatta_shared", "regatta_shared.statistics.paired"),
         ("regatta", "regatta.zygote"),

@@ -13,9 +13,9 @@ from pathlib import Path
 from harbor.trial.hooks import LogEntry
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from regatta_executor.live_output import Budget, CarriedRedaction, LiveOutput, forwarding
-from regatta_executor.redaction import REDACTED, Redactor, forms
-from regatta_shared.live import LiveChunk
+from regatta_executor.attempt.live_output import Budget, CarriedRedaction, LiveOutput, forwarding
+from regatta_executor.attempt.redaction import REDACTED, Redactor, forms
+from regatta_shared.messaging.live import LiveChunk
 
 SECRET = "sk-live-0123456789abcdef"
 TEXT = st.text(alphabet="abc-kls01 \n\"'", max_size=60)

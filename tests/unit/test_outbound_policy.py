@@ -6,8 +6,20 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from regatta_shared.git_values import GitValueInvalid, check_commit, check_ref, check_repo_path, url_kind
-from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_addresses, embedded_ipv4, is_public
+from regatta_shared.security.git_values import (
+    GitValueInvalid,
+    check_commit,
+    check_ref,
+    check_repo_path,
+    url_kind,
+)
+from regatta_shared.security.outbound import (
+    OutboundPolicy,
+    OutboundRefused,
+    check_addresses,
+    embedded_ipv4,
+    is_public,
+)
 
 INTERNAL = [
     "127.0.0.1", "127.8.9.10", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "100.64.0.1",

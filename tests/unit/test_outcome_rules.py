@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from harbor.models.trial.error_policy import ERROR_POLICIES
-from regatta_executor import sandbox_faults
-from regatta_executor.attempts import REFUSALS, retryable
-from regatta_executor.outcome import SANDBOX_FAULTS, classify
+from regatta_executor.attempt import sandbox_faults
+from regatta_executor.attempt.outcome import SANDBOX_FAULTS, classify
+from regatta_executor.attempt.runner import REFUSALS, retryable
 
 AGENT_RAN = {"started_at": "2026-12-01T10:00:00Z", "finished_at": "2026-12-01T10:00:05Z"}
 
@@ -108,7 +108,8 @@ def test_the_platforms_refusals_of_a_task_are_errored_and_never_retried(refusal:
 
 
 def test_the_refusals_named_are_the_platforms_exception_classes() -> None:
-    from regatta_executor.container import build_context, compose_files, dockerfile_policy, references
+    from regatta_executor.container.compose import files as compose_files
+    from regatta_executor.container.image import build_context, dockerfile_policy, references
 
     classes = {
         references.ImageRefusedError,

@@ -4,7 +4,7 @@ named a model; a harness with a model keeps it, LoRA and all."""
 from __future__ import annotations
 
 from regatta_shared.events import AgentSpec, ModelSpec
-from regatta_shared.participants import agent_label, canonical_key, rank_text, stored_agent_model
+from regatta_shared.rules.participants import agent_label, canonical_key, rank_text, stored_agent_model
 
 # "None" in the New Run form, the bundled demo's hosted none/none, and a model nobody calls.
 NO_MODEL_SPELLINGS = [

@@ -10,8 +10,8 @@ import sys
 import pytest
 from regatta_executor.capacity import CapacityError, HostCapacity, host_capacity, measured_cpus, shortfall
 from regatta_executor.placement import Placement, no_host_reason, place
-from regatta_shared.ceilings import Ceilings
 from regatta_shared.events import TaskResources
+from regatta_shared.rules.ceilings import Ceilings
 from regatta_shared.settings import Settings
 
 

@@ -11,9 +11,9 @@ PURE = [
     "regatta_run_scheduler.run_state",
     "regatta_scoring.scores",
     "regatta_gateway.commands.benchmark_decider",
-    "regatta_shared.envelope",
-    "regatta_shared.codec",
-    "regatta_shared.aggregates",
+    "regatta_shared.events.envelope",
+    "regatta_shared.events.codec",
+    "regatta_shared.events.aggregates",
 ]
 
 

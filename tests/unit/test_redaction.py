@@ -12,9 +12,9 @@ from urllib.parse import quote, quote_plus
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from regatta_executor.artifacts import redact_bytes
-from regatta_executor.outcome import redact
-from regatta_executor.redaction import REDACTED
+from regatta_executor.attempt.artifacts import redact_bytes
+from regatta_executor.attempt.outcome import redact
+from regatta_executor.attempt.redaction import REDACTED
 
 HOSTILE = ['key-"quoted"-\\back\\slash-ünï€-c1d0', "it's $HOME `cmd` & a+b=c/d?e", "RTSE-0123456789abc"]
 

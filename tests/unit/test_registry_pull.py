@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 
 import pytest
-from regatta_executor.container.registry_pull import PullError, _platform_manifest, registry_base
+from regatta_executor.container.image.registry_pull import PullError, _platform_manifest, registry_base
 
 AMD = "sha256:" + "a" * 64
 ARM = "sha256:" + "b" * 64

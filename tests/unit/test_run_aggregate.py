@@ -11,7 +11,7 @@ from regatta_shared.events import (
     Usage,
 )
 from regatta_shared.eventstore import NewEvent, StoredEvent, new_event
-from regatta_shared.jobs import AttemptReport
+from regatta_shared.messaging.jobs import AttemptReport
 
 from tests.support.runs import submission
 

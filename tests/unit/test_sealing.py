@@ -1,4 +1,4 @@
-"""Sealed secrets and key derivation (regatta_shared.sealing): pure, no I/O."""
+"""Sealed secrets and key derivation (regatta_shared.security.sealing): pure, no I/O."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import base64
 
 import pytest
 from regatta_shared.events import AgentSpec, ModelSpec
-from regatta_shared.jobs import AttemptJob
-from regatta_shared.sealing import (
+from regatta_shared.messaging.jobs import AttemptJob
+from regatta_shared.security.sealing import (
     SEALED_SECRETS,
     SealError,
     decrypt,

@@ -1,10 +1,10 @@
-"""An attempt's reported exception message is bounded (regatta_executor.reasons): the headline and
+"""An attempt's reported exception message is bounded (regatta_executor.attempt.reasons): the headline and
 the last lines that say why, never more than the limit, whatever a harness or a task prints."""
 
 from __future__ import annotations
 
-from regatta_executor.outcome import redact
-from regatta_executor.reasons import FULL_LOG, LIMIT, short_reason
+from regatta_executor.attempt.outcome import redact
+from regatta_executor.attempt.reasons import FULL_LOG, LIMIT, short_reason
 
 APT = "\n".join(
     f"Get:{i} http://deb.debian.org/debian bookworm/main amd64 pkg{i} [{i} kB]" for i in range(300)

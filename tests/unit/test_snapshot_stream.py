@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import tarfile
 
-from regatta_executor.container.files import SnapshotStream
+from regatta_executor.container.files.archive import SnapshotStream
 
 LINE = b"regatta-listing-sha256 " + b"ab" * 32 + b"\n"
 

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from regatta_executor.environments import LOCAL_ENVIRONMENT, EnvironmentChoice
-from regatta_executor.task_ceilings import executor_ceilings
-from regatta_shared.ceilings import Ceilings
+from regatta_executor.environments.choice import LOCAL_ENVIRONMENT, EnvironmentChoice
+from regatta_executor.tasks.ceilings import executor_ceilings
 from regatta_shared.events import TaskResources
-from regatta_shared.sandbox_disk import Disk, filesystem_mib, sandbox_disk
+from regatta_shared.rules.ceilings import Ceilings
+from regatta_shared.rules.sandbox_disk import Disk, filesystem_mib, sandbox_disk
 from regatta_shared.settings import Settings
 
 MIB = 1024 * 1024

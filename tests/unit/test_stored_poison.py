@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
-from regatta_shared.codec import current_shape, decode_stored, encode_stored
-from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import RunSubmitted, parse_event
+from regatta_shared.events.codec import current_shape, decode_stored, encode_stored
+from regatta_shared.events.envelope import StoredEvent
 
 from tests.support.runs import submission
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from harbor.environments.base import SandboxBuildFailedError
-from regatta_executor.attempts import retryable
-from regatta_executor.container.build_defects import TaskDefectError, is_task_defect, step_exit_code
-from regatta_executor.outcome import classify
-from regatta_shared.task_defects import TASK_DEFECT, attempt_is_task_defect
+from regatta_executor.attempt.outcome import classify
+from regatta_executor.attempt.runner import retryable
+from regatta_executor.container.image.build_defects import TaskDefectError, is_task_defect, step_exit_code
+from regatta_shared.rules.task_defects import TASK_DEFECT, attempt_is_task_defect
 
 CLASSIC = "The command '/bin/sh -c exit 3' returned a non-zero code: 3"
 BUILDKIT = 'process "/bin/sh -c exit 3" did not complete successfully: exit code: 3'

@@ -1,14 +1,14 @@
 """Which of a task's `${VAR}` the executor refuses before a trial, and what Harbor's own resolution
 reads once scrubbed (task_variables.py; the attack itself, in real sandboxes:
-tests/integration/test_task_variables.py)."""
+tests/integration/executor/test_task_variables.py)."""
 
 from __future__ import annotations
 
 import harbor.utils.env as harbor_env
 import pytest
 from harbor.models.task.config import TaskConfig
-from regatta_executor.task_environment import TaskEnvironmentError
-from regatta_executor.task_variables import (
+from regatta_executor.tasks.environment import TaskEnvironmentError
+from regatta_executor.tasks.variables import (
     check_task_variables,
     resolve_task_env,
     scrub_harbor_environment,

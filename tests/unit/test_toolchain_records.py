@@ -1,4 +1,5 @@
-"""What explains a change to the verifier's tool chain (container/toolchain_records.py), what the platform
+"""What explains a change to the verifier's tool chain (container/integrity/toolchain_records.py), what the
+platform
 reads of the verifier's files (verifier_files.py) and of the agent's processes (execs.parse_alive): the
 pure parts of issue 36's evidence, on records written as dpkg, pip and the loader write them."""
 
@@ -7,8 +8,8 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from regatta_executor.container.execs import parse_alive
-from regatta_executor.container.toolchain_records import (
+from regatta_executor.container.exec.commands import parse_alive
+from regatta_executor.container.integrity.toolchain_records import (
     Observed,
     Records,
     add_dpkg,
@@ -18,7 +19,7 @@ from regatta_executor.container.toolchain_records import (
     loader_cache_libraries,
     spellings,
 )
-from regatta_executor.container.verifier_files import written_by_another
+from regatta_executor.container.integrity.verifier_files import written_by_another
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 

@@ -1,6 +1,6 @@
 """Each vocabulary of statuses is defined once in the kernel and named everywhere else: an attempt's
-outcome (regatta_shared.outcomes), a run's status (regatta_shared.runs.status) and a benchmark's sync
-status (regatta_shared.benchmark_status). A second list of their words (a tuple, a `Literal[...]`, a
+outcome (regatta_shared.rules.outcomes), a run's status (regatta_shared.runs.status) and a benchmark's sync
+status (regatta_shared.rules.benchmark_status). A second list of their words (a tuple, a `Literal[...]`, a
 script's array, a template's test) would drift from the first without anyone noticing, so no source of
 services/, shared/ or src/ lists two words of one vocabulary anywhere but in its own module."""
 
@@ -14,8 +14,8 @@ from typing import get_args
 
 from regatta_gateway.app import create_app
 from regatta_gateway.commands import benchmark_decider
-from regatta_shared import benchmark_status, outcomes
 from regatta_shared.events import AttemptFinished, RunStopRequested
+from regatta_shared.rules import benchmark_status, outcomes
 from regatta_shared.runs import status as run_status
 from regatta_shared.settings import Settings
 

@@ -8,7 +8,6 @@ import pytest
 from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound, Refused
 from regatta_gateway.workspaces import aggregate as ws
 from regatta_gateway.workspaces import records
-from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     ApiTokenCreated,
     ApiTokenRevoked,
@@ -24,6 +23,7 @@ from regatta_shared.events import (
     WorkspaceDeleted,
     WorkspaceRenamed,
 )
+from regatta_shared.events.envelope import StoredEvent
 
 WS = "ws_1"
 

@@ -60,26 +60,26 @@ class Settings(BaseSettings):
     # Seconds an attempt runs before its executor reports it started; a shorter one reports only its
     # outcome. Until then a stop waits for it by its claim (run_scheduler.scheduler.RunScheduler.claim).
     started_report_delay: float = Field(1.0, ge=0, alias="REGATTA_STARTED_REPORT_DELAY")
-    # What an executor forwards live of one attempt's agent output (regatta_shared.live): bytes a second,
-    # bytes in all, and how often it looks for new output; the rest is only in the artifacts.
+    # What an executor forwards live of one attempt's agent output (regatta_shared.messaging.live): bytes a
+    # second, bytes in all, and how often it looks for new output; the rest is only in the artifacts.
     live_rate_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024, alias="REGATTA_LIVE_RATE_BYTES")
     live_max_bytes: int = Field(1024 * 1024, ge=0, le=64 * 1024 * 1024, alias="REGATTA_LIVE_MAX_BYTES")
     live_interval: float = Field(0.5, ge=0.05, le=10, alias="REGATTA_LIVE_INTERVAL")
     health_port: int | None = Field(None, alias="REGATTA_HEALTH_PORT")
     hosted_benchmarks: str | None = Field(None, alias="REGATTA_HOSTED_BENCHMARKS")
-    # OpenAI-compatible endpoints runs name as `hosted` models (regatta_shared.hosted_models).
+    # OpenAI-compatible endpoints runs name as `hosted` models (regatta_shared.rules.hosted_models).
     hosted_models: str | None = Field(None, alias="REGATTA_HOSTED_MODELS")
     sync_page_size: int = Field(100, ge=1, le=10_000, alias="REGATTA_SYNC_PAGE_SIZE")
     # Largest request body the gateway accepts; larger ones get 413 before they are read.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, alias="REGATTA_MAX_BODY_BYTES")
     # Host folders, local git repositories and file:// sources only under these roots (os.pathsep
-    # separated), except for platform administrators (regatta_shared.source_policy).
+    # separated), except for platform administrators (regatta_shared.security.source_policy).
     source_roots: str = Field("", alias="REGATTA_SOURCE_ROOTS")
     # Internal addresses that outbound fetches may reach anyway: CIDRs, hosts, host:port, comma separated
-    # (regatta_shared.outbound).
+    # (regatta_shared.security.outbound).
     outbound_allow: str = Field("", alias="REGATTA_OUTBOUND_ALLOW")
     # Bounds of one answer read from a registry or the Harbor hub: its body's size, and the time from the
-    # request to the body's last byte (regatta_shared.answers).
+    # request to the body's last byte (regatta_shared.security.answers).
     fetch_max_mb: int = Field(32, ge=1, le=4096, alias="REGATTA_FETCH_MAX_MB")
     fetch_timeout_sec: float = Field(60.0, gt=0, le=3600, alias="REGATTA_FETCH_TIMEOUT_SEC")
     # Local images tasks of the `container` environment may name (FROM, docker_image) without a pull:
@@ -94,10 +94,10 @@ class Settings(BaseSettings):
     # minute it regains; past them it gets 429 with Retry-After (regatta_gateway.throttle).
     auth_failure_burst: int = Field(20, ge=1, alias="REGATTA_AUTH_FAILURE_BURST")
     auth_failures_per_minute: float = Field(20.0, gt=0, alias="REGATTA_AUTH_FAILURES_PER_MINUTE")
-    # Operator ceilings on what one task may ask for (regatta_shared.ceilings, docs/configuration.md). A
+    # Operator ceilings on what one task may ask for (regatta_shared.rules.ceilings, docs/configuration.md). A
     # task over one is listed invalid at sync, refused at run submission and refused by the executor.
     # None: derived from this machine (memory from its RAM, CPUs from its cores, storage from the disk
-    # its sandboxes write on: regatta_shared.sandbox_disk).
+    # its sandboxes write on: regatta_shared.rules.sandbox_disk).
     max_memory_mb: int | None = Field(None, ge=16, alias="REGATTA_MAX_MEMORY_MB")
     max_cpus: float | None = Field(None, gt=0, alias="REGATTA_MAX_CPUS")
     max_storage_mb: int | None = Field(None, ge=16, alias="REGATTA_MAX_STORAGE_MB")

@@ -20,8 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
 from regatta_scoring.scorer import Scorer
-from regatta_shared.bus import ARTIFACTS_BUCKET
-from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     ArtifactRef,
     AttemptFinished,
@@ -38,10 +36,12 @@ from regatta_shared.events import (
     Timings,
     Usage,
 )
+from regatta_shared.events.envelope import new_event
 from regatta_shared.events.integrity import AttemptIntegrity
 from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.schema import events as events_table
 from regatta_shared.ids import attempt_id, benchmark_stream, run_stream
+from regatta_shared.messaging.bus import ARTIFACTS_BUCKET
 from regatta_shared.settings import Settings
 from sqlalchemy import func, select, text
 

@@ -25,10 +25,10 @@ from regatta_gateway.secrets.keys import load_keys
 from regatta_gateway.secrets.store import SecretVault
 from regatta_shared.events import BenchmarkMetadata
 from regatta_shared.eventstore import EventStore
+from regatta_shared.eventstore.projections import ProjectionRunner
 from regatta_shared.eventstore.schema import events as events_table
-from regatta_shared.projections import ProjectionRunner
+from regatta_shared.security.source_policy import SourcePolicy
 from regatta_shared.settings import Settings
-from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import func, select, text
 
 from .conftest import ADMIN_TOKEN, make_settings, record_progress, record_sync

@@ -1,9 +1,9 @@
-"""The gateway serves the AsyncAPI document of the bus (regatta_shared.asyncapi) at /asyncapi.json, without
-a token, as /openapi.json is served: contracts, no data."""
+"""The gateway serves the AsyncAPI document of the bus (regatta_shared.messaging.asyncapi) at /asyncapi.json,
+without a token, as /openapi.json is served: contracts, no data."""
 
 from __future__ import annotations
 
-from regatta_shared.asyncapi import asyncapi_document
+from regatta_shared.messaging.asyncapi import asyncapi_document
 
 from .conftest import Gateway
 

@@ -7,7 +7,7 @@ from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler
 from regatta_shared.events import AttemptFinished, AttemptImage
 from regatta_shared.ids import run_stream
-from regatta_shared.jobs import AttemptReport
+from regatta_shared.messaging.jobs import AttemptReport
 
 from .conftest import Gateway, demo_config
 

@@ -15,11 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
 from regatta_gateway.http.auth import authenticate
-from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import ApiTokenCreated, MemberAdded, UserRegistered, WorkspaceCreated
+from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import workspace_stream
-from regatta_shared.sealing import load_master_key
+from regatta_shared.security.sealing import load_master_key
 
 from .conftest import ADMIN_TOKEN, Gateway, make_settings
 

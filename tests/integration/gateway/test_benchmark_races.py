@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from regatta_shared.envelope import new_event
 from regatta_shared.events import BenchmarkSyncStarted, BenchmarkTasksSynced, TaskInfo
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore.store import _APPEND_LOCK
 from regatta_shared.ids import benchmark_stream
 from sqlalchemy import text

@@ -130,8 +130,8 @@ def test_a_running_run_downloads_the_snapshot_its_manifest_pinned(gateway: Gatew
 
 
 def _finished_event(run_id: str) -> Any:
-    from regatta_shared.envelope import new_event
     from regatta_shared.events import RunFinished
+    from regatta_shared.events.envelope import new_event
 
     return new_event(RunFinished(run_id=run_id), actor="scoring")
 

@@ -22,7 +22,7 @@ TASKS = [
 ]
 CATEGORY = "=cmd|' /C calc'!A0"
 # A model harness: a no-model one (oracle, nop) is one participant whatever its model is called, and no
-# model name of its is written (regatta_shared.participants).
+# model name of its is written (regatta_shared.rules.participants).
 MODEL = {"type": "provider", "model": "=1+1:@SUM(1,1)", "api_key_secret": "KEY"}
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
-from regatta_shared.outbound import NOT_ALLOWED
+from regatta_shared.security.outbound import NOT_ALLOWED
 
 from .conftest import Gateway, make_settings
 from .test_hostile_input import Unchanged, refused

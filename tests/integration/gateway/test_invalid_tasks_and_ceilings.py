@@ -12,8 +12,8 @@ import nats
 import pytest
 from regatta_registry_sync.archive_store import NatsArchiveStore
 from regatta_registry_sync.sync import BenchmarkSync, initial_sync_id
-from regatta_shared.bus import TASKS_BUCKET
 from regatta_shared.ids import run_stream
+from regatta_shared.messaging.bus import TASKS_BUCKET
 
 from ..registry_sync_support import write_task
 from .conftest import ADMIN_TOKEN, Gateway, demo_config

@@ -9,8 +9,8 @@ import io
 import json
 from typing import Any
 
-from regatta_shared.envelope import new_event
 from regatta_shared.events import LeaderboardComputed
+from regatta_shared.events.envelope import new_event
 from regatta_shared.ids import leaderboard_stream
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from regatta_scoring.scorer import Scorer
 from regatta_scoring.scores import score_run, tally
-from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     AttemptFinished,
     AttemptScheduled,
@@ -26,9 +25,10 @@ from regatta_shared.events import (
     RunStarted,
     Timings,
 )
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import StoredEvent
 from regatta_shared.ids import attempt_id, leaderboard_stream, run_stream
-from regatta_shared.scoring_rules import RULES_VERSION, SANDBOX_FAULTS
+from regatta_shared.rules.scoring_rules import RULES_VERSION, SANDBOX_FAULTS
 from typer.testing import CliRunner
 
 from regatta import cli as cli_main

@@ -15,12 +15,12 @@ from regatta_gateway.secrets.keys import DOWNLOAD_URLS, SECRETS_AT_REST
 from regatta_run_scheduler import run as aggregate
 from regatta_run_scheduler.scheduler import RunScheduler, build_job
 from regatta_scoring.scorer import Scorer
-from regatta_shared import run_keys
 from regatta_shared.events import RunSubmitted
 from regatta_shared.eventstore import StoredEvent
 from regatta_shared.ids import run_stream
-from regatta_shared.jobs import AttemptReport
-from regatta_shared.sealing import (
+from regatta_shared.messaging.jobs import AttemptReport
+from regatta_shared.security import run_keys
+from regatta_shared.security.sealing import (
     SEALED_SECRETS,
     SealError,
     decrypt,

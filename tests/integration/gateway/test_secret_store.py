@@ -12,9 +12,9 @@ import pytest
 from regatta_gateway.errors import NotFound
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.secrets.store import resolve_secrets
-from regatta_shared import run_keys
-from regatta_shared.projections import ProjectionRunner
-from regatta_shared.sealing import (
+from regatta_shared.eventstore.projections import ProjectionRunner
+from regatta_shared.security import run_keys
+from regatta_shared.security.sealing import (
     SealError,
     decrypt,
     load_master_key,

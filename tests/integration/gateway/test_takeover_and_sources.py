@@ -16,7 +16,7 @@ import pytest
 from regatta_gateway.notifications.delivery import MAX_ATTEMPTS, WebhookDelivery
 from regatta_gateway.notifications.notices import Notice
 from regatta_gateway.readmodels import tables as t
-from regatta_shared.outbound import OutboundPolicy
+from regatta_shared.security.outbound import OutboundPolicy
 from sqlalchemy import select
 
 from .conftest import ADMIN_TOKEN, Gateway

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_scoring.scorer import Scorer
-from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     AttemptFinished,
     AttemptScheduled,
@@ -17,8 +16,9 @@ from regatta_shared.events import (
     RunQueued,
     RunStarted,
 )
+from regatta_shared.events.envelope import new_event
 from regatta_shared.ids import attempt_id, benchmark_stream, run_stream
-from regatta_shared.task_defects import TASK_DEFECT
+from regatta_shared.rules.task_defects import TASK_DEFECT
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config
 

@@ -19,11 +19,11 @@ from nats.js.errors import NotFoundError
 from regatta_gateway.app import create_app
 from regatta_registry_sync.archive_store import NatsArchiveStore
 from regatta_registry_sync.sync import BenchmarkSync, initial_sync_id
-from regatta_shared.bus import TASKS_BUCKET
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.conditions import SCRATCH_REASON, qualification
 from regatta_shared.ids import run_stream
-from regatta_shared.task_uploads import upload_key
+from regatta_shared.messaging.bus import TASKS_BUCKET
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.rules.conditions import SCRATCH_REASON, qualification
+from regatta_shared.security.task_uploads import upload_key
 
 from ..registry_sync_support import write_task
 from .conftest import Gateway, demo_config, make_settings

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
-from regatta_shared.envelope import new_event
 from regatta_shared.events import WebhookDeliveryRecorded
+from regatta_shared.events.envelope import new_event
 
 from .conftest import ADMIN_TOKEN, Gateway, make_settings
 

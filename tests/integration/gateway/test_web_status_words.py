@@ -1,13 +1,13 @@
 """The page scripts take the run statuses that are final, and the sync statuses of a benchmark still
 syncing, from the page the server rendered (app.js: Regatta.TERMINAL, Regatta.SYNCING), never from a list
-of their own that could drift from regatta_shared.runs.status or regatta_shared.benchmark_status."""
+of their own that could drift from regatta_shared.runs.status or regatta_shared.rules.benchmark_status."""
 
 from __future__ import annotations
 
 import re
 
 from regatta_gateway.web.session import STATIC_DIR
-from regatta_shared.benchmark_status import IN_PROGRESS
+from regatta_shared.rules.benchmark_status import IN_PROGRESS
 from regatta_shared.runs.status import TERMINAL
 
 from .conftest import ADMIN_TOKEN, Gateway

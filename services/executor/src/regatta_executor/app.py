@@ -8,25 +8,21 @@ import os
 import sys
 from functools import partial
 
-from regatta_shared.bus import (
+from regatta_shared.messaging.bus import (
     CANCEL_SUBJECT_PREFIX,
     EXECUTOR_INBOX_PREFIX,
     EXECUTORS_DURABLE,
     JOB_SUBJECT,
     JOBS_STREAM,
 )
-from regatta_shared.runtime import Service
-from regatta_shared.sealing import sealing_key
+from regatta_shared.security.sealing import sealing_key
 from regatta_shared.settings import Settings, load_settings
+from regatta_shared.system.runtime import Service
 
 from .capacity import CapacityError, HostCapacity, host_capacity
-from .environments import (
-    EnvironmentNameError,
-    ResolvedEnvironment,
-    resolve_environment,
-)
+from .environments.choice import EnvironmentNameError, ResolvedEnvironment, resolve_environment
 from .hosts import Hosts
-from .task_ceilings import executor_ceilings
+from .tasks.ceilings import executor_ceilings
 from .worker import JOB_RETRY_SEC, Executor, executor_id
 
 log = logging.getLogger("regatta.executor")

@@ -16,8 +16,8 @@ import socket
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
-from regatta_shared.ceilings import Ceilings
 from regatta_shared.events import TaskResources
+from regatta_shared.rules.ceilings import Ceilings
 from regatta_shared.settings import Settings
 
 _MIB = 1024 * 1024

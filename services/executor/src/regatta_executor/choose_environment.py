@@ -10,7 +10,7 @@ import sys
 
 from regatta_shared.settings import load_settings
 
-from .environments import EnvironmentNameError, resolve_environment
+from .environments.choice import EnvironmentNameError, resolve_environment
 
 
 def main() -> None:

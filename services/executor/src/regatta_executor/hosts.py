@@ -23,13 +23,13 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
-from regatta_shared.bus import EXECUTOR_HOSTS_BUCKET, JOB_HANDBACKS_BUCKET
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.bus import EXECUTOR_HOSTS_BUCKET, JOB_HANDBACKS_BUCKET
+from regatta_shared.messaging.jobs import AttemptJob
 
 from .capacity import HostCapacity, shortfall
 from .placement import Placement, place
-from .task_cache import TaskCache
-from .task_ceilings import resources_asked
+from .tasks.cache import TaskCache
+from .tasks.ceilings import resources_asked
 
 log = logging.getLogger("regatta.executor")
 

@@ -23,17 +23,22 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.errors import KeyNotFoundError
 from pydantic import ValidationError
-from regatta_shared.bus import ARTIFACTS_BUCKET, CANCELLED_RUNS_BUCKET, CLAIM_SUBJECT_PREFIX, TASKS_BUCKET
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.consumer import Redeliver
-from regatta_shared.jobs import AttemptJob
+from regatta_shared.messaging.bus import (
+    ARTIFACTS_BUCKET,
+    CANCELLED_RUNS_BUCKET,
+    CLAIM_SUBJECT_PREFIX,
+    TASKS_BUCKET,
+)
+from regatta_shared.messaging.consumer import Redeliver
+from regatta_shared.messaging.jobs import AttemptJob
+from regatta_shared.rules.ceilings import TaskFileBounds
 from regatta_shared.settings import load_settings
 
-from .attempts import DELIVERY, AttemptRunner, LiveSettings
-from .environments import EnvironmentChoice
+from .attempt.reports import signed
+from .attempt.runner import DELIVERY, AttemptRunner, LiveSettings
+from .environments.choice import EnvironmentChoice
 from .hosts import HAND_BACK_SEC, Hosts
-from .reports import signed
-from .task_cache import TaskCache
+from .tasks.cache import TaskCache
 
 log = logging.getLogger("regatta.executor")
 # A job whose handling failed in the executor itself (not the trial: that is reported) comes back after this.

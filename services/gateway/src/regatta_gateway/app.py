@@ -12,13 +12,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from regatta_shared.eventstore import EventTooLarge
-from regatta_shared.hosted_models import HostedModelsError
-from regatta_shared.hosted_models import parse as parse_hosted_models
-from regatta_shared.nudge import wake_on_commit
-from regatta_shared.projections import ProjectionRunner
-from regatta_shared.runtime import Service
-from regatta_shared.service import configure_logging
+from regatta_shared.eventstore.projections import ProjectionRunner
+from regatta_shared.messaging.nudge import wake_on_commit
+from regatta_shared.rules.hosted_models import HostedModelsError
+from regatta_shared.rules.hosted_models import parse as parse_hosted_models
 from regatta_shared.settings import Settings, load_settings
+from regatta_shared.system.runtime import Service
+from regatta_shared.system.service import configure_logging
 from sqlalchemy import text
 
 from regatta_gateway.admission.default_registry import DefaultRegistry

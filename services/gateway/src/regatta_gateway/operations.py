@@ -6,12 +6,12 @@ import asyncio
 import os
 
 from fastapi import FastAPI
-from regatta_shared.bus import EVENTS_STREAM
-from regatta_shared.nudge import wake_on_commit
-from regatta_shared.outbound import OutboundPolicy
-from regatta_shared.projections import ProjectionRunner
-from regatta_shared.runtime import Service
-from regatta_shared.sealing import master_key
+from regatta_shared.eventstore.projections import ProjectionRunner
+from regatta_shared.messaging.bus import EVENTS_STREAM
+from regatta_shared.messaging.nudge import wake_on_commit
+from regatta_shared.security.outbound import OutboundPolicy
+from regatta_shared.security.sealing import master_key
+from regatta_shared.system.runtime import Service
 
 from regatta_gateway.notifications import delivery as webhooks
 from regatta_gateway.readmodels.operations import OpsReadModels

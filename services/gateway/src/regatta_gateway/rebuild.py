@@ -4,9 +4,9 @@ an entry of the gateway's that the CLI launches, as it launches the services, ra
 
 from __future__ import annotations
 
-from regatta_shared.projections import ProjectionRunner
-from regatta_shared.service import make_store
+from regatta_shared.eventstore.projections import ProjectionRunner
 from regatta_shared.settings import load_settings
+from regatta_shared.system.service import make_store
 
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.operations import OpsReadModels

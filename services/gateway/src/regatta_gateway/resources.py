@@ -4,8 +4,8 @@ the task archive bucket (uploaded tasks)."""
 from __future__ import annotations
 
 from fastapi import FastAPI
-from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES, TASKS_BUCKET
-from regatta_shared.runtime import Service
+from regatta_shared.messaging.bus import ARTIFACTS_BUCKET, HEADERS_BYTES, TASKS_BUCKET
+from regatta_shared.system.runtime import Service
 
 from regatta_gateway.secrets.keys import load_keys
 from regatta_gateway.secrets.store import SecretVault

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 from nats.aio.msg import Msg
-from regatta_shared.bus import EVENTS_STREAM, TASKS_BUCKET, subject_of
-from regatta_shared.codec import decode_stored
 from regatta_shared.events import BenchmarkAdded, BenchmarkSyncRequested
-from regatta_shared.runtime import Service
+from regatta_shared.events.codec import decode_stored
+from regatta_shared.messaging.bus import EVENTS_STREAM, TASKS_BUCKET, subject_of
 from regatta_shared.settings import load_settings
+from regatta_shared.system.runtime import Service
 
 from .archive_store import NatsArchiveStore
 from .sync import BenchmarkSync, initial_sync_id, sync_or_retry

@@ -36,7 +36,8 @@ class NatsArchiveStore:
         await self.bucket.put(digest, data)  # type: ignore[arg-type]
 
     async def fetch(self, key: str, target: Path) -> bool:
-        """Write the object `key` (an upload: regatta_shared.task_uploads) to `target`; False if absent."""
+        """Write the object `key` (an upload: regatta_shared.security.task_uploads) to `target`; False if
+        absent."""
         try:
             with target.open("wb") as out:
                 await self.bucket.get(key, writeinto=out)  # type: ignore[arg-type]

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harbor.models.task.id import GitTaskId, normalize_git_task_path
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.git_values import git_environment
-from regatta_shared.outbound import UNREACHABLE
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.git_values import git_environment
+from regatta_shared.security.outbound import UNREACHABLE
 
 from regatta_registry_sync.task_bounds import human_size
 

@@ -17,9 +17,9 @@ from harbor.registry.client.git_repo import GitRepoRegistryClient, ResolvedRepo
 from harbor.tasks.client import TaskClient
 from harbor.utils.git import select_ls_remote_sha
 from pydantic import ValidationError
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.git_values import (
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.git_values import (
     GitValueInvalid,
     check_commit,
     check_ref,
@@ -28,8 +28,8 @@ from regatta_shared.git_values import (
     is_commit_id,
     url_kind,
 )
-from regatta_shared.outbound import TIMED_OUT, UNREACHABLE, OutboundRefused, resolve, url_endpoint
-from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
+from regatta_shared.security.outbound import TIMED_OUT, UNREACHABLE, OutboundRefused, resolve, url_endpoint
+from regatta_shared.security.source_policy import SourcePolicy, SourceRefused, local_path_of
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .git_bounds import (

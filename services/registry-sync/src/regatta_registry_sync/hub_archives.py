@@ -4,7 +4,7 @@ Harbor's `TaskClient` downloads a task's `dist.tar.gz` and extracts it in full (
 `extractall`): a 1 GiB file of zeros, a few hundred KB on the hub, would be written to this service's
 disk before any check of ours. `install()` rebinds only the `tarfile` name of `harbor.tasks.client` to a
 stand-in whose `open()` of an archive file for reading first walks it without writing
-(regatta_shared.task_archives, the executor's own rule), so a bomb is refused, naming the file or the
+(regatta_shared.security.task_archives, the executor's own rule), so a bomb is refused, naming the file or the
 count, before Harbor writes a byte of it. Every other use of `tarfile`, in Harbor and here, is untouched.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import harbor.tasks.client as harbor_task_client
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.task_archives import check_archive_file
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.task_archives import check_archive_file
 
 
 class _BoundedTarfile:

@@ -5,7 +5,7 @@ that answered with an endless JSON body would fill this service's memory, and on
 would hold the sync for as long as it liked. `bounded_hub_client()` rebinds only the `acreate_client`
 name of `harbor.auth.client` (as hub_archives.py rebinds its `tarfile`), so the client Harbor builds
 uses `supabase`'s documented `httpx_client` option with our client: every connection through the
-outbound guard, every answer within regatta_shared.answers' bounds. Harbor's cached client is dropped
+outbound guard, every answer within regatta_shared.security.answers' bounds. Harbor's cached client is dropped
 before and after and Harbor's own factory put back, so no read outside this one uses ours, nor this
 one a client built before it.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import harbor.auth.client as harbor_auth_client
 import httpx
-from regatta_shared.answers import AnswerBounds, BoundsOf
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.outbound import guarded_async_client
-from regatta_shared.source_policy import SourcePolicy
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.answers import AnswerBounds, BoundsOf
+from regatta_shared.security.outbound import guarded_async_client
+from regatta_shared.security.source_policy import SourcePolicy
 
 # A task's gzipped tar is never larger than its files' bytes plus a header block and padding per file,
 # gzip's worst case on incompressible bytes (under 0.1 %) and its own framing.

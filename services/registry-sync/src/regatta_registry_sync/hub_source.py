@@ -17,12 +17,12 @@ from harbor.models.package.reference import PackageReference
 from harbor.models.task.id import PackageTaskId
 from harbor.registry.client.base import UnavailableDatasetTasksError
 from harbor.registry.client.package import PackageDatasetClient
-from regatta_shared.answers import AnswerRefused
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.outbound import OutboundRefused, check_url
-from regatta_shared.source_policy import SourcePolicy
-from regatta_shared.task_archives import TaskArchiveRefused
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.answers import AnswerRefused
+from regatta_shared.security.outbound import OutboundRefused, check_url
+from regatta_shared.security.source_policy import SourcePolicy
+from regatta_shared.security.task_archives import TaskArchiveRefused
 
 from . import hub_archives
 from .dataset import Dataset, SourceInvalid, TaskLocation

@@ -15,8 +15,8 @@ from typing import Any
 
 from regatta_shared.events import BenchmarkMetadata
 from regatta_shared.events.integrity import VERIFIER_INTEGRITY_POLICIES
-from regatta_shared.execution_defaults import PASS_THRESHOLD
-from regatta_shared.harnesses import HARNESSES
+from regatta_shared.rules.execution_defaults import PASS_THRESHOLD
+from regatta_shared.rules.harnesses import HARNESSES
 
 MANIFEST_NAME = "regatta.toml"
 SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -16,11 +16,11 @@ from harbor.models.registry import DatasetSpec
 from harbor.models.task.id import GitTaskId
 from harbor.registry.client.base import resolve_version
 from pydantic import ValidationError
-from regatta_shared.answers import AnswerRefused
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.outbound import OutboundRefused, guarded_async_client, reason_of
-from regatta_shared.source_policy import SourcePolicy, SourceRefused
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.answers import AnswerRefused
+from regatta_shared.security.outbound import OutboundRefused, guarded_async_client, reason_of
+from regatta_shared.security.source_policy import SourcePolicy, SourceRefused
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .git_source import checked_task_id, fetch_git_tasks

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.source_policy import SourcePolicy, SourceRefused
-from regatta_shared.task_uploads import TASK_MARKERS
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.source_policy import SourcePolicy, SourceRefused
+from regatta_shared.security.task_uploads import TASK_MARKERS
 
 from .archive_store import ArchiveStore
 from .dataset import Dataset, SourceInvalid, TaskLocation

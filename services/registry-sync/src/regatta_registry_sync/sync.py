@@ -17,9 +17,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from regatta_shared.ceilings import Ceilings, TaskFileBounds
-from regatta_shared.consumer import Redeliver
-from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkRemoved,
@@ -32,8 +29,11 @@ from regatta_shared.events import (
     InvalidTask,
     TaskInfo,
 )
+from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore, StoredEvent
 from regatta_shared.ids import benchmark_stream
+from regatta_shared.messaging.consumer import Redeliver
+from regatta_shared.rules.ceilings import Ceilings, TaskFileBounds
 from regatta_shared.settings import load_settings
 
 from .archive_store import ArchiveStore

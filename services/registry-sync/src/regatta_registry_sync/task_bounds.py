@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from harbor.models.task.paths import TaskPaths
-from regatta_shared.ceilings import TaskFileBounds
+from regatta_shared.rules.ceilings import TaskFileBounds
 
 _MIB = 1024 * 1024
 

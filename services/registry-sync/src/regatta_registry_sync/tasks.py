@@ -17,8 +17,8 @@ from typing import Any, BinaryIO
 from harbor.models.task.config import TaskConfig
 from harbor.publisher.packager import Packager
 from pydantic import ValidationError
-from regatta_shared.ceilings import Ceilings, TaskFileBounds, task_resources
 from regatta_shared.events import TaskInfo
+from regatta_shared.rules.ceilings import Ceilings, TaskFileBounds, task_resources
 
 from .task_bounds import TaskTooLarge, check_task_files
 

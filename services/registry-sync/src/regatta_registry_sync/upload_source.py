@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.task_archives import TaskArchiveRefused, unpack_file
-from regatta_shared.task_uploads import UPLOAD_KEY, locate_tasks
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.task_archives import TaskArchiveRefused, unpack_file
+from regatta_shared.security.task_uploads import UPLOAD_KEY, locate_tasks
 
 from .archive_store import ArchiveStore
 from .dataset import Dataset, SourceInvalid, TaskLocation

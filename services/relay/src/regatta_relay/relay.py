@@ -21,13 +21,13 @@ import time
 
 import nats.errors
 from nats.aio.client import Client as NATS
-from regatta_shared.bus import EVENTS_STREAM, HEADERS_BYTES, event_subject
-from regatta_shared.codec import encode_stored
 from regatta_shared.events import EVENT_TYPES
+from regatta_shared.events.codec import encode_stored
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.nudge import wake_on_commit
-from regatta_shared.runtime import Service
+from regatta_shared.messaging.bus import EVENTS_STREAM, HEADERS_BYTES, event_subject
+from regatta_shared.messaging.nudge import wake_on_commit
 from regatta_shared.settings import load_settings
+from regatta_shared.system.runtime import Service
 
 log = logging.getLogger("regatta.relay")
 CHECKPOINT = "relay"

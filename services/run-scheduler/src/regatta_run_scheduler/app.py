@@ -9,9 +9,14 @@ import functools
 from datetime import timedelta
 
 from nats.aio.msg import Msg
-from regatta_shared import run_keys
-from regatta_shared.attempt_auth import AttemptKeys
-from regatta_shared.bus import (
+from regatta_shared.events import (
+    AttemptScheduled,
+    ErroredAttemptsRerunRequested,
+    RunStopRequested,
+    RunSubmitted,
+)
+from regatta_shared.events.codec import decode_stored
+from regatta_shared.messaging.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
     CLAIM_SUBJECT_PREFIX,
@@ -20,16 +25,11 @@ from regatta_shared.bus import (
     REPORTS_STREAM,
     subject_of,
 )
-from regatta_shared.codec import decode_stored
-from regatta_shared.events import (
-    AttemptScheduled,
-    ErroredAttemptsRerunRequested,
-    RunStopRequested,
-    RunSubmitted,
-)
-from regatta_shared.runtime import Service
-from regatta_shared.sealing import master_key
+from regatta_shared.security import run_keys
+from regatta_shared.security.attempt_auth import AttemptKeys
+from regatta_shared.security.sealing import master_key
 from regatta_shared.settings import load_settings
+from regatta_shared.system.runtime import Service
 
 from .dispatch import JobDispatch
 from .reports import authentic_claim, authentic_reports

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from nats.js import JetStreamContext
-from regatta_shared.bus import JOB_SUBJECT, JOBS_STREAM
 from regatta_shared.eventstore import StoredEvent
+from regatta_shared.messaging.bus import JOB_SUBJECT, JOBS_STREAM
 
 from .scheduler import RunScheduler
 

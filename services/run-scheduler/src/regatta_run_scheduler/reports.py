@@ -11,8 +11,8 @@ import logging
 from collections.abc import Iterable
 
 from pydantic import ValidationError
-from regatta_shared.attempt_auth import MAC_HEADER, AttemptKeys
-from regatta_shared.jobs import AttemptReport
+from regatta_shared.messaging.jobs import AttemptReport
+from regatta_shared.security.attempt_auth import MAC_HEADER, AttemptKeys
 
 log = logging.getLogger("regatta.run_scheduler.reports")
 _MAX_ID = 200

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from regatta_shared.envelope import NewEvent, deterministic_id, new_event
 from regatta_shared.events import (
     AttemptFinished,
     AttemptRetried,
@@ -25,8 +24,9 @@ from regatta_shared.events import (
     RunSubmitted,
     parse_event,
 )
+from regatta_shared.events.envelope import NewEvent, deterministic_id, new_event
 from regatta_shared.ids import attempt_id
-from regatta_shared.jobs import AttemptReport
+from regatta_shared.messaging.jobs import AttemptReport
 from regatta_shared.runs import expected_attempts
 from regatta_shared.runs.status import FAILED, PENDING, QUEUED
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from regatta_shared.aggregates import fold_into
-from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     AttemptFinished,
     AttemptRetried,
@@ -22,6 +20,8 @@ from regatta_shared.events import (
     RunStopRequested,
     RunSubmitted,
 )
+from regatta_shared.events.aggregates import fold_into
+from regatta_shared.events.envelope import StoredEvent
 from regatta_shared.runs import STATUS_BY_EVENT, TERMINAL
 from regatta_shared.runs.status import PENDING, STOPPED, RunStatus
 

@@ -11,9 +11,6 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from regatta_shared import run_keys
-from regatta_shared.aggregates import fold_into
-from regatta_shared.attempt_auth import AttemptKeys
 from regatta_shared.clock import utcnow
 from regatta_shared.events import (
     AttemptScheduled,
@@ -27,12 +24,15 @@ from regatta_shared.events import (
     RunSubmitted,
     parse_event,
 )
+from regatta_shared.events.aggregates import fold_into
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent, WrongExpectedVersion
-from regatta_shared.execution_defaults import PASS_THRESHOLD
 from regatta_shared.ids import run_stream
-from regatta_shared.jobs import AttemptJob, AttemptReport
+from regatta_shared.messaging.jobs import AttemptJob, AttemptReport
+from regatta_shared.rules.execution_defaults import PASS_THRESHOLD
 from regatta_shared.runs.status import FAILED, STOPPED
-from regatta_shared.sealing import RUN_SEALED_PREFIX, job_envelope
+from regatta_shared.security import run_keys
+from regatta_shared.security.attempt_auth import AttemptKeys
+from regatta_shared.security.sealing import RUN_SEALED_PREFIX, job_envelope
 
 from . import run as aggregate
 

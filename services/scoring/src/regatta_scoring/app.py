@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from nats.aio.msg import Msg
-from regatta_shared.bus import EVENTS_STREAM, subject_of
-from regatta_shared.codec import decode_stored
 from regatta_shared.events import (
     AttemptFinished,
     BenchmarkTaskExcluded,
@@ -17,8 +15,10 @@ from regatta_shared.events import (
     RunFinished,
     RunStopped,
 )
-from regatta_shared.runtime import Service
+from regatta_shared.events.codec import decode_stored
+from regatta_shared.messaging.bus import EVENTS_STREAM, subject_of
 from regatta_shared.settings import load_settings
+from regatta_shared.system.runtime import Service
 
 from .scorer import Scorer
 

@@ -26,7 +26,6 @@ from fractions import Fraction
 from typing import Any
 
 from regatta_shared import statistics as st
-from regatta_shared.conditions import qualification
 from regatta_shared.events import (
     AgentScores,
     BenchmarkTaskExcluded,
@@ -36,8 +35,9 @@ from regatta_shared.events import (
     RunSubmitted,
 )
 from regatta_shared.eventstore import StoredEvent
-from regatta_shared.per_task import per_task_figures
-from regatta_shared.scoring_rules import RULES_VERSION
+from regatta_shared.rules.conditions import qualification
+from regatta_shared.rules.per_task import per_task_figures
+from regatta_shared.rules.scoring_rules import RULES_VERSION
 
 from .scores import score_run, tally
 
@@ -106,7 +106,7 @@ def entries_from_run(
     history: list[StoredEvent], excluded: dict[str, str] | None = None
 ) -> list[LeaderboardEntry]:
     """The qualifying agents of one run: finished run, full list or recommended set, the benchmark's standard
-    scoring conditions (regatta_shared.conditions), every attempt scored but those of the `excluded`
+    scoring conditions (regatta_shared.rules.conditions), every attempt scored but those of the `excluded`
     tasks (task -> reason) of its version, which are not counted at all."""
     if not history or history[0].type != RunSubmitted.type_name:
         return []

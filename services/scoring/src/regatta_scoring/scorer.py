@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 
-from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     AgentScores,
     AttemptFinished,
@@ -21,9 +20,10 @@ from regatta_shared.events import (
     RunStopped,
     RunSubmitted,
 )
+from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore, NewEvent, StoredEvent
 from regatta_shared.ids import benchmark_stream, leaderboard_stream, run_stream
-from regatta_shared.scoring_rules import RULES_VERSION
+from regatta_shared.rules.scoring_rules import RULES_VERSION
 
 from .leaderboard import (
     LeaderboardEntry,

@@ -1,5 +1,5 @@
 """A run's scores, folded from its events (statistics.md §1–3, §7) under the current scoring rules
-(regatta_shared.scoring_rules). Pure: no I/O.
+(regatta_shared.rules.scoring_rules). Pure: no I/O.
 
 The unit of analysis is the task: per agent and task we keep n (scored attempts) and c (passed
 attempts) as integers and derive every number from them.
@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     AgentScores,
     AttemptFinished,
@@ -21,10 +20,11 @@ from regatta_shared.events import (
     MetricValue,
     RunSubmitted,
 )
-from regatta_shared.outcomes import PASSED, SCORED
-from regatta_shared.per_task import per_task_figures
+from regatta_shared.events.envelope import StoredEvent
+from regatta_shared.rules.outcomes import PASSED, SCORED
+from regatta_shared.rules.per_task import per_task_figures
+from regatta_shared.rules.scoring_rules import RULES_VERSION, outcome_under
 from regatta_shared.runs import ATTEMPT_EVENTS, RunFold, no_totals, rerun_rows, with_finished
-from regatta_shared.scoring_rules import RULES_VERSION, outcome_under
 from regatta_shared.statistics import pass_at_k, pass_at_k_curve, wilson
 
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from regatta_shared.execution_defaults import PASS_THRESHOLD, VERIFIER_INTEGRITY
+from regatta_shared.rules.execution_defaults import PASS_THRESHOLD, VERIFIER_INTEGRITY
 
 from .base import Event
 from .integrity import VerifierIntegrity
@@ -20,7 +20,7 @@ class BenchmarkSource(BaseModel):
     (tag, revision or sha256 digest). git: repository `git_url` at `git_ref`; its registry.json
     (`dataset`, optionally at `registry_path` inside the repo) or else the implicit dataset in `subdir`.
     upload: a member's scratch benchmark, the tar.gz they uploaded kept in the task archive bucket at key
-    `ref` (regatta_shared.task_uploads); only the gateway's upload records one, never a request body.
+    `ref` (regatta_shared.security.task_uploads); only the gateway's upload records one, never a request body.
     `metadata` holds benchmark metadata declared by the deployment or the request (BenchmarkMetadata fields).
     """
 
@@ -36,7 +36,7 @@ class BenchmarkSource(BaseModel):
     subdir: str | None = None
     metadata: dict[str, Any] | None = None
     # Set by the gateway only: added by a platform administrator or the deployment (hosted), so its host
-    # paths are not limited to REGATTA_SOURCE_ROOTS (regatta_shared.source_policy).
+    # paths are not limited to REGATTA_SOURCE_ROOTS (regatta_shared.security.source_policy).
     trusted: bool = False
 
 
@@ -68,7 +68,7 @@ class BenchmarkSyncStarted(Event):
 
 class TaskResources(BaseModel):
     """What a task's task.toml asks for (the largest value over its steps and verifier environment);
-    None where it asks nothing. Checked against the operator's ceilings (regatta_shared.ceilings) at
+    None where it asks nothing. Checked against the operator's ceilings (regatta_shared.rules.ceilings) at
     sync, again at run submission (ceilings may have been lowered since) and by the executor."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from regatta_shared import execution_defaults as defaults
-from regatta_shared.conditions import ScoringConditions
-from regatta_shared.outcomes import Outcome
-from regatta_shared.participants import agent_model, participant_key, spec_model_name
+from regatta_shared.rules import execution_defaults as defaults
+from regatta_shared.rules.conditions import ScoringConditions
+from regatta_shared.rules.outcomes import Outcome
+from regatta_shared.rules.participants import agent_model, participant_key, spec_model_name
 
 from .base import Event
 from .integrity import AttemptIntegrity, VerifierIntegrity
@@ -40,7 +40,8 @@ class AgentSpec(BaseModel):
 
     @property
     def participant(self) -> str:
-        """Who the agent is (regatta_shared.participants): one key however a no-model harness named models."""
+        """Who the agent is (regatta_shared.rules.participants): one key however a no-model harness named
+        models."""
         return participant_key(self.harness, self.model.display_name)
 
     @property

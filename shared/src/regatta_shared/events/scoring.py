@@ -51,7 +51,7 @@ class AgentScores(BaseModel):
 
 def _rules_version_named(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 → 2. Scores recorded before they named their rules were computed under rules version 1
-    (regatta_shared.scoring_rules)."""
+    (regatta_shared.rules.scoring_rules)."""
     data.setdefault("rules_version", 1)
     return data
 
@@ -67,7 +67,7 @@ class RunScored(Event):
     agents: list[AgentScores]
     through_position: int = 0
     # The version of the outcome and statistics rules these scores were computed under
-    # (regatta_shared.scoring_rules.RULES_VERSION); a leaderboard ranks only one version together.
+    # (regatta_shared.rules.scoring_rules.RULES_VERSION); a leaderboard ranks only one version together.
     rules_version: int
 
 

@@ -1,4 +1,4 @@
-from regatta_shared.envelope import NewEvent, StoredEvent, new_event
+from regatta_shared.events.envelope import NewEvent, StoredEvent, new_event
 
 from .appends import WrongExpectedVersion
 from .limits import EventTooLarge

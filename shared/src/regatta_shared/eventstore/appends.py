@@ -11,7 +11,7 @@ import orjson
 from sqlalchemy import Connection
 
 from regatta_shared.clock import utcnow
-from regatta_shared.envelope import NewEvent, StoredEvent
+from regatta_shared.events.envelope import NewEvent, StoredEvent
 
 ANY = -1  # expected_version: append whatever the stream's version
 

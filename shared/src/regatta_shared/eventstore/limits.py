@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from regatta_shared.envelope import NewEvent
+from regatta_shared.events.envelope import NewEvent
 
 from .appends import dumps
 

@@ -32,8 +32,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from regatta_shared.codec import current_shape
-from regatta_shared.envelope import NewEvent, StoredEvent
+from regatta_shared.events.codec import current_shape
+from regatta_shared.events.envelope import NewEvent, StoredEvent
 
 from .appends import ANY, WrongExpectedVersion, append_postgres, append_sqlite, loads
 from .limits import check_sizes

@@ -20,7 +20,7 @@ from regatta_shared.events import (
     AttemptStarted,
     RunSubmitted,
 )
-from regatta_shared.execution_defaults import ATTEMPTS_PER_TASK
+from regatta_shared.rules.execution_defaults import ATTEMPTS_PER_TASK
 
 from .integrity import INTEGRITY_COLUMNS, integrity_columns
 

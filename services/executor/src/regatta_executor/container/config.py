@@ -13,11 +13,12 @@ from typing import Any
 import docker
 from docker.errors import APIError
 
-from regatta_executor.container import janitor, pid1, tools
+from regatta_executor.container import janitor
 from regatta_executor.container.engine import (
     LABEL_MANAGED,
     LABEL_SESSION,
 )
+from regatta_executor.container.exec import pid1, tools
 from regatta_executor.container.hardening import EngineRoot, log_mounts
 from regatta_executor.container.options import ContainerEnvironmentOptions
 

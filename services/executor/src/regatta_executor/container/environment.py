@@ -52,29 +52,19 @@ from harbor.models.task.verifier_mode import task_has_any_shared_verifier
 from harbor.models.trial.config import ResourceMode
 from harbor.utils.env import resolve_env_vars
 from regatta_shared.events import AttemptImage
-from regatta_shared.outbound import OutboundPolicy
+from regatta_shared.security.outbound import OutboundPolicy
 
-from regatta_executor.attempt_image import write_image_record
-from regatta_executor.attempt_integrity import IntegrityLog
-from regatta_executor.capabilities import sandbox_capabilities
-from regatta_executor.container import (
-    allowlist,
-    compose_run,
-    dns,
-    execs,
-    file_listing,
-    files,
-    janitor,
-    live_logs,
-    tools,
-    verifier_files,
-)
-from regatta_executor.container.build_defects import TaskDefectError
-from regatta_executor.container.compose import TASK_FILE, ComposeProject, load_project
-from regatta_executor.container.compose_run import ComposeRun
+from regatta_executor.attempt.image_record import write_image_record
+from regatta_executor.attempt.integrity_record import IntegrityLog
+from regatta_executor.container import janitor, live_logs
+from regatta_executor.container.compose import sidecars as compose_run
+from regatta_executor.container.compose.project import TASK_FILE, ComposeProject, load_project
+from regatta_executor.container.compose.sidecars import ComposeRun
 from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
-from regatta_executor.container.harbor_commands import (
+from regatta_executor.container.exec import commands as execs
+from regatta_executor.container.exec import tools
+from regatta_executor.container.exec.harbor_commands import (
     AGENT_LOGS,
     LOG_DIRS,
     ROOT_USERS,
@@ -84,19 +74,29 @@ from regatta_executor.container.harbor_commands import (
     removes_reward_files,
     runs_test_script,
 )
+from regatta_executor.container.exec.platform import PLATFORM_SHELL, has_platform_mount
+from regatta_executor.container.files import archive as files
+from regatta_executor.container.files.storage_cap import StorageCap
+from regatta_executor.container.files.transfers import SNAPSHOT_MAX_BYTES
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
-from regatta_executor.container.images import ImageBuildError, ImageCache, ImageDefectError, ResolvedImage
-from regatta_executor.container.network import (
+from regatta_executor.container.image.build_defects import TaskDefectError
+from regatta_executor.container.image.task_images import (
+    ImageBuildError,
+    ImageCache,
+    ImageDefectError,
+    ResolvedImage,
+)
+from regatta_executor.container.integrity import file_listing, verifier_files
+from regatta_executor.container.network import allowlist, dns
+from regatta_executor.container.network.bridge import (
     ensure_allowlist_network,
     ensure_sandbox_network,
     gateway_address,
 )
 from regatta_executor.container.options import ContainerEnvironmentOptions
-from regatta_executor.container.platform import PLATFORM_SHELL, has_platform_mount
-from regatta_executor.container.storage_cap import StorageCap
-from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES
 from regatta_executor.container.verifier_turn import VerifierTurn
-from regatta_executor.traits import CONTAINER, EnvironmentTraits
+from regatta_executor.environments.capabilities import sandbox_capabilities
+from regatta_executor.environments.traits import CONTAINER, EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"

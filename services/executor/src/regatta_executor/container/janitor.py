@@ -27,7 +27,6 @@ from typing import Any
 import docker
 from docker.errors import APIError, NotFound
 
-from regatta_executor.container import allowlist
 from regatta_executor.container.engine import (
     LABEL_HOST,
     LABEL_MANAGED,
@@ -35,6 +34,7 @@ from regatta_executor.container.engine import (
     LABEL_OWNERS,
     host_name,
 )
+from regatta_executor.container.network import allowlist
 
 logger = logging.getLogger(__name__)
 _OWNER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

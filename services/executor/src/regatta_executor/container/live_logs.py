@@ -25,7 +25,7 @@ import docker
 from docker.errors import DockerException
 from requests import RequestException
 
-from regatta_executor.live_sources import SCANNED
+from regatta_executor.attempt.live_sources import SCANNED
 
 log = logging.getLogger("regatta.executor.live")
 

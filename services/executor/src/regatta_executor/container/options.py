@@ -9,7 +9,7 @@ from harbor.environments.options import EnvironmentOptions
 from pydantic import Field, field_validator, model_validator
 from regatta_shared.events.integrity import VerifierIntegrity
 
-from regatta_executor.container.dns import ForwarderError, parse_upstreams
+from regatta_executor.container.network.dns import ForwarderError, parse_upstreams
 
 # Docker's default capabilities, all of them, as Harbor's docker environment gives: tasks use ping
 # (NET_RAW), package scripts use mknod and setcap. The boundary is the engine's user namespace.
@@ -113,7 +113,7 @@ class ContainerEnvironmentOptions(EnvironmentOptions):
     @field_validator("local_images")
     @classmethod
     def _references(cls, value: list[str]) -> list[str]:
-        from regatta_executor.container.references import ImageRefusedError, parse_reference
+        from regatta_executor.container.image.references import ImageRefusedError, parse_reference
 
         for entry in value:
             try:

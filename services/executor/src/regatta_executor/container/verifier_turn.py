@@ -32,17 +32,22 @@ from typing import override
 from docker.errors import DockerException
 from regatta_shared.events.integrity import AgentProcess
 
-from regatta_executor.attempt_integrity import IntegrityLog
-from regatta_executor.container import allowlist, execs, file_listing, files, janitor, toolchain, tools
+from regatta_executor.attempt.integrity_record import IntegrityLog
+from regatta_executor.attempt.sandbox_faults import SandboxTamperedError, VerifierCannotRunError
+from regatta_executor.container import janitor
 from regatta_executor.container.engine import LABEL_MANAGED
-from regatta_executor.container.harbor_commands import AGENT_LOGS, LOGS, TESTS, VERIFIER_LOGS
-from regatta_executor.container.images import ResolvedImage
-from regatta_executor.container.layer_usage import NOTHING_WRITTEN, Written
+from regatta_executor.container.exec import commands as execs
+from regatta_executor.container.exec import tools
+from regatta_executor.container.exec.harbor_commands import AGENT_LOGS, LOGS, TESTS, VERIFIER_LOGS
+from regatta_executor.container.files import archive as files
+from regatta_executor.container.files.layer_usage import NOTHING_WRITTEN, Written
+from regatta_executor.container.files.storage_cap import StorageCap
+from regatta_executor.container.files.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
+from regatta_executor.container.image.task_images import ResolvedImage
+from regatta_executor.container.integrity import file_listing, toolchain
+from regatta_executor.container.integrity.verifier_files import hash_upload
+from regatta_executor.container.network import allowlist
 from regatta_executor.container.options import ContainerEnvironmentOptions
-from regatta_executor.container.storage_cap import StorageCap
-from regatta_executor.container.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
-from regatta_executor.container.verifier_files import hash_upload
-from regatta_executor.sandbox_faults import SandboxTamperedError, VerifierCannotRunError
 
 # The exit code of the exec that ends the agent's turn when the uploads it carried could not be written.
 _INPUT_NOT_WRITTEN = 75

@@ -42,11 +42,11 @@ from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 from regatta_shared.events.integrity import VerifierIntegrity
 
-from regatta_executor.capabilities import sandbox_capabilities
+from regatta_executor.environments.capabilities import sandbox_capabilities
+from regatta_executor.environments.traits import LOCAL, EnvironmentTraits
 from regatta_executor.local.limits import Limits
 from regatta_executor.local.sandbox import Sandbox
 from regatta_executor.local.spec import DEFAULT_HOST_DIRS, TESTS, Bind, SandboxSpec
-from regatta_executor.traits import LOCAL, EnvironmentTraits
 
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(.+?)\s*$", re.IGNORECASE)
 _MIB = 1024 * 1024

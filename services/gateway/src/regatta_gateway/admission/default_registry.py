@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from regatta_shared.events import BenchmarkSource
+from regatta_shared.security.source_policy import SourcePolicy
 from regatta_shared.settings import Settings
-from regatta_shared.source_policy import SourcePolicy
 
 from regatta_gateway.admission.registry_catalog import Catalog, RegistryUnavailable, is_url, read_catalog
 from regatta_gateway.errors import Invalid, Refused, Unavailable

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from regatta_shared.events import ModelSpec
-from regatta_shared.harnesses import NO_MODEL
-from regatta_shared.hosted_models import HostedModel, key_name, key_value
+from regatta_shared.rules.harnesses import NO_MODEL
+from regatta_shared.rules.hosted_models import HostedModel, key_name, key_value
 
 NONE_DECLARED = (
     "hosted models are not available: this deployment declares none (REGATTA_HOSTED_MODELS); "

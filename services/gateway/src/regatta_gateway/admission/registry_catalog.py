@@ -1,6 +1,6 @@
 """A registry's dataset list (Harbor's registry JSON) read as the hostile input it is: someone else's
 JSON, fetched over the internet through the outbound guard (every hop's address checked, no proxies),
-each answer within REGATTA_FETCH_MAX_MB and REGATTA_FETCH_TIMEOUT_SEC (regatta_shared.answers), each
+each answer within REGATTA_FETCH_MAX_MB and REGATTA_FETCH_TIMEOUT_SEC (regatta_shared.security.answers), each
 row checked for kind and length before it is shown or used; malformed rows are skipped and counted.
 default_registry.py caches it and resolves names against it.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from regatta_shared.answers import AnswerRefused
-from regatta_shared.outbound import OutboundRefused, guarded_client, reason_of
-from regatta_shared.source_policy import SourcePolicy
+from regatta_shared.security.answers import AnswerRefused
+from regatta_shared.security.outbound import OutboundRefused, guarded_client, reason_of
+from regatta_shared.security.source_policy import SourcePolicy
 
 READ_TIMEOUT_SEC = 15.0
 MAX_REDIRECTS = 5

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 from regatta_shared.events import BenchmarkSource
-from regatta_shared.git_values import GitValueInvalid, url_kind
-from regatta_shared.outbound import OutboundRefused, check_url, resolve, url_endpoint
-from regatta_shared.source_policy import SourcePolicy, SourceRefused, local_path_of
+from regatta_shared.security.git_values import GitValueInvalid, url_kind
+from regatta_shared.security.outbound import OutboundRefused, check_url, resolve, url_endpoint
+from regatta_shared.security.source_policy import SourcePolicy, SourceRefused, local_path_of
 
 from regatta_gateway.errors import Forbidden, Invalid
 from regatta_gateway.principals import Scope

@@ -1,6 +1,8 @@
 """An uploaded task archive, read before anything of it is stored: unpacked under one task's bounds
-(regatta_shared.task_archives: no links, devices, absolute or `..` names; REGATTA_MAX_TASK_MB, _FILES,
-_EXPANSION), its tasks found (regatta_shared.task_uploads) and each task.toml checked against Harbor's
+(regatta_shared.security.task_archives: no links, devices, absolute or `..` names; REGATTA_MAX_TASK_MB,
+_FILES,
+_EXPANSION), its tasks found (regatta_shared.security.task_uploads) and each task.toml checked against
+Harbor's
 own TaskConfig. Everything else a task needs (instruction.md, tests, the operator's ceilings) is judged
 by registry-sync at sync, as for every other source, and listed as an invalid task with its reason.
 
@@ -14,9 +16,9 @@ from pathlib import Path
 
 from harbor.models.task.config import TaskConfig
 from pydantic import ValidationError
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.task_archives import TaskArchiveRefused, unpack_file
-from regatta_shared.task_uploads import locate_tasks
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.task_archives import TaskArchiveRefused, unpack_file
+from regatta_shared.security.task_uploads import locate_tasks
 
 from regatta_gateway.errors import Invalid
 

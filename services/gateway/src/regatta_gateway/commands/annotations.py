@@ -7,11 +7,11 @@ import re
 import unicodedata
 from typing import Any
 
-from regatta_shared.attempt_labels import normal_label
-from regatta_shared.envelope import new_event
 from regatta_shared.events import AttemptLabelled, AttemptLabelRemoved
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id, run_stream
+from regatta_shared.rules.attempt_labels import normal_label
 
 from regatta_gateway.errors import Conflict, Invalid, NotFound
 from regatta_gateway.principals import Scope

@@ -14,9 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from regatta_shared.aggregates import fold_into
-from regatta_shared.benchmark_status import FAILED, IN_PROGRESS, PENDING, READY, SYNCING, SyncStatus
-from regatta_shared.envelope import StoredEvent
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkRemoved,
@@ -28,6 +25,9 @@ from regatta_shared.events import (
     BenchmarkTasksSynced,
     Event,
 )
+from regatta_shared.events.aggregates import fold_into
+from regatta_shared.events.envelope import StoredEvent
+from regatta_shared.rules.benchmark_status import FAILED, IN_PROGRESS, PENDING, READY, SYNCING, SyncStatus
 
 Refusal = Literal[
     "not_found",

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 from regatta_shared.events import BenchmarkMetadata, BenchmarkSource
-from regatta_shared.git_values import GitValueInvalid, check_ref, url_kind
-from regatta_shared.harnesses import HARNESSES
+from regatta_shared.rules.harnesses import HARNESSES
+from regatta_shared.security.git_values import GitValueInvalid, check_ref, url_kind
 
 from regatta_gateway.errors import Invalid
 

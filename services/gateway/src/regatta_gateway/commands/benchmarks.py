@@ -8,16 +8,16 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Any
 
-from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkSource,
     BenchmarkTaskExcluded,
     Event,
 )
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
 from regatta_shared.ids import benchmark_stream, new_id
-from regatta_shared.source_policy import SourcePolicy
+from regatta_shared.security.source_policy import SourcePolicy
 
 from regatta_gateway.admission.default_registry import DefaultRegistry, needs_default, resolve_named
 from regatta_gateway.admission.sources import admit_source

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     ApiTokenCreated,
     MemberAdded,
@@ -10,6 +9,7 @@ from regatta_shared.events import (
     UserRegistered,
     WorkspaceCreated,
 )
+from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore, NewEvent
 from regatta_shared.eventstore.appends import loads
 from regatta_shared.eventstore.schema import events

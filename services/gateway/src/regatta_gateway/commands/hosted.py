@@ -12,8 +12,8 @@ import logging
 from collections.abc import Iterable
 
 from regatta_shared.eventstore import EventStore
+from regatta_shared.security.source_policy import SourcePolicy
 from regatta_shared.settings import Settings
-from regatta_shared.source_policy import SourcePolicy
 from sqlalchemy import select
 
 from regatta_gateway.admission.default_registry import DefaultRegistry

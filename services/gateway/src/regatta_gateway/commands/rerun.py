@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from regatta_shared import run_keys
-from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import ErroredAttemptsRerunRequested
+from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import run_stream
-from regatta_shared.outcomes import ERRORED
+from regatta_shared.rules.outcomes import ERRORED
+from regatta_shared.rules.task_defects import attempt_is_task_defect
 from regatta_shared.runs import RunFold
 from regatta_shared.runs.status import FINISHED, RUNNING
-from regatta_shared.task_defects import attempt_is_task_defect
+from regatta_shared.security import run_keys
 
 from regatta_gateway.errors import Conflict
 from regatta_gateway.principals import Scope
@@ -47,7 +47,7 @@ def decide_rerun(history: Sequence[StoredEvent], secrets_key_kept: bool = False)
         state = "running its last re-run" if reruns and run.status == RUNNING else run.status
         raise RerunRefused(f"the run is {state}: only a finished run's errored attempts can be re-run")
     errored = [aid for aid, row in run.attempts.items() if row["outcome"] == ERRORED]
-    # A task's own defect fails the same way again (regatta_shared.task_defects): never re-run.
+    # A task's own defect fails the same way again (regatta_shared.rules.task_defects): never re-run.
     rerunnable = [aid for aid in errored if not attempt_is_task_defect(run.attempts[aid])]
     if not rerunnable:
         if errored:

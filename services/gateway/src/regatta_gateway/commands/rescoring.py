@@ -1,16 +1,16 @@
 """Rescoring: a platform administrator asks scoring to score a benchmark's runs again under the current
-scoring rules (regatta_shared.scoring_rules). The command is one RescoreRequested on the benchmark's
+scoring rules (regatta_shared.rules.scoring_rules). The command is one RescoreRequested on the benchmark's
 leaderboard stream; scoring appends the new scores and the leaderboard (regatta_scoring.scorer)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared.envelope import new_event
 from regatta_shared.events import RescoreRequested
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import leaderboard_stream, new_id
-from regatta_shared.scoring_rules import RULES_VERSION
+from regatta_shared.rules.scoring_rules import RULES_VERSION
 
 from regatta_gateway.errors import Forbidden, Invalid
 from regatta_gateway.principals import Scope

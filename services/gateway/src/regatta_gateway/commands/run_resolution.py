@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from regatta_shared import execution_defaults as defaults
-from regatta_shared.benchmark_status import IN_PROGRESS, READY
-from regatta_shared.ceilings import Ceilings
 from regatta_shared.events import AgentSpec, ExecutionSettings, ModelSpec, RunTask, TaskResources
 from regatta_shared.eventstore import EventStore
-from regatta_shared.harnesses import HARNESSES
-from regatta_shared.hosted_models import HostedModel
+from regatta_shared.rules import execution_defaults as defaults
+from regatta_shared.rules.benchmark_status import IN_PROGRESS, READY
+from regatta_shared.rules.ceilings import Ceilings
+from regatta_shared.rules.harnesses import HARNESSES
+from regatta_shared.rules.hosted_models import HostedModel
 from regatta_shared.settings import load_settings
 from sqlalchemy import select
 

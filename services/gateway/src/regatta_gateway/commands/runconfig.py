@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
-from regatta_shared import execution_defaults as defaults
 from regatta_shared.events.integrity import VERIFIER_INTEGRITY_POLICIES, VerifierIntegrity
+from regatta_shared.rules import execution_defaults as defaults
 
 from regatta_gateway.secrets.names import SECRET_NAME
 

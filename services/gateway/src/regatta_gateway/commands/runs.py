@@ -7,16 +7,16 @@ import re
 from typing import Any
 
 from pydantic import BaseModel
-from regatta_shared import run_keys
 from regatta_shared.clock import isoformat
-from regatta_shared.conditions import benchmark_standard
-from regatta_shared.envelope import new_event
 from regatta_shared.events import RunStopRequested, RunSubmitted, TaskSelection
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore, WrongExpectedVersion
-from regatta_shared.hosted_models import HostedModel
 from regatta_shared.ids import new_id, run_stream
+from regatta_shared.rules.conditions import benchmark_standard
+from regatta_shared.rules.hosted_models import HostedModel
 from regatta_shared.runs.status import PENDING, TERMINAL
-from regatta_shared.sealing import new_run_key, seal_for_run, wrap_run_key
+from regatta_shared.security import run_keys
+from regatta_shared.security.sealing import new_run_key, seal_for_run, wrap_run_key
 from sqlalchemy.exc import IntegrityError
 
 from regatta_gateway.admission.model_names import model_warnings

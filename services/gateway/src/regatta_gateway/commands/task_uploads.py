@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.envelope import new_event
 from regatta_shared.events import BenchmarkAdded, BenchmarkSource
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import benchmark_stream, new_id
-from regatta_shared.task_uploads import upload_key
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.task_uploads import upload_key
 
 from regatta_gateway.admission.uploaded_tasks import read_upload
 from regatta_gateway.commands.benchmarks import checked_name

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared.envelope import new_event
 from regatta_shared.events import WorkspaceCreated, WorkspaceDeleted, WorkspaceRenamed
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore
 from regatta_shared.eventstore.appends import loads
 from regatta_shared.eventstore.schema import events

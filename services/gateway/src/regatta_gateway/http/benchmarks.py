@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
-from regatta_shared.benchmark_status import PENDING
-from regatta_shared.ceilings import TaskFileBounds
-from regatta_shared.source_policy import SourcePolicy
+from regatta_shared.rules.benchmark_status import PENDING
+from regatta_shared.rules.ceilings import TaskFileBounds
+from regatta_shared.security.source_policy import SourcePolicy
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.admission.default_registry import DefaultRegistry, browse

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from regatta_shared.harnesses import HARNESSES
+from regatta_shared.rules.harnesses import HARNESSES
 
 from regatta_gateway.http.dependencies import ScopeDep
 

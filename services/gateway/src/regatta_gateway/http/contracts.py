@@ -1,5 +1,5 @@
 """`GET /asyncapi.json`: the AsyncAPI 3.0 document of the bus's streams, subjects and event schemas
-(regatta_shared.asyncapi). Public like /openapi.json: it describes contracts and holds no data."""
+(regatta_shared.messaging.asyncapi). Public like /openapi.json: it describes contracts and holds no data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from functools import cache
 from typing import Any
 
 from fastapi import APIRouter
-from regatta_shared.asyncapi import asyncapi_document
+from regatta_shared.messaging.asyncapi import asyncapi_document
 
 router = APIRouter(tags=["contracts"])
 

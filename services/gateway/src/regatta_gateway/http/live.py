@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from regatta_shared.live import live_subject, watch_subject
+from regatta_shared.messaging.live import live_subject, watch_subject
 
 from regatta_gateway.errors import NotFound
 from regatta_gateway.http.dependencies import ScopeDep

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from regatta_shared.outcomes import Outcome
+from regatta_shared.rules.outcomes import Outcome
 from regatta_shared.runs import INTEGRITY_FILTERS
 from regatta_shared.runs.status import RunStatus
 from starlette.concurrency import run_in_threadpool

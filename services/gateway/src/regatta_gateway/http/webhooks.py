@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
-from regatta_shared.outbound import OutboundPolicy
+from regatta_shared.security.outbound import OutboundPolicy
 
 from regatta_gateway.http.dependencies import ScopeDep, settle
 from regatta_gateway.notifications import registry

@@ -12,9 +12,6 @@ from typing import Any
 
 import httpx
 from nats.aio.msg import Msg
-from regatta_shared.bus import subject_of
-from regatta_shared.codec import decode_stored
-from regatta_shared.envelope import deterministic_id, new_event
 from regatta_shared.events import (
     BenchmarkSyncFailed,
     RunFailed,
@@ -22,8 +19,11 @@ from regatta_shared.events import (
     RunStopped,
     WebhookDeliveryRecorded,
 )
+from regatta_shared.events.codec import decode_stored
+from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore, StoredEvent
-from regatta_shared.outbound import (
+from regatta_shared.messaging.bus import subject_of
+from regatta_shared.security.outbound import (
     NOT_ALLOWED,
     OutboundPolicy,
     OutboundRefused,

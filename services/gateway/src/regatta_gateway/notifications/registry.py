@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 from regatta_shared.events import WebhookRegistered
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id
-from regatta_shared.outbound import OutboundPolicy, OutboundRefused, check_url
-from regatta_shared.sealing import derive_key
+from regatta_shared.security.outbound import OutboundPolicy, OutboundRefused, check_url
+from regatta_shared.security.sealing import derive_key
 from sqlalchemy import func, select
 
 from regatta_gateway.errors import Forbidden, Invalid, NotFound

@@ -1,10 +1,11 @@
-"""A running attempt's live output, relayed from its subject on the LIVE stream (regatta_shared.live) as
+"""A running attempt's live output, relayed from its subject on the LIVE stream
+(regatta_shared.messaging.live) as
 server-sent events: everything the stream still holds for the attempt first, then each chunk as it comes,
 with the attempt's status; the stream ends once the attempt has an outcome and its executor said `done`
 (or nothing more came for a while after the outcome).
 
-While the stream is open the gateway says so on the attempt's watch subject (regatta_shared.live): an
-environment whose output costs engine round trips to read is read only while someone watches."""
+While the stream is open the gateway says so on the attempt's watch subject (regatta_shared.messaging.live):
+an environment whose output costs engine round trips to read is read only while someone watches."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
-from regatta_shared.live import WATCH_EVERY, LiveChunk
+from regatta_shared.messaging.live import WATCH_EVERY, LiveChunk
 
 # Seconds between looks at the attempt's status while no chunk comes; and how many such looks after its
 # outcome the stream stays open for the executor's last chunks.

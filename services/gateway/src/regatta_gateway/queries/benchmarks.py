@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from regatta_shared import execution_defaults as defaults
-from regatta_shared.conditions import benchmark_standard
 from regatta_shared.eventstore import EventStore
+from regatta_shared.rules import execution_defaults as defaults
+from regatta_shared.rules.conditions import benchmark_standard
 from regatta_shared.runs.status import RUNNING
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from regatta_shared.csv_export import csv_text
 from regatta_shared.eventstore import EventStore
-from regatta_shared.outcomes import PASSED, SCORED
-from regatta_shared.participants import agent_label, stored_agent_model
+from regatta_shared.rules.outcomes import PASSED, SCORED
+from regatta_shared.rules.participants import agent_label, stored_agent_model
+from regatta_shared.security.csv_export import csv_text
 from regatta_shared.statistics import paired_permutation_test, score
 from sqlalchemy import func, select
 

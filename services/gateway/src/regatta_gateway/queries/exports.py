@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from regatta_shared.csv_export import csv_text
-from regatta_shared.outcomes import OUTCOMES
-from regatta_shared.participants import stored_agent_model
-from regatta_shared.per_task import per_task_figures
+from regatta_shared.rules.outcomes import OUTCOMES
+from regatta_shared.rules.participants import stored_agent_model
+from regatta_shared.rules.per_task import per_task_figures
 from regatta_shared.runs import integrity_columns
+from regatta_shared.security.csv_export import csv_text
 
 SUMMARY_COLUMNS = [
     "agent",

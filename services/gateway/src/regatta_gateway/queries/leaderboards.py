@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared import participants
 from regatta_shared.eventstore import EventStore
+from regatta_shared.rules import participants
 from sqlalchemy import select
 
 from regatta_gateway.errors import Invalid
@@ -109,7 +109,7 @@ def sort_leaderboard(rows: list[dict[str, Any]], sort: str) -> list[dict[str, An
 
 
 def _identity(row: dict[str, Any]) -> dict[str, Any]:
-    """The row's participant as identified now (regatta_shared.participants), also for rows computed
+    """The row's participant as identified now (regatta_shared.rules.participants), also for rows computed
     before a no-model harness had one identity, and its display name."""
     harness = str(row.get("harness") or "")
     model = participants.agent_model(harness, row.get("model"))

@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from regatta_shared.benchmark_status import SETTLED
+from regatta_shared.rules.benchmark_status import SETTLED
 from regatta_shared.runs import TERMINAL
 
 TERMINAL_RUN = TERMINAL

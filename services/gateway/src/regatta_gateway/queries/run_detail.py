@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared.conditions import qualification
 from regatta_shared.eventstore import EventStore
-from regatta_shared.outcomes import UNSCORED
-from regatta_shared.participants import agent_label, stored_agent_model
-from regatta_shared.per_task import per_task_figures
+from regatta_shared.rules.conditions import qualification
+from regatta_shared.rules.outcomes import UNSCORED
+from regatta_shared.rules.participants import agent_label, stored_agent_model
+from regatta_shared.rules.per_task import per_task_figures
 from regatta_shared.runs.status import ENDED_EARLY, FAILED, FINISHED, STOPPED, TERMINAL
 from sqlalchemy import func, select
 

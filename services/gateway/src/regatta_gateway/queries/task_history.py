@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
-from regatta_shared.outcomes import PASSED, SCORED
-from regatta_shared.participants import agent_label, stored_agent_model
+from regatta_shared.rules.outcomes import PASSED, SCORED
+from regatta_shared.rules.participants import agent_label, stored_agent_model
 from sqlalchemy import func, select
 
 from regatta_gateway.errors import Invalid, NotFound

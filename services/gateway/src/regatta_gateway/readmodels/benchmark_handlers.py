@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared.benchmark_status import PENDING, READY, SYNCING
 from regatta_shared.events import (
     BenchmarkAdded,
     BenchmarkRemoved,
@@ -18,6 +17,7 @@ from regatta_shared.events import (
     LeaderboardComputed,
 )
 from regatta_shared.eventstore import StoredEvent
+from regatta_shared.rules.benchmark_status import PENDING, READY, SYNCING
 from sqlalchemy import Connection, delete, insert, select, update
 
 from regatta_gateway.readmodels import tables as t

@@ -1,10 +1,10 @@
-"""The gateway's subkeys of the master key, one per purpose (see regatta_shared.sealing)."""
+"""The gateway's subkeys of the master key, one per purpose (see regatta_shared.security.sealing)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from regatta_shared.sealing import SEALED_SECRETS, derive_key, master_key
+from regatta_shared.security.sealing import SEALED_SECRETS, derive_key, master_key
 from regatta_shared.settings import Settings
 
 SECRETS_AT_REST = "regatta/secrets-at-rest/v1"

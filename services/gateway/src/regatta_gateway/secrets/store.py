@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from regatta_shared import run_keys
 from regatta_shared.clock import isoformat, utcnow
 from regatta_shared.events import SecretDeleted, SecretSet
 from regatta_shared.eventstore import EventStore
 from regatta_shared.ids import new_id
-from regatta_shared.sealing import SealError, decrypt, encrypt
+from regatta_shared.security import run_keys
+from regatta_shared.security.sealing import SealError, decrypt, encrypt
 from sqlalchemy import (
     Column,
     Connection,
@@ -66,7 +66,7 @@ secret_values = Table(
 class SecretVault:
     events: EventStore
     key: bytes  # secrets at rest
-    sealing_key: bytes  # wraps each run's data key (regatta_shared.run_keys)
+    sealing_key: bytes  # wraps each run's data key (regatta_shared.security.run_keys)
 
     def create_tables(self) -> None:
         self.events.create_tables(metadata)

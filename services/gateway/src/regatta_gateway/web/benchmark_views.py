@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared.benchmark_status import IN_PROGRESS
 from regatta_shared.eventstore import EventStore
+from regatta_shared.rules.benchmark_status import IN_PROGRESS
 from regatta_shared.runs.status import RUN_STATUSES
 from sqlalchemy import select
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
-from regatta_shared.participants import agent_label, stored_agent_model
+from regatta_shared.rules.participants import agent_label, stored_agent_model
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.errors import Invalid

@@ -7,7 +7,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-from regatta_shared import participants
+from regatta_shared.rules import participants
 
 from regatta_gateway.web.formatting import parse_time
 
@@ -51,12 +51,13 @@ def agent_label(agent: dict[str, Any]) -> str:
 
 
 def model_name(model: Any) -> str:
-    """The name a stored model spec gives (regatta_shared.participants.spec_model_name), or the name given."""
+    """The name a stored model spec gives (regatta_shared.rules.participants.spec_model_name), or the name
+    given."""
     return participants.spec_model_name(model) if isinstance(model, dict) else str(model or "")
 
 
 def label(harness: Any, model: Any) -> str:
-    """The one way every page names an agent: its identity's display name (regatta_shared.participants),
+    """The one way every page names an agent: its identity's display name (regatta_shared.rules.participants),
     `harness · model`, or the harness alone for one that calls no model."""
     return participants.agent_label(str(harness or "default"), str(model or ""))
 

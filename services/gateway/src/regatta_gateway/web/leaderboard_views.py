@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
-from regatta_shared import participants
-from regatta_shared.conditions import ScoringConditions, qualification
 from regatta_shared.events import AgentSpec
 from regatta_shared.eventstore import EventStore
+from regatta_shared.rules import participants
+from regatta_shared.rules.conditions import ScoringConditions, qualification
 from sqlalchemy import select
 
 from regatta_gateway.principals import Scope

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from regatta_shared.harnesses import HARNESSES
+from regatta_shared.rules.harnesses import HARNESSES
 from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.errors import NotFound, Refused

@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from regatta_shared.eventstore import EventStore
-from regatta_shared.outcomes import ERRORED
+from regatta_shared.rules.outcomes import ERRORED
+from regatta_shared.rules.task_defects import attempt_is_task_defect
 from regatta_shared.runs import TERMINAL, attempts_per_agent
-from regatta_shared.task_defects import attempt_is_task_defect
 
 from regatta_gateway.commands.annotations import SUGGESTED_LABELS
 from regatta_gateway.principals import Scope

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from regatta_shared.benchmark_status import IN_PROGRESS
-from regatta_shared.outcomes import OUTCOMES
+from regatta_shared.rules.benchmark_status import IN_PROGRESS
+from regatta_shared.rules.outcomes import OUTCOMES
 from regatta_shared.runs.status import ENDED_EARLY, NOT_STARTED, TERMINAL
 
 from regatta_gateway.web.benchmark_views import is_syncing

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from regatta_shared.aggregates import fold_into
-from regatta_shared.envelope import StoredEvent, deterministic_id
 from regatta_shared.events import (
     ApiTokenRevoked,
     Event,
@@ -28,6 +26,8 @@ from regatta_shared.events import (
     WorkspaceDeleted,
     WorkspaceRenamed,
 )
+from regatta_shared.events.aggregates import fold_into
+from regatta_shared.events.envelope import StoredEvent, deterministic_id
 
 from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound, Refused
 

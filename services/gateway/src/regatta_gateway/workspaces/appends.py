@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from regatta_shared.envelope import new_event
 from regatta_shared.events import Event
+from regatta_shared.events.envelope import new_event
 from regatta_shared.eventstore import EventStore, StoredEvent, WrongExpectedVersion
 from regatta_shared.ids import workspace_stream
 from sqlalchemy import Connection

@@ -438,7 +438,7 @@ const Regatta = (() => {
 
   // The run statuses that are final, as the server defines them (regatta_shared.runs.status).
   const TERMINAL = (document.body.dataset.terminalStatuses || "").split(" ").filter(Boolean);
-  // A benchmark's sync statuses that mean it is still syncing (regatta_shared.benchmark_status).
+  // A benchmark's sync statuses that mean it is still syncing (regatta_shared.rules.benchmark_status).
   const SYNCING = (document.body.dataset.syncingStatuses || "").split(" ").filter(Boolean);
 
   return { api, errorText, el, toast, fmt, refreshRegions, poll, enhance, selectTab, copyText, TERMINAL, SYNCING };

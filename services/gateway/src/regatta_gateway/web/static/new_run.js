@@ -211,7 +211,7 @@
   function agentLabel(card) {
     const body = agentBody(card);
     const harness = body.harness || bm.default_harness || "harness not chosen";
-    // The same label as every other page (regatta_shared.participants.agent_label): a harness that calls no
+    // The same label as every other page (regatta_shared.rules.participants.agent_label): a harness that calls no
     // model is named alone, whatever model it names; a hosted LoRA reads `base:lora`.
     if (harnessInfo(harness)?.needs_model === false) return harness;
     const hosted = body.model.type === "hosted";

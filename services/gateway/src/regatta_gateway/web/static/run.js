@@ -46,7 +46,7 @@
   };
   // A failure without a reward: the sandbox's state kept the verifier from a verdict.
   const noVerdict = (a) => a.outcome === "failed" && result(a).primary_reward == null && result(a).exception_type;
-  // The task's own Dockerfile fails at a step (regatta_shared.task_defects): not retried, not re-run.
+  // The task's own Dockerfile fails at a step (regatta_shared.rules.task_defects): not retried, not re-run.
   const taskDefect = (a) => a.outcome === "errored" && result(a).exception_type === "TaskDefectError";
   const result = (a) => a.result || {};
   // The attempts each integrity filter keeps: those the server's per-agent counts count under the same

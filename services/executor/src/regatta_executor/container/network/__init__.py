@@ -1,0 +1,1 @@
+"""The sandbox's network: the bridge and its firewall rules, the DNS forwarder, allow-listed hosts."""
