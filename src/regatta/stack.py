@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regatta_shared.rules.environment_traits import AUTO, own_traits
+
 from . import nats_server, ownership
 from .launcher import Launcher, ServiceProcess
 from .services import BY_NAME, CHOOSE_ENVIRONMENT_MODULE, NAMES
@@ -120,11 +122,12 @@ class Stack:
         """`auto` decided once for every executor of the stack (so restarts agree), with the environment
         they get (DOCKER_HOST, …); a name that runs nothing stops `regatta up` before any service starts."""
         env = self.env()
-        env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", "auto")
-        if env["REGATTA_EXECUTOR_ENVIRONMENT"].strip() == "local":
+        named = env.setdefault("REGATTA_EXECUTOR_ENVIRONMENT", AUTO).strip()
+        traits = own_traits(named)
+        if traits is not None and not traits.needs_engine:
             # Nothing to ask an engine: spare the chooser's interpreter (its imports cost seconds of a
             # loaded machine at every start).
-            self.environment, self.environment_reason = "local", "as configured"
+            self.environment, self.environment_reason = named, "as configured"
             return
         chooser = ownership.popen(
             [sys.executable, "-m", CHOOSE_ENVIRONMENT_MODULE],

@@ -1,4 +1,4 @@
-"""Each environment declares what it builds, runs and takes (regatta_executor.environments.traits), and the
+"""Each environment declares what it builds, runs and takes (regatta_shared.rules.environment_traits), and the
 executor asks it: a class built on `local` or `container` does what its base does, whatever it is named."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import pytest
 from regatta_executor.attempt.trials import trial_config
 from regatta_executor.container.environment import ContainerEnvironment
 from regatta_executor.environments.choice import CONTAINER_ENVIRONMENT, EnvironmentChoice
-from regatta_executor.environments.traits import FOREIGN
 from regatta_executor.local.environment import LocalEnvironment
 from regatta_executor.tasks.environment import TaskEnvironmentError, check_task_environment
 from regatta_shared.events import AgentSpec, ModelSpec
 from regatta_shared.messaging.jobs import AttemptJob
+from regatta_shared.rules.environment_traits import FOREIGN
 
 from tests.support.tasks import write_task
 

@@ -131,6 +131,24 @@ def test_regatta_up_decides_auto_once_for_all_its_executors(tmp_path) -> None:
     assert stack.env()["REGATTA_EXECUTOR_ENVIRONMENT"] == "local"
 
 
+def test_regatta_up_asks_the_chooser_only_for_an_environment_whose_traits_need_an_engine(tmp_path) -> None:
+    """`local` (no engine needed, by its traits) is taken as named without the chooser's process; the
+    `container` environment, by its alias too, is asked of the chooser, which looks for the engine."""
+    stack = Stack(data_dir=tmp_path, extra_env={"REGATTA_EXECUTOR_ENVIRONMENT": " local "})
+    stack.choose_environment()
+    assert (stack.environment, stack.environment_reason) == ("local", "as configured")
+
+    stack = Stack(
+        data_dir=tmp_path, extra_env={"REGATTA_EXECUTOR_ENVIRONMENT": "docker-sdk", "DOCKER_HOST": NO_ENGINE}
+    )
+    stack.choose_environment()
+    assert (stack.environment, stack.environment_reason) == (
+        "container",
+        f"as configured; no Docker engine answers at {NO_ENGINE} yet: attempts error until one does",
+    )
+    assert stack.env()["REGATTA_EXECUTOR_ENVIRONMENT"] == "container"
+
+
 def test_the_up_command_says_which_environment_it_chose(tmp_path) -> None:
     """…and what it is waiting for, a Try line that works as printed on a non-default port, a CLI in
     another folder that finds this stack's token, and a sign-in page naming the real token file."""

@@ -52,6 +52,7 @@ from harbor.models.task.verifier_mode import task_has_any_shared_verifier
 from harbor.models.trial.config import ResourceMode
 from harbor.utils.env import resolve_env_vars
 from regatta_shared.events import AttemptImage
+from regatta_shared.rules.environment_traits import CONTAINER, EnvironmentTraits
 from regatta_shared.security.outbound import OutboundPolicy
 
 from regatta_executor.attempt.image_record import write_image_record
@@ -96,7 +97,6 @@ from regatta_executor.container.network.bridge import (
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.verifier_turn import VerifierTurn
 from regatta_executor.environments.capabilities import sandbox_capabilities
-from regatta_executor.environments.traits import CONTAINER, EnvironmentTraits
 
 _MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"

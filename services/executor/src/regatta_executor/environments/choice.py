@@ -18,14 +18,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .traits import CONTAINER, FOREIGN, LOCAL, EnvironmentTraits
+from regatta_shared.rules.environment_traits import ALIASES, AUTO, FOREIGN, OWN_TRAITS, EnvironmentTraits
 
 LOCAL_ENVIRONMENT = "regatta_executor.local.environment:LocalEnvironment"
 CONTAINER_ENVIRONMENT = "regatta_executor.container.environment:ContainerEnvironment"
 OWN_ENVIRONMENTS = {"local": LOCAL_ENVIRONMENT, "container": CONTAINER_ENVIRONMENT}
-OWN_TRAITS = {"local": LOCAL, "container": CONTAINER}  # their classes' TRAITS, read without importing them
-ALIASES = {"docker-sdk": "container"}
-AUTO = "auto"
 # What `auto` takes, in this order: the first one this host can run (an environment that needs a Docker
 # engine, only when the engine answers and remaps root). The one that builds the task's image comes first.
 AUTO_ORDER = ("container", "local")
@@ -56,7 +53,8 @@ class EnvironmentChoice:
 
     @property
     def traits(self) -> EnvironmentTraits:
-        """What the environment builds, runs and takes, as its class declares it (traits.py)."""
+        """What the environment builds, runs and takes, as its class declares it
+        (regatta_shared.rules.environment_traits)."""
         return _traits(self.kind)
 
 

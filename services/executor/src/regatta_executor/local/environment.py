@@ -41,9 +41,9 @@ from harbor.environments.options import EnvironmentOptions
 from harbor.models.trial.config import ResourceMode
 from pydantic import Field, field_validator
 from regatta_shared.events.integrity import VerifierIntegrity
+from regatta_shared.rules.environment_traits import LOCAL, EnvironmentTraits
 
 from regatta_executor.environments.capabilities import sandbox_capabilities
-from regatta_executor.environments.traits import LOCAL, EnvironmentTraits
 from regatta_executor.local.limits import Limits
 from regatta_executor.local.sandbox import Sandbox
 from regatta_executor.local.spec import DEFAULT_HOST_DIRS, TESTS, Bind, SandboxSpec

@@ -1,6 +1,8 @@
 """What an environment does with a task (what it builds, where it runs it, what it takes from the
 deployment), as the environment class declares it (`TRAITS`). The executor asks an environment's traits
-instead of comparing its name: a class built on `local` or `container` inherits what it does."""
+instead of comparing its name: a class built on `local` or `container` inherits what it does. In the
+kernel, so that `regatta up` (which may not import the executor) reads the same facts when it decides
+whether choosing the executors' environment needs to ask an engine."""
 
 from __future__ import annotations
 
@@ -55,8 +57,9 @@ FOREIGN = EnvironmentTraits(
 )
 
 # Our own environments' traits, the `TRAITS` of their classes (local/environment.py,
-# container/environment.py), declared here so that choosing an environment (environments.py) reads them
-# without importing the classes, whose imports cost seconds at every `regatta up`.
+# container/environment.py), declared here so that choosing an environment (the executor's
+# environments/choice.py, `regatta up`) reads them without importing the classes, whose imports cost seconds
+# at every `regatta up`.
 LOCAL = EnvironmentTraits(
     builds_image=False,
     runs_on_host=True,
@@ -79,3 +82,15 @@ CONTAINER = EnvironmentTraits(
     reads_logs_while_watched=True,
     needs_engine=True,
 )
+
+# Our own environments by name, with the names that mean the same one; `auto` picks one at start.
+OWN_TRAITS = {"local": LOCAL, "container": CONTAINER}
+ALIASES = {"docker-sdk": "container"}
+AUTO = "auto"
+
+
+def own_traits(name: str) -> EnvironmentTraits | None:
+    """The traits of the own environment a configured name means (aliases and spaces allowed), or None
+    for `auto` and every other environment."""
+    name = name.strip()
+    return OWN_TRAITS.get(ALIASES.get(name, name))
