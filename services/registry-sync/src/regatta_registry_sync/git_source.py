@@ -32,16 +32,9 @@ from regatta_shared.security.outbound import TIMED_OUT, UNREACHABLE, OutboundRef
 from regatta_shared.security.source_policy import SourcePolicy, SourceRefused, local_path_of
 
 from .dataset import Dataset, SourceInvalid, TaskLocation
-from .git_bounds import (
-    GitFailed,
-    GitTask,
-    GitTooLarge,
-    Scratch,
-    bound_git_tasks,
-    bound_paths,
-    pattern_problem,
-)
-from .git_bounds import remove as remove_scratch
+from .git_bounds import GitTask, bound_git_tasks, bound_paths, pattern_problem
+from .git_scratch import GitFailed, GitTooLarge, Scratch
+from .git_scratch import remove as remove_scratch
 from .manifest import MANIFEST_NAME, ManifestFile
 
 GIT_TIMEOUT_SEC = 600.0
