@@ -33,9 +33,7 @@ compose's `main`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import secrets
 import tempfile
 import time
@@ -43,28 +41,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, override
 
-from docker.errors import APIError, DockerException, NotFound
-from harbor.environments.base import ExecResult, SandboxBuildFailedError, ServiceOperationsUnsupportedError
+from docker.errors import APIError, NotFound
+from harbor.environments.base import ExecResult, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
-from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.task.config import TaskConfig
 from harbor.models.task.verifier_mode import task_has_any_shared_verifier
 from harbor.models.trial.config import ResourceMode
-from harbor.utils.env import resolve_env_vars
-from regatta_shared.events import AttemptImage
 from regatta_shared.rules.environment_traits import CONTAINER, EnvironmentTraits
-from regatta_shared.security.outbound import OutboundPolicy
 
-from regatta_executor.attempt.image_record import write_image_record
 from regatta_executor.attempt.integrity_record import IntegrityLog
-from regatta_executor.container import janitor, live_logs
+from regatta_executor.container import live_logs
 from regatta_executor.container.compose import sidecars as compose_run
-from regatta_executor.container.compose.project import TASK_FILE, ComposeProject, load_project
-from regatta_executor.container.compose.sidecars import ComposeRun
-from regatta_executor.container.config import NAME_CHARS, container_config, create_container
-from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION, client
+from regatta_executor.container.compose.attempt import ComposeServices, load_compose
+from regatta_executor.container.compose.project import TASK_FILE, ComposeProject
+from regatta_executor.container.config import NAME_CHARS, create_container
+from regatta_executor.container.engine import client
 from regatta_executor.container.exec import commands as execs
-from regatta_executor.container.exec import tools
 from regatta_executor.container.exec.harbor_commands import (
     AGENT_LOGS,
     LOG_DIRS,
@@ -78,38 +70,15 @@ from regatta_executor.container.exec.harbor_commands import (
 from regatta_executor.container.exec.platform import PLATFORM_SHELL, has_platform_mount
 from regatta_executor.container.files import archive as files
 from regatta_executor.container.files.storage_cap import StorageCap
-from regatta_executor.container.files.transfers import SNAPSHOT_MAX_BYTES
-from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
-from regatta_executor.container.image.build_defects import TaskDefectError
-from regatta_executor.container.image.task_images import (
-    ImageBuildError,
-    ImageCache,
-    ImageDefectError,
-    ResolvedImage,
-)
-from regatta_executor.container.integrity import file_listing, verifier_files
-from regatta_executor.container.network import allowlist, dns
-from regatta_executor.container.network.bridge import (
-    ensure_allowlist_network,
-    ensure_sandbox_network,
-    gateway_address,
-)
+from regatta_executor.container.image.task_images import ResolvedImage
+from regatta_executor.container.network import allowlist
 from regatta_executor.container.options import ContainerEnvironmentOptions
+from regatta_executor.container.provisioning import MIB, Provisioning, record_image
+from regatta_executor.container.test_script import TestScriptRun
 from regatta_executor.container.verifier_turn import VerifierTurn
 from regatta_executor.environments.capabilities import sandbox_capabilities
 
-_MIB = 1024 * 1024
-BUILD_LOG = "environment-build.log"
-# Harbor's test command ($1) in the verifier's shell ($3: the image's bash, or the platform's under
-# `enforce`), after the check of what else wrote the verifier's files ($4, on standard error); then, under
-# a marker ($2) on the same output, /logs/verifier archived; the exec exits as the command did.
-_THEN_VERIFIER_LOGS = f"""eval "$4"
-"$3" -c "$1"
-status=$?
-echo "$2"
-{files.archive_command(tools.BUSYBOX, str(VERIFIER_LOGS))} 2>/dev/null
-exit $status
-"""
+_MIB = MIB
 # Harbor names a separate verifier's environment after its trial with this in the middle
 # (harbor.trial.trial.Trial._separate_verifier_session_id).
 SEPARATE_VERIFIER_SESSION = "__verifier__"
@@ -140,12 +109,15 @@ class ContainerEnvironment(VerifierTurn):
     # A task with environment/docker-compose.yaml: its project (checked by _validate_definition, which
     # Harbor calls before __init__'s own lines run) and, once started, its engine objects.
     _compose: ComposeProject | None = None
-    _compose_run: ComposeRun | None = None
+    _services: ComposeServices | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._client = client()
         self._state_dir = Path(self.options.state_dir or Path(tempfile.gettempdir(), "regatta-containers"))
+        self._provisioning = Provisioning(
+            self._client, self.options, self._state_dir, self.session_id, self.logger
+        )
         token = secrets.token_hex(4)
         self._name = f"regatta-{NAME_CHARS.sub('-', self.session_id)[:80]}-{token}"
         self._container_id: str | None = None
@@ -187,7 +159,6 @@ class ContainerEnvironment(VerifierTurn):
         self._download_budget = self.options.max_download_mb * _MIB
         self._downloaded = {}
         self.image: ResolvedImage | None = None
-        self._engine_root = EngineRoot(remapped=False)
         self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
         # While the exec that ends the agent's turn for the verifier runs (a restart under `enforce`
@@ -225,30 +196,16 @@ class ContainerEnvironment(VerifierTurn):
             )
 
     def _load_compose(self, *, force_build: bool) -> ComposeProject:
-        """The task's compose project merged as Harbor's docker environment merges it: its base file,
-        the task's file, run-level extra files and main's env, `${VAR}` from Harbor's infrastructure
-        variables over the task's env (never this process's environment)."""
-        prebuilt = should_use_prebuilt_docker_image(
-            self.environment_dir, docker_image=self.task_env_config.docker_image, force_build=force_build
-        )
-        variables = {
-            **(resolve_env_vars(self.task_env_config.env) if self.task_env_config.env else {}),
-            **self._persistent_env,
-            "MAIN_IMAGE_NAME": f"hb__{self.environment_id}",
-            "CONTEXT_DIR": str(self.environment_dir.resolve()),
-        }
-        if prebuilt and self.task_env_config.docker_image:
-            variables["PREBUILT_IMAGE_NAME"] = self.task_env_config.docker_image
-        if self._effective_cpus:
-            variables["CPUS"] = str(self._effective_cpus)
-        if self._effective_memory_mb:
-            variables["MEMORY"] = f"{self._effective_memory_mb}M"
-        return load_project(
+        return load_compose(
             self.environment_dir,
-            variables=variables,
+            task=self.task_env_config,
+            persistent_env=self._persistent_env,
+            environment_id=self.environment_id,
+            cpus=self._effective_cpus,
+            memory_mb=self._effective_memory_mb,
             main_environment=self._startup_env(),
             extra_files=list(self.extra_docker_compose_paths),
-            prebuilt=prebuilt,
+            force_build=force_build,
         )
 
     @property
@@ -281,10 +238,7 @@ class ContainerEnvironment(VerifierTurn):
 
     @override
     async def start(self, force_build: bool) -> None:
-        check = engine_root if self.options.allow_host_root else require_remapped_root
-        self._engine_root = await execs.in_thread(check, self._client)
-        await execs.in_thread(janitor.sweep_once, self._client, self._owners_dir, compose_run.sweep)
-        await execs.in_thread(tools.prepared, self._tools_dir)
+        await self._provisioning.prepare_engine(compose_run.sweep)
         if self._compose is not None:
             if self._network_is_allowlist:
                 self.logger.warning(
@@ -294,7 +248,9 @@ class ContainerEnvironment(VerifierTurn):
             network = await self._start_compose(force_build)
         else:
             self.image = await self._image(force_build)
-            network = await self._network()
+            network = await self._provisioning.network(
+                allowlisted=self._network_is_allowlist, disabled=self._network_disabled
+            )
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
         if self._for_verifier:
             # Harbor's `separate` mode: a fresh container of the task's image (or its verifier's), into
@@ -304,9 +260,10 @@ class ContainerEnvironment(VerifierTurn):
                 "from the agent's"
             )
         else:
-            self._record_image(self.image)
+            record_image(self.trial_paths.trial_dir, self.image)
         if self._shared_verifier:
-            await self._list_image_files()
+            assert self.image is not None, "started"
+            await self._provisioning.list_image_files(self._running(), self.image)
         if self._storage_mb and not self._for_verifier:
             # An engine's quota holds bytes only: the entries are measured wherever it has one.
             enforced = "storage" in self.enforced_limits
@@ -321,150 +278,40 @@ class ContainerEnvironment(VerifierTurn):
         self._stage().add_folders(list(LOG_DIRS), 0o777)
         await self._upload_environment_dir_after_start()
 
-    async def _list_image_files(self) -> None:
-        """The image's files, for the tool chain's evidence, from this container before anything of
-        the agent's runs (kept per image, so once per image and executor); then, only right after the
-        image was made, the wait that closes the listing's blind spot (file_listing.py)."""
-        assert self.image is not None, "started"
-        try:
-            listing = await execs.in_thread(
-                file_listing.of_image, self._client.api, self._running(), self.image.image_id
-            )
-        except (DockerException, file_listing.ListingError) as exc:
-            # The check then asks the engine for the changes instead.
-            self.logger.warning("the image's files could not be listed: %s", exc)
-            return
-        await asyncio.sleep(file_listing.seconds_to_wait(listing))
-
-    def _record_image(self, image: ResolvedImage | None) -> None:
-        """What the container runs, for the attempt's report (attempt_image.py)."""
-        if image is None:
-            return
-        record = AttemptImage(
-            reference=image.reference,
-            image_id=image.image_id,
-            registry_digest=image.registry_digest,
-            source=image.source,  # type: ignore[arg-type]
-        )
-        write_image_record(self.trial_paths.trial_dir, record)
-
     @property
     def _owners_dir(self) -> Path:
-        return self._state_dir / "owners"
+        return self._provisioning.owners_dir
 
-    @property
-    def _tools_dir(self) -> Path:
-        # Absolute: the engine mounts it by its path.
-        return (
-            Path(self.options.tools_dir) if self.options.tools_dir else self._state_dir / "tools"
-        ).absolute()
-
-    async def _network(self) -> str:
-        """The network of the task's container: none, the isolated sandbox bridge or the allowlist's."""
-        if self._network_is_allowlist:
-            await execs.in_thread(
-                ensure_allowlist_network,
-                self._client,
-                self.options.allowlist_network,
-                self.options.allowlist_bridge,
-                os.environ.get("REGATTA_OUTBOUND_ALLOW"),
-            )
-            return self.options.allowlist_network
-        return await self._build_network()
-
-    async def _build_network(self) -> str:
-        """The network of the task's build steps: the sandbox bridge unless the task has no network
-        (an allowlist restricts the agent and verifier, not the task's own image, as in Harbor)."""
-        if self._network_disabled:
-            return "none"
-        return await execs.in_thread(
-            ensure_sandbox_network,
-            self._client,
-            self.options.sandbox_network,
-            self.options.sandbox_bridge,
-            self.options.sandbox_dns_upstreams,
+    async def _image(self, force_build: bool, **source: Any) -> ResolvedImage:
+        """The task's image, or a compose service's (`source`: reference, or context, dockerfile and
+        build args)."""
+        return await self._provisioning.image(
+            force_build,
+            task=self.task_env_config,
+            trial_dir=self.trial_paths.trial_dir,
+            environment_dir=self.environment_dir,
+            network_disabled=self._network_disabled,
+            **source,
         )
-
-    def _image_cache(self) -> ImageCache:
-        return ImageCache(
-            self._client,
-            self._state_dir,
-            self.options.image_cache_max_mb * _MIB if self.options.image_cache_max_mb else None,
-            local_images=self.options.local_images,
-            outbound=OutboundPolicy.parse(self.options.outbound_allow),
-            max_image_bytes=self.options.max_image_mb * _MIB if self.options.max_image_mb else None,
-        )
-
-    async def _image(
-        self,
-        force_build: bool,
-        *,
-        reference: str | None = None,
-        context: Path | None = None,
-        dockerfile: str = "Dockerfile",
-        buildargs: dict[str, str] | None = None,
-    ) -> ResolvedImage:
-        cache = self._image_cache()
-        reference = reference or self.task_env_config.docker_image
-        try:
-            self.trial_paths.trial_dir.mkdir(parents=True, exist_ok=True)
-            # Where the image came from (pulled digests, base image ids) stays with the attempt: the
-            # build log is among its downloads.
-            with open(self.trial_paths.trial_dir / BUILD_LOG, "a", encoding="utf-8", errors="replace") as log:
-                if reference and context is None:
-                    resolved = await execs.in_thread(cache.named, reference)
-                    log.writelines(f"{fact}\n" for fact in resolved.facts)
-                    return resolved
-                network = await self._build_network()
-                return await execs.in_thread(
-                    cache.built,
-                    context or self.environment_dir,
-                    timeout_sec=self.task_env_config.build_timeout_sec,
-                    network_mode=network,
-                    log=log,
-                    force=force_build,
-                    dockerfile=dockerfile,
-                    buildargs=buildargs,
-                    run_id=self.options.run_id,
-                )
-        except ImageDefectError as exc:
-            raise TaskDefectError(f"task defect: {exc}") from exc
-        except ImageBuildError as exc:
-            raise SandboxBuildFailedError(str(exc)) from exc
 
     async def _start_compose(self, force_build: bool) -> str:
-        """Build or pull every service's image, make the attempt's network and volumes, start the
-        sidecars in dependency order and wait for what main depends on; returns main's network."""
+        """Every service's image, the attempt's network and volumes, the sidecars started and waited
+        for (compose/attempt.py); returns main's network."""
         project = self._compose = self._load_compose(force_build=force_build)
         for note in project.notes:
             self.logger.info("%s: %s", TASK_FILE, note)
-        images: dict[str, ResolvedImage] = {}
-        for service in project.services.values():
-            if service.builds and service.build is not None:
-                images[service.name] = await self._image(
-                    force_build,
-                    context=service.build.context,
-                    dockerfile=service.build.dockerfile,
-                    buildargs=service.build.args,
-                )
-            else:
-                assert service.image is not None  # load_project refuses a service with neither
-                images[service.name] = await self._image(force_build, reference=service.image)
-        self.image = images[project.main.name]
-        labels = {
-            LABEL_MANAGED: "1",
-            **janitor.ownership_labels(self._owners_dir),
-            LABEL_SESSION: NAME_CHARS.sub("-", self.session_id)[:200],
-        }
-        run = self._compose_run = ComposeRun(self._client, project, self._name, labels, self.logger)
-        network = await execs.in_thread(
-            run.create_network,
+        services = self._services = ComposeServices(project)
+        self.image, network = await services.start(
+            self._client,
+            self._name,
+            self._provisioning.labels(),
+            self.logger,
+            self._image,
+            self._sidecar_config,
+            force_build=force_build,
             public=self._network_is_public,
             dns_upstreams=self.options.sandbox_dns_upstreams,
         )
-        await execs.in_thread(run.create_volumes)
-        await execs.in_thread(run.start_sidecars, images, self._sidecar_config)
-        await execs.in_thread(run.wait_for, project.main)
         return network
 
     def _limits(self) -> dict[str, Any]:
@@ -479,21 +326,16 @@ class ContainerEnvironment(VerifierTurn):
 
     def _sidecar_config(self, image: str, name: str) -> tuple[dict[str, Any], set[str]]:
         """The agent's container configuration (labels, limits, hardening) for a sidecar."""
-        assert self._compose_run is not None
-        return container_config(
+        assert self._services is not None
+        return self._provisioning.config(
             image=image,
             name=name,
-            session_id=self.session_id,
-            network=self._compose_run.network,
+            network=self._services.network,
             workdir=None,
-            # pid 1's settings are dropped for a sidecar (compose_run.PID1_KEYS), its tools mount too.
+            # pid 1's settings are dropped for a sidecar (compose/sidecars.PID1_KEYS), its tools mount too.
             image_entrypoint=(),
             image_workdir="",
-            tools_dir=self._tools_dir,
-            options=self.options,
-            owners_dir=self._owners_dir,
-            engine_root=self._engine_root,
-            **self._limits(),
+            limits=self._limits(),
         )
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
@@ -501,40 +343,23 @@ class ContainerEnvironment(VerifierTurn):
         # rather than an empty user: see harbor_commands.ROOT_USERS).
         image = resolved.image_id
         self._default_exec_user = resolved.user or "0"
-        memory_mb = (
-            self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
-            or self.options.default_memory_mb
-        )
-        cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT) or self.options.default_cpus
-        storage_mb = self._storage_mb = self._effective_storage_mb or self.options.default_storage_mb
+        limits = self._limits()
+        self._storage_mb = limits["storage_mb"]
         main = self._compose.main if self._compose is not None else None
-        config, enforced = container_config(
+        config, enforced = self._provisioning.config(
             image=image,
             name=self._name,
-            session_id=self.session_id,
             network=network,
             workdir=self.task_env_config.workdir or (main.working_dir if main else None),
             # Compose's entrypoint for main replaces the image's, as under Compose.
             image_entrypoint=main.entrypoint if main and main.entrypoint is not None else resolved.entrypoint,
             image_workdir=resolved.workdir,
-            tools_dir=self._tools_dir,
-            options=self.options,
-            owners_dir=self._owners_dir,
-            engine_root=self._engine_root,
-            memory_mb=memory_mb,
-            cpus=cpus,
-            storage_mb=storage_mb,
-            logs_mb=self._effective_storage_mb or self.options.default_logs_mb,
+            limits=limits,
         )
-        if main is not None and self._compose_run is not None:
+        if self._services is not None:
             # Compose's main: its environment, its user for commands given none, its named volumes,
             # and its name on the attempt's network.
-            self._default_exec_user = main.user or self._default_exec_user
-            if main.user:
-                config["user"] = main.user  # the container's user, as Compose sets it
-            config["environment"] = {**(config.get("environment") or {}), **main.environment}
-            config["mounts"] = [*config["mounts"], *self._compose_run.mounts(main)]
-            self._compose_run.attach(config, main)
+            self._default_exec_user = self._services.configure_main(config, self._default_exec_user)
         container = create_container(self._client, config, enforced, self.logger)
         self._container_id = container.id
         self.enforced_limits = frozenset(enforced)
@@ -544,9 +369,7 @@ class ContainerEnvironment(VerifierTurn):
         return str(container.id)
 
     def _address(self, network: str) -> str:
-        attrs = self._client.api.inspect_container(self._container_id)
-        networks = (attrs.get("NetworkSettings") or {}).get("Networks") or {}
-        return str(networks.get(network, {}).get("IPAddress") or "")
+        return self._provisioning.address(self._running(), network)
 
     @override
     def _restart_allowlist(self) -> None:
@@ -559,20 +382,8 @@ class ContainerEnvironment(VerifierTurn):
         self._allowlist = self._open_allowlist(self.options.allowlist_network)
 
     def _open_allowlist(self, network: str) -> allowlist.AttemptState:
-        """The container's allowed hosts, opened before anything but its pid 1 runs in it."""
-        address = self._address(network)
-        try:
-            upstreams = dns.parse_upstreams(self.options.sandbox_dns_upstreams) or dns.host_upstreams()
-            return allowlist.open_attempt(
-                bridge=self.options.allowlist_bridge,
-                gateway=gateway_address(self._client, network),
-                container=self._name,
-                address=str(address or ""),
-                allowed_hosts=list(self.network_policy.allowed_hosts),
-                upstreams=upstreams,
-            )
-        except (ValueError, dns.ForwarderError) as exc:
-            raise allowlist.AllowlistError(f"cannot open the allowlist: {exc}") from exc
+        allowed = list(self.network_policy.allowed_hosts)
+        return self._provisioning.open_allowlist(self._running(), self._name, network, allowed)
 
     @override
     async def stop(self, delete: bool) -> None:
@@ -588,8 +399,8 @@ class ContainerEnvironment(VerifierTurn):
             if self._allowlist is not None:
                 await execs.in_thread(allowlist.close_attempt, self._allowlist)
                 self._allowlist = None
-            if self._compose_run is not None:
-                await execs.in_thread(self._compose_run.stop, delete)
+            if self._services is not None:
+                await self._services.stop(delete)
 
     def _remove(self, delete: bool) -> None:
         for ident in filter(None, (self._container_id, self._name)):
@@ -638,19 +449,12 @@ class ContainerEnvironment(VerifierTurn):
         shell = PLATFORM_SHELL if enforced else "bash"
         argv = [shell, "-c", command]
         user_ = self._default_exec_user if resolved is None else resolved
-        logs = check = None
+        test_run = None
         wrapped = self._verifier_phase and self._platform_shell and not self._for_verifier
         if wrapped and user_ in ROOT_USERS and runs_test_script(command):
-            # Harbor reads /logs/verifier back next: the same exec archives it once the test ends, and
-            # first looks at what else wrote the verifier's files (verifier_files.py).
-            marker = f"regatta-verifier-logs-{secrets.token_hex(16)}"
-            check = secrets.token_hex(16)
-            logs = files.MarkedSnapshotStream(
-                str(VERIFIER_LOGS), min(self._download_budget, SNAPSHOT_MAX_BYTES), marker
-            )
-            argv = tools.platform_shell(
-                _THEN_VERIFIER_LOGS, command, marker, shell, verifier_files.check_command(check)
-            )
+            # Harbor reads /logs/verifier back next: the same exec archives it (test_script.py).
+            test_run = TestScriptRun.wrapping(command, shell, self._download_budget)
+            argv = test_run.argv
         with (
             self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext(),
             self._cap_is_the_reason(),
@@ -666,21 +470,18 @@ class ContainerEnvironment(VerifierTurn):
                 max_output_bytes=self.options.max_output_mb * _MIB,
                 # Set only while a trial streams a phase's output (the live view: trials.py).
                 on_output=self._output_callback(),
-                stdout_sink=logs,
+                stdout_sink=test_run.logs if test_run is not None else None,
             )
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
         stdout, stderr = output.stdout, output.stderr
-        if check is not None:
-            written, stderr = verifier_files.written_by_another(stderr, check, self._tests_uploaded)
-            if written:
-                self._integrity.verifier_files_written(written)
-        if logs is not None:
-            stdout += logs.rest().decode("utf-8", "replace")
-            snapshot = await execs.in_thread(logs.snapshot)
+        if test_run is not None:
+            stderr = test_run.written(stderr, self._tests_uploaded, self._integrity)
+            stdout += test_run.logs.rest().decode("utf-8", "replace")
+            snapshot = await execs.in_thread(test_run.logs.snapshot)
             if snapshot is not None:
                 # Nothing ran since the test ended: the archive answers Harbor's read, as the engine's would.
-                self._download_budget -= logs.size
+                self._download_budget -= test_run.logs.size
                 self._snapshot = snapshot
         return ExecResult(stdout=stdout, stderr=stderr, return_code=output.return_code)
 
@@ -695,26 +496,26 @@ class ContainerEnvironment(VerifierTurn):
         timeout_sec: int | None = None,
         user: str | int | None = None,
     ) -> ExecResult:
-        """A command in a compose sidecar, as Harbor's docker environment runs one: `sh -c` (sidecar
-        images often lack bash), without main's working folder, user or persistent env."""
+        """A command in a compose sidecar (compose/attempt.py), or in main."""
         if self.is_main_service(service):
             return await self.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec, user=user)
-        output = await execs.run_command(
+        return await self._compose_services().exec(
             self._client.api,
-            self._sidecar(service),
-            ["sh", "-c", command],
-            env=env or {},
-            user=engine_user(user),
-            workdir=cwd,
+            service,
+            command,
+            cwd=cwd,
+            env=env,
             timeout_sec=timeout_sec,
+            user=user,
             max_output_bytes=self.options.max_output_mb * _MIB,
         )
-        return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
 
     @override
     async def stop_service(self, service: str) -> None:
         """Stop one service (main too: Harbor stops it before collecting a sidecar's evidence)."""
-        ident = self._running() if self.is_main_service(service) else self._sidecar(service)
+        ident = (
+            self._running() if self.is_main_service(service) else self._compose_services().sidecar(service)
+        )
         await execs.in_thread(self._client.api.stop, ident, timeout=10)
 
     @override
@@ -738,20 +539,14 @@ class ContainerEnvironment(VerifierTurn):
     async def _sidecar_download(
         self, fetch: Callable[..., int], source: str, target: Path | str, service: str | None
     ) -> None:
-        """A sidecar's file or folder (Harbor's sidecar artifacts), through the same checked archive
-        extraction and out of the same download budget as main's."""
-        size = await execs.in_thread(
-            fetch,
-            self._client.api,
-            self._sidecar(service),
-            files.container_path(source),
-            Path(target),
-            self._download_budget,
+        """Out of the same download budget as main's."""
+        services = self._compose_services()
+        size = await services.download(
+            self._client.api, fetch, source, target, service, self._download_budget
         )
         self._download_budget -= size
 
-    def _sidecar(self, service: str | None) -> str:
-        run = self._compose_run
-        if run is None or service not in run.containers:
-            raise ServiceOperationsUnsupportedError(f"the attempt has no running compose service {service!r}")
-        return run.containers[service]
+    def _compose_services(self) -> ComposeServices:
+        if self._services is None:
+            raise ServiceOperationsUnsupportedError("the attempt runs no compose services")
+        return self._services
