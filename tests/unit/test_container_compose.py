@@ -16,7 +16,8 @@ from regatta_executor.container.compose.files import (
     parse,
     substitute,
 )
-from regatta_executor.container.compose.project import ComposeProject, load_project
+from regatta_executor.container.compose.model import ComposeProject
+from regatta_executor.container.compose.project import load_project
 
 
 def _task(tmp_path: Path, compose: str, *, files: dict[str, str] | None = None) -> Path:

@@ -1,6 +1,6 @@
 """What the container environment takes for Harbor's run of a test script (harbor_commands), and how
 the output of that run is split from the archive of /logs/verifier that follows it
-(files.MarkedSnapshotStream)."""
+(snapshots.MarkedSnapshotStream)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tarfile
 import pytest
 from harbor.utils.scripts import build_execution_command
 from regatta_executor.container.exec.harbor_commands import runs_test_script
-from regatta_executor.container.files.archive import MarkedSnapshotStream
+from regatta_executor.container.files.snapshots import MarkedSnapshotStream
 
 MARKER = "regatta-verifier-logs-" + "ab" * 16
 

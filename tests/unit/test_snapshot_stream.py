@@ -1,4 +1,4 @@
-"""files.SnapshotStream: the output of the exec that ends the agent's turn (the digest's line, then a tar
+"""snapshots.SnapshotStream: the output of the exec that ends the agent's turn (the digest's line, then a tar
 of /logs) split as the engine streams it, in chunks that fall anywhere."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import tarfile
 
-from regatta_executor.container.files.archive import SnapshotStream
+from regatta_executor.container.files.snapshots import SnapshotStream
 
 LINE = b"regatta-listing-sha256 " + b"ab" * 32 + b"\n"
 

@@ -1,6 +1,6 @@
 """What explains a change to the verifier's tool chain (container/integrity/toolchain_records.py), what the
 platform
-reads of the verifier's files (verifier_files.py) and of the agent's processes (execs.parse_alive): the
+reads of the verifier's files (verifier_files.py) and of the agent's processes (processes.parse_alive): the
 pure parts of issue 36's evidence, on records written as dpkg, pip and the loader write them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from regatta_executor.container.exec.commands import parse_alive
+from regatta_executor.container.exec.processes import parse_alive
 from regatta_executor.container.integrity.toolchain_records import (
     Observed,
     Records,

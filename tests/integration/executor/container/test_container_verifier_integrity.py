@@ -361,7 +361,7 @@ async def test_the_digest_of_an_untouched_container_matches_and_a_protected_chan
 ) -> None:
     """What the exec that ends the agent's processes prints (file_listing.digest_command): the
     image's digest while only unprotected files changed, another once a protected one did."""
-    from regatta_executor.container.exec import commands as execs
+    from regatta_executor.container.exec import processes
     from regatta_executor.container.integrity import file_listing
 
     async with started_environment(tmp_path) as env:
@@ -371,7 +371,9 @@ async def test_the_digest_of_an_untouched_container_matches_and_a_protected_chan
         api, container = env._client.api, env._running()
 
         async def digest() -> str:
-            return (await execs.end_agent_turn(api, container, then=file_listing.digest_command(image)))[0]
+            return (await processes.end_agent_turn(api, container, then=file_listing.digest_command(image)))[
+                0
+            ]
 
         assert file_listing.unchanged(image, await digest())
         result = await env.exec("echo x > /app/x && rm -rf /usr/share/doc && touch /tmp/y.txt", user="root")
@@ -407,7 +409,7 @@ async def test_the_quick_untouched_test_sees_every_change_the_digest_covers(
     digest line without walking the records: it holds in an untouched container and after changes
     outside what the check protects, and fails after any protected change (so the full digest then
     decides, and differs)."""
-    from regatta_executor.container.exec import commands as execs
+    from regatta_executor.container.exec import processes
     from regatta_executor.container.integrity import file_listing
 
     async with started_environment(tmp_path) as env:
@@ -419,7 +421,7 @@ async def test_the_quick_untouched_test_sees_every_change_the_digest_covers(
         api, container = env._client.api, env._running()
 
         async def holds() -> bool:
-            printed, _, _ = await execs.end_agent_turn(
+            printed, _, _ = await processes.end_agent_turn(
                 api, container, then=f"if {untouched}; then echo holds; else echo fails; fi"
             )
             assert printed in ("holds\n", "fails\n"), printed
@@ -432,5 +434,5 @@ async def test_the_quick_untouched_test_sees_every_change_the_digest_covers(
         result = await env.exec(change, user="root")
         assert result.return_code == 0, result
         assert not await holds()
-        printed = (await execs.end_agent_turn(api, container, then=file_listing.digest_command(image)))[0]
+        printed = (await processes.end_agent_turn(api, container, then=file_listing.digest_command(image)))[0]
         assert printed.startswith("regatta-listing-sha256 ") and not file_listing.unchanged(image, printed)

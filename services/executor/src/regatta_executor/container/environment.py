@@ -53,7 +53,7 @@ from regatta_executor.attempt.integrity_record import IntegrityLog
 from regatta_executor.container import live_logs
 from regatta_executor.container.compose import sidecars as compose_run
 from regatta_executor.container.compose.attempt import ComposeServices, load_compose
-from regatta_executor.container.compose.project import TASK_FILE, ComposeProject
+from regatta_executor.container.compose.model import TASK_FILE, ComposeProject
 from regatta_executor.container.config import NAME_CHARS, create_container
 from regatta_executor.container.engine import client
 from regatta_executor.container.exec import commands as execs
@@ -69,8 +69,9 @@ from regatta_executor.container.exec.harbor_commands import (
 )
 from regatta_executor.container.exec.platform import PLATFORM_SHELL, has_platform_mount
 from regatta_executor.container.files import archive as files
+from regatta_executor.container.files import snapshots
 from regatta_executor.container.files.storage_cap import StorageCap
-from regatta_executor.container.image.task_images import ResolvedImage
+from regatta_executor.container.image.resolved import ResolvedImage
 from regatta_executor.container.network import allowlist
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.provisioning import MIB, Provisioning, record_image
@@ -122,7 +123,7 @@ class ContainerEnvironment(VerifierTurn):
         self._name = f"regatta-{NAME_CHARS.sub('-', self.session_id)[:80]}-{token}"
         self._container_id: str | None = None
         self._staged: files.StagedArchive | None = None
-        self._snapshot: files.Snapshot | None = None
+        self._snapshot: snapshots.Snapshot | None = None
         # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
         # until the next command: the tests uploaded meanwhile are the verifier's.
         self._verifier_ready = False
@@ -143,7 +144,7 @@ class ContainerEnvironment(VerifierTurn):
         self._storage_mb: int | None = None
         self._storage_cap: StorageCap | None = None
         # The host's boot time before the container's first exec: what started earlier in it is the
-        # image's, never the agent's (execs.LIST_OTHERS leaves it out).
+        # image's, never the agent's (processes.LIST_OTHERS leaves it out).
         self._first_exec_at: float | None = None
         self._created_at = time.time()
         self._for_verifier = SEPARATE_VERIFIER_SESSION in self.session_id

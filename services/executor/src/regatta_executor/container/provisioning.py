@@ -29,12 +29,9 @@ from regatta_executor.container.exec import commands as execs
 from regatta_executor.container.exec import tools
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.image.build_defects import TaskDefectError
-from regatta_executor.container.image.task_images import (
-    ImageBuildError,
-    ImageCache,
-    ImageDefectError,
-    ResolvedImage,
-)
+from regatta_executor.container.image.build_errors import ImageBuildError, ImageDefectError
+from regatta_executor.container.image.resolved import ResolvedImage
+from regatta_executor.container.image.task_images import ImageCache
 from regatta_executor.container.integrity import file_listing
 from regatta_executor.container.network import allowlist, dns
 from regatta_executor.container.network.bridge import (

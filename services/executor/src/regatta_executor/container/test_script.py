@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from regatta_executor.attempt.integrity_record import IntegrityLog
 from regatta_executor.container.exec import tools
 from regatta_executor.container.exec.harbor_commands import VERIFIER_LOGS
-from regatta_executor.container.files import archive as files
+from regatta_executor.container.files import snapshots
 from regatta_executor.container.files.transfers import SNAPSHOT_MAX_BYTES
 from regatta_executor.container.integrity import verifier_files
 
@@ -22,7 +22,7 @@ _THEN_VERIFIER_LOGS = f"""eval "$4"
 "$3" -c "$1"
 status=$?
 echo "$2"
-{files.archive_command(tools.BUSYBOX, str(VERIFIER_LOGS))} 2>/dev/null
+{snapshots.archive_command(tools.BUSYBOX, str(VERIFIER_LOGS))} 2>/dev/null
 exit $status
 """
 
@@ -32,14 +32,14 @@ class TestScriptRun:
     """The exec's argv, the stream that takes the archive off its standard output, and the check's nonce."""
 
     argv: list[str]
-    logs: files.MarkedSnapshotStream
+    logs: snapshots.MarkedSnapshotStream
     check: str
 
     @classmethod
     def wrapping(cls, command: str, shell: str, download_budget: int) -> TestScriptRun:
         marker = f"regatta-verifier-logs-{secrets.token_hex(16)}"
         check = secrets.token_hex(16)
-        logs = files.MarkedSnapshotStream(
+        logs = snapshots.MarkedSnapshotStream(
             str(VERIFIER_LOGS), min(download_budget, SNAPSHOT_MAX_BYTES), marker
         )
         argv = tools.platform_shell(

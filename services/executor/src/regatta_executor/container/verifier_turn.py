@@ -37,13 +37,14 @@ from regatta_executor.attempt.sandbox_faults import SandboxTamperedError, Verifi
 from regatta_executor.container import janitor
 from regatta_executor.container.engine import LABEL_MANAGED
 from regatta_executor.container.exec import commands as execs
-from regatta_executor.container.exec import tools
+from regatta_executor.container.exec import processes, tools
 from regatta_executor.container.exec.harbor_commands import AGENT_LOGS, LOGS, TESTS, VERIFIER_LOGS
 from regatta_executor.container.files import archive as files
+from regatta_executor.container.files import snapshots
 from regatta_executor.container.files.layer_usage import NOTHING_WRITTEN, Written
 from regatta_executor.container.files.storage_cap import StorageCap
 from regatta_executor.container.files.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
-from regatta_executor.container.image.task_images import ResolvedImage
+from regatta_executor.container.image.resolved import ResolvedImage
 from regatta_executor.container.integrity import file_listing, toolchain
 from regatta_executor.container.integrity.verifier_files import hash_upload
 from regatta_executor.container.network import allowlist
@@ -134,12 +135,12 @@ class VerifierTurn(ContainerTransfers):
             await self._restart()
         self._before_exec()
         digest = self._digest_command()
-        stream = files.SnapshotStream(
+        stream = snapshots.SnapshotStream(
             LOGS, min(self._download_budget, SNAPSHOT_MAX_BYTES), line=digest is not None
         )
-        then = f"{self._verifier_folders_command(digest)} && {files.archive_command(tools.BUSYBOX, LOGS)}"
+        then = f"{self._verifier_folders_command(digest)} && {snapshots.archive_command(tools.BUSYBOX, LOGS)}"
         try:
-            _, alive, count = await execs.end_agent_turn(
+            _, alive, count = await processes.end_agent_turn(
                 self._client.api,
                 self._running(),
                 then=then,
@@ -184,7 +185,7 @@ class VerifierTurn(ContainerTransfers):
         self._first_exec_at = None
         self._integrity.note("the container was restarted before the verifier (no agent process survived)")
 
-    def _record_alive(self, alive: list[execs.AliveProcess], count: int) -> None:
+    def _record_alive(self, alive: list[processes.AliveProcess], count: int) -> None:
         if self._enforced:
             return
         named = [AgentProcess(pid=p.pid, name=p.name or "?", command=p.command) for p in alive]
@@ -275,7 +276,7 @@ class VerifierTurn(ContainerTransfers):
             then += f" && {{ {tools.BUSYBOX} tar -xo -C / -f - || exit {_INPUT_NOT_WRITTEN}; }}"
         self._before_exec()
         try:
-            printed, alive, count = await execs.end_agent_turn(
+            printed, alive, count = await processes.end_agent_turn(
                 self._client.api,
                 self._running(),
                 then=then,
@@ -390,7 +391,7 @@ class VerifierTurn(ContainerTransfers):
 
     def _before_exec(self) -> None:
         if self._first_exec_at is None:
-            self._first_exec_at = execs.boot_time()
+            self._first_exec_at = processes.boot_time()
 
     def _ran(self) -> None:
         """Something runs in the container: what was read from it may change, and the verifier's

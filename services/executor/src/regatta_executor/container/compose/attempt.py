@@ -16,12 +16,13 @@ from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.task.config import EnvironmentConfig
 from harbor.utils.env import resolve_env_vars
 
-from regatta_executor.container.compose.project import ComposeProject, load_project
+from regatta_executor.container.compose.model import ComposeProject
+from regatta_executor.container.compose.project import load_project
 from regatta_executor.container.compose.sidecars import ComposeRun
 from regatta_executor.container.exec import commands as execs
 from regatta_executor.container.exec.harbor_commands import engine_user
 from regatta_executor.container.files import archive as files
-from regatta_executor.container.image.task_images import ResolvedImage
+from regatta_executor.container.image.resolved import ResolvedImage
 
 # Resolves one service's image: (force_build, reference=…) or (force_build, context=…, dockerfile=…,
 # buildargs=…), as Provisioning.image does with the task's values.

@@ -34,10 +34,10 @@ from docker.errors import APIError, NotFound
 from docker.types import Healthcheck, Mount
 
 from regatta_executor.container import janitor
-from regatta_executor.container.compose.project import ComposeProject, Service, VolumeMount
+from regatta_executor.container.compose.model import ComposeProject, Service, VolumeMount
 from regatta_executor.container.config import create_container
 from regatta_executor.container.engine import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER, LABEL_OWNERS, host_name
-from regatta_executor.container.image.task_images import ResolvedImage
+from regatta_executor.container.image.resolved import ResolvedImage
 from regatta_executor.container.network import bridge as network
 from regatta_executor.container.network import dns
 from regatta_executor.container.network.bridge import NetworkIsolationError, Rule

@@ -15,6 +15,7 @@ from harbor.environments.base import BaseEnvironment
 from regatta_executor.container.exec import commands as execs
 from regatta_executor.container.exec.harbor_commands import AGENT_LOGS, LOGS, ROOT_USERS, within
 from regatta_executor.container.files import archive as files
+from regatta_executor.container.files import snapshots
 
 _MIB = 1024 * 1024
 # A folder read back to answer several reads is not worth more than this; past it, each read goes alone.
@@ -31,7 +32,7 @@ class ContainerTransfers(BaseEnvironment):
     _name: str
     _container_id: str | None
     _staged: files.StagedArchive | None
-    _snapshot: files.Snapshot | None
+    _snapshot: snapshots.Snapshot | None
     _download_budget: int
     # Folders downloaded as they were then on the host: (container folder, host folder, manifest).
     _downloaded: dict[str, tuple[Path, files.Manifest]]
@@ -92,7 +93,7 @@ class ContainerTransfers(BaseEnvironment):
             self._snapshot.close()
             self._snapshot = None
 
-    async def _snapshot_for(self, path: str, root: str | None) -> files.Snapshot | None:
+    async def _snapshot_for(self, path: str, root: str | None) -> snapshots.Snapshot | None:
         """An archive that answers for `path`: the one already read if nothing ran since, else one of
         `root` read now (None: when `root` is None, or the archive cannot answer)."""
         await self._flush()
@@ -104,7 +105,7 @@ class ContainerTransfers(BaseEnvironment):
         limit = min(self._download_budget, SNAPSHOT_MAX_BYTES)
         try:
             snapshot, size = await execs.in_thread(
-                files.fetch_snapshot, self._client.api, self._running(), root, limit
+                snapshots.fetch_snapshot, self._client.api, self._running(), root, limit
             )
         except NotFound:
             await self._check_engine_view()

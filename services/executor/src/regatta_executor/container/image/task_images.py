@@ -27,7 +27,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, TextIO
 
@@ -39,15 +38,26 @@ from requests.exceptions import ReadTimeout, RequestException
 from regatta_executor.container.engine import LABEL_DIGEST, LABEL_MANAGED
 from regatta_executor.container.image import build_defects, dockerfile_policy, remote_adds
 from regatta_executor.container.image.build_context import BuildContext, BuildContextError, build_context
+from regatta_executor.container.image.build_errors import (
+    ERROR_LINE_CHARS,
+    ERROR_LINES,
+    BuildTimeout,
+    DeterministicFailure,
+    ImageBuildError,
+    ImageDefectError,
+    StepFailed,
+    build_error,
+    printable,
+)
 from regatta_executor.container.image.build_failures import BuildFailures
 from regatta_executor.container.image.references import (
     IMAGE_REPOSITORY,
     ImageRefusedError,
     ImageUnavailableError,
-    LocatedImage,
     ReferenceResolver,
     parse_reference,
 )
+from regatta_executor.container.image.resolved import ResolvedImage, located_fact
 
 __all__ = [
     "IMAGE_REPOSITORY",
@@ -56,101 +66,12 @@ __all__ = [
     "ImageDefectError",
     "ImageRefusedError",
     "ImageUnavailableError",
-    "ResolvedImage",
 ]
 logger = logging.getLogger(__name__)
 # On images an older executor cached: a child holding pid 1's copies, committed with its pid 1 as the
 # ENTRYPOINT. Such an image is never used; a built one is built again.
 LABEL_LEGACY_BAKED = "dev.regatta.pid1-of"
-# What a build error keeps of the failing step's output: its last lines, each cut short.
-_ERROR_LINES = 12
-_ERROR_LINE_CHARS = 300
 _FAILURES_KEPT_SEC = 7 * 24 * 3600
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\x1b\[[0-9;]*[A-Za-z]")
-
-
-class ImageBuildError(RuntimeError):
-    """A task's Dockerfile does not build, or not within its build timeout, or is refused."""
-
-
-class _BuildTimeout(Exception):
-    pass
-
-
-class ImageDefectError(ImageBuildError):
-    """The Dockerfile's own step exits non-zero (build_defects.py): the task's defect, not a fault."""
-
-
-class _DeterministicFailure(Exception):
-    """A build that fails the same way if repeated (a failing step, the time or size cap)."""
-
-
-class _StepFailed(_DeterministicFailure):
-    """A step's command exited non-zero, with no sign of a network fault: the task's own defect."""
-
-
-def _build_error(step: str, output: deque[str], error: str) -> str:
-    """`Step 3/5 : RUN …` and the last lines it printed, then the engine's error (one line each)."""
-    message = "the Dockerfile does not build: "
-    message += f"{step} failed: " if step else ""
-    message += _printable(error, _ERROR_LINE_CHARS)
-    lines = [_printable(line, _ERROR_LINE_CHARS) for line in output]
-    if lines:
-        message += "\nlast output of the step:\n" + "\n".join(f"  {line}" for line in lines)
-    return message
-
-
-@dataclass(frozen=True)
-class ResolvedImage:
-    reference: str
-    built: bool
-    """True when this call built it (false: cached, present or pulled)."""
-    image_id: str
-    user: str
-    """The image's USER ("" when it names none)."""
-    entrypoint: tuple[str, ...] = ()
-    """The image's ENTRYPOINT (pid 1 starts it, pid1.py)."""
-    workdir: str = ""
-    """The image's WORKDIR ("" when it names none)."""
-    facts: tuple[str, ...] = ()
-    """What the attempt's build log records of where the image came from (pulled digests, base ids)."""
-    source: str = "built"
-    """"pulled" (from its registry), "local" (an allow-listed image of the engine) or "built"."""
-    registry_digest: str | None = None
-    """`repository@sha256:…` of a named image, when the engine knows it (always after a pull)."""
-
-    @classmethod
-    def of(
-        cls,
-        reference: str,
-        image: docker.models.images.Image | dict,
-        *,
-        built: bool,
-        facts: tuple[str, ...] = (),
-        located: LocatedImage | None = None,
-    ) -> ResolvedImage:
-        # One inspect per attempt: what the container's creation needs comes from the lookup itself.
-        attrs = image if isinstance(image, dict) else image.attrs
-        config = attrs.get("Config") or {}
-        user = str(config.get("User") or "")
-        entrypoint = tuple(str(part) for part in config.get("Entrypoint") or ())
-        workdir = str(config.get("WorkingDir") or "")
-        image_id = str(attrs["Id"])
-        if located is None:
-            return cls(reference, built, image_id, user, entrypoint, workdir, facts)
-        source = "pulled" if located.pulled else "local"
-        digest = located.registry_digest
-        return cls(reference, built, image_id, user, entrypoint, workdir, facts, source, digest)
-
-
-def _fact(what: str, located: LocatedImage) -> str:
-    source = f"pulled {located.registry_digest or 'without a registry digest'}" if located.pulled else "local"
-    return f"{what} {located.reference.familiar}: {source}, image {located.image_id}"
-
-
-def _printable(text: str, limit: int) -> str:
-    cleaned = _CONTROL.sub("", text).strip()
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 3] + "..."
 
 
 class ImageCache:
@@ -186,7 +107,7 @@ class ImageCache:
             located.reference.familiar,
             located.attrs,
             built=False,
-            facts=(_fact("image", located),),
+            facts=(located_fact("image", located),),
             located=located,
         )
 
@@ -227,7 +148,7 @@ class ImageCache:
                 # Triggers run in this build without appearing in the Dockerfile checked here.
                 raise ImageRefusedError(f"{what} {image.familiar!r} has ONBUILD instructions")
             ids[str(image)] = located.image_id
-            facts.append(_fact("base image", located))
+            facts.append(located_fact("base image", located))
         try:
             with remote_adds.fetched(plan.remote_adds, self.outbound) as downloads:
                 context = build_context(
@@ -289,8 +210,8 @@ class ImageCache:
                         buildargs,
                     )
                     self._check_size(built_id)
-                except _DeterministicFailure as failure:
-                    defect = isinstance(failure, _StepFailed)
+                except DeterministicFailure as failure:
+                    defect = isinstance(failure, StepFailed)
                     self.failures.record(digest, run_id, str(failure), defect=defect)
                     raise (ImageDefectError if defect else ImageBuildError)(str(failure)) from None
                 self.client.images.get(built_id).tag(IMAGE_REPOSITORY, digest)
@@ -308,7 +229,7 @@ class ImageCache:
         if size > self.max_image_bytes:
             with contextlib.suppress(DockerException):
                 self.client.images.remove(image_id, force=True)
-            raise _DeterministicFailure(
+            raise DeterministicFailure(
                 f"the built image is {size // 2**20} MiB, over the {self.max_image_bytes // 2**20} MiB "
                 "an image may be; it was removed"
             )
@@ -338,7 +259,7 @@ class ImageCache:
         # build), and the image is tagged only by us, after a build that ended in time.
         builder = docker.DockerClient.from_env(timeout=max(1, int(timeout_sec)))
         image_id, step_container = None, None
-        step, output = "", deque[str](maxlen=_ERROR_LINES)
+        step, output = "", deque[str](maxlen=ERROR_LINES)
         try:
             stream = builder.api.build(
                 fileobj=context,
@@ -357,7 +278,7 @@ class ImageCache:
                 text = str(chunk.get("stream", ""))
                 log.write(text)
                 if text.startswith("Step "):
-                    step, output = _printable(text, _ERROR_LINE_CHARS), deque(maxlen=_ERROR_LINES)
+                    step, output = printable(text, ERROR_LINE_CHARS), deque(maxlen=ERROR_LINES)
                 elif text.startswith(" ---> Running in "):
                     step_container = text.split()[-1]
                 elif text and not text.startswith((" ---> ", "Removing intermediate container")):
@@ -367,21 +288,21 @@ class ImageCache:
                 if "error" in chunk:
                     error = str(chunk["error"])
                     failed = (
-                        _StepFailed if build_defects.is_task_defect(error, output) else _DeterministicFailure
+                        StepFailed if build_defects.is_task_defect(error, output) else DeterministicFailure
                     )
-                    raise failed(_build_error(step, output, error))
+                    raise failed(build_error(step, output, error))
                 if time.monotonic() > deadline:
-                    raise _BuildTimeout
-        except (_BuildTimeout, RequestException) as exc:
+                    raise BuildTimeout
+        except (BuildTimeout, RequestException) as exc:
             self._abort(step_container)
-            if time.monotonic() > deadline or isinstance(exc, _BuildTimeout | ReadTimeout):
+            if time.monotonic() > deadline or isinstance(exc, BuildTimeout | ReadTimeout):
                 where = f" (at {step})" if step else ""
-                raise _DeterministicFailure(
+                raise DeterministicFailure(
                     f"the image build took longer than {timeout_sec:g} s{where}"
                 ) from None
             raise ImageBuildError(f"the image build was interrupted: {exc}") from exc
         except (BuildError, APIError) as exc:
-            raise _DeterministicFailure(_build_error(step, output, str(exc))) from exc
+            raise DeterministicFailure(build_error(step, output, str(exc))) from exc
         except Exception:
             # e.g. the attempt's log closed under us because Harbor gave up waiting: stop the build too.
             self._abort(step_container)
