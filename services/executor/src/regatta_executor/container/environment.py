@@ -5,30 +5,14 @@ Reach it from Harbor with::
     environment={"import_path": "regatta_executor.container.environment:ContainerEnvironment",
                  "delete": True, "kwargs": {...ContainerEnvironmentOptions fields...}}
 
-The image is the task's `[environment].docker_image` (an allow-listed local image, or pulled from a
-registry the outbound policy allows) or built from its `environment/` folder, once per content digest
-(images.py; what the Dockerfile may fetch: dockerfile_policy.py). Nothing of the host is mounted: files go
-in and out through the engine's archive API, so Harbor downloads the log folders itself (the
-environment is not `mounted`). Commands run through exec with the user, working directory,
-environment and timeout Harbor asks for (execs.py).
-
-Every engine round trip costs tens of milliseconds of the engine's CPU (an exec as much as an archive
-transfer), so the environment makes no more of them than Harbor's calls need, and only where the result
-is provably the same: uploads wait and go in together, as one archive, with the next operation that
-could see them (so `chmod +x` of a file still waiting is done in its header); a folder read back is
-archived once and the following reads and `test -d` checks of Harbor are answered from that archive
-until anything runs in the container; the log folders go in with the first upload. How the agent's turn
-ends and a shared verifier starts (the run's verifier-integrity policy, and the evidence recorded) is
-verifier_turn.py. Harbor's run of the test script (as root) archives /logs/verifier on its output once
-the script ends, which answers Harbor's read of it right after. In Harbor's `separate` verifier mode
-Harbor makes a second environment of this class for the verifier (its session id says so), in which no
-agent ran: it is only a fresh container.
-
-The kwargs are options.py, the container's engine configuration config.py, the file transfers
-transfers.py and what the environment knows of Harbor's own commands harbor_commands.py. A task with
-environment/docker-compose.yaml is read and checked by compose.py (before anything is made on the
-engine) and its sidecars, network and volumes run by compose_run.py; the agent's container is then
-compose's `main`.
+This class is Harbor's `BaseEnvironment` interface and the attempt's state; the work is its collaborators':
+provisioning.py (the engine, the task's image from image/, its network from network/, the container and
+its allowlist), compose/attempt.py (a task's docker-compose.yaml: its sidecars), exec/ (commands with the
+user, folder, environment and timeout Harbor asks for), files/transfers.py (files in and out through the
+engine's archive API, as few round trips as Harbor's calls allow: nothing of the host is mounted),
+verifier_turn.py (how the agent's turn ends and a shared verifier starts, under the run's
+verifier-integrity policy) and test_script.py (Harbor's run of the tests). In Harbor's `separate` verifier
+mode Harbor makes a second environment of this class for the verifier: only a fresh container.
 """
 
 from __future__ import annotations
@@ -41,11 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, override
 
-from docker.errors import APIError, NotFound
 from harbor.environments.base import ExecResult, ServiceOperationsUnsupportedError
 from harbor.environments.capabilities import EnvironmentCapabilities, EnvironmentResourceCapabilities
-from harbor.models.task.config import TaskConfig
-from harbor.models.task.verifier_mode import task_has_any_shared_verifier
 from harbor.models.trial.config import ResourceMode
 from regatta_shared.rules.environment_traits import CONTAINER, EnvironmentTraits
 
@@ -54,20 +35,22 @@ from regatta_executor.container import live_logs
 from regatta_executor.container.compose import sidecars as compose_run
 from regatta_executor.container.compose.attempt import ComposeServices, load_compose
 from regatta_executor.container.compose.model import TASK_FILE, ComposeProject
-from regatta_executor.container.config import NAME_CHARS, create_container
+from regatta_executor.container.config import NAME_CHARS
 from regatta_executor.container.engine import client
 from regatta_executor.container.exec import commands as execs
 from regatta_executor.container.exec.harbor_commands import (
     AGENT_LOGS,
     LOG_DIRS,
     ROOT_USERS,
+    SEPARATE_VERIFIER_SESSION,
     VERIFIER_LOGS,
     engine_user,
     executable_target,
+    has_shared_verifier,
     removes_reward_files,
     runs_test_script,
 )
-from regatta_executor.container.exec.platform import PLATFORM_SHELL, has_platform_mount
+from regatta_executor.container.exec.platform import PLATFORM_SHELL
 from regatta_executor.container.files import archive as files
 from regatta_executor.container.files import snapshots
 from regatta_executor.container.files.storage_cap import StorageCap
@@ -80,19 +63,6 @@ from regatta_executor.container.verifier_turn import VerifierTurn
 from regatta_executor.environments.capabilities import sandbox_capabilities
 
 _MIB = MIB
-# Harbor names a separate verifier's environment after its trial with this in the middle
-# (harbor.trial.trial.Trial._separate_verifier_session_id).
-SEPARATE_VERIFIER_SESSION = "__verifier__"
-
-
-def _has_shared_verifier(environment_dir: Path) -> bool:
-    """Whether a verifier of the task (in any step) runs where the agent ran. The task's own task.toml,
-    which the executor loaded and checked already; unreadable, the answer is the safe one (yes)."""
-    try:
-        config = TaskConfig.model_validate_toml((environment_dir.parent / "task.toml").read_text())
-    except (OSError, ValueError):
-        return True
-    return task_has_any_shared_verifier(config)
 
 
 class ContainerEnvironment(VerifierTurn):
@@ -148,7 +118,7 @@ class ContainerEnvironment(VerifierTurn):
         self._first_exec_at: float | None = None
         self._created_at = time.time()
         self._for_verifier = SEPARATE_VERIFIER_SESSION in self.session_id
-        self._shared_verifier = not self._for_verifier and _has_shared_verifier(self.environment_dir)
+        self._shared_verifier = not self._for_verifier and has_shared_verifier(self.environment_dir)
         self._integrity = IntegrityLog(
             self.trial_paths.trial_dir,
             self.options.verifier_integrity,
@@ -340,34 +310,28 @@ class ContainerEnvironment(VerifierTurn):
         )
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
-        # The container runs as the image's USER: so do commands given no user, as under Harbor (uid 0
-        # rather than an empty user: see harbor_commands.ROOT_USERS).
-        image = resolved.image_id
-        self._default_exec_user = resolved.user or "0"
         limits = self._limits()
         self._storage_mb = limits["storage_mb"]
         main = self._compose.main if self._compose is not None else None
-        config, enforced = self._provisioning.config(
-            image=image,
-            name=self._name,
-            network=network,
+        made = self._provisioning.create_and_start(
+            resolved,
+            self._name,
+            network,
             workdir=self.task_env_config.workdir or (main.working_dir if main else None),
-            # Compose's entrypoint for main replaces the image's, as under Compose.
-            image_entrypoint=main.entrypoint if main and main.entrypoint is not None else resolved.entrypoint,
-            image_workdir=resolved.workdir,
+            main=main,
+            services=self._services,
             limits=limits,
+            on_created=self._created,
         )
-        if self._services is not None:
-            # Compose's main: its environment, its user for commands given none, its named volumes,
-            # and its name on the attempt's network.
-            self._default_exec_user = self._services.configure_main(config, self._default_exec_user)
-        container = create_container(self._client, config, enforced, self.logger)
-        self._container_id = container.id
-        self.enforced_limits = frozenset(enforced)
+        self.enforced_limits = made.enforced
+        self._default_exec_user = made.default_user
         # From the inspect made at create: mounts never change afterwards.
-        self._platform_shell = has_platform_mount(container.attrs)
-        container.start()
-        return str(container.id)
+        self._platform_shell = made.platform_shell
+        return made.container_id
+
+    def _created(self, container_id: str) -> None:
+        # Known before it starts: a stop removes it whatever happens next.
+        self._container_id = container_id
 
     def _address(self, network: str) -> str:
         return self._provisioning.address(self._running(), network)
@@ -395,28 +359,13 @@ class ContainerEnvironment(VerifierTurn):
             self._staged = None
         self._drop_snapshot()
         try:
-            await execs.in_thread(self._remove, delete)
+            await execs.in_thread(self._provisioning.remove, self._container_id, self._name, delete)
         finally:
             if self._allowlist is not None:
                 await execs.in_thread(allowlist.close_attempt, self._allowlist)
                 self._allowlist = None
             if self._services is not None:
                 await self._services.stop(delete)
-
-    def _remove(self, delete: bool) -> None:
-        for ident in filter(None, (self._container_id, self._name)):
-            try:
-                if delete:
-                    self._client.api.remove_container(ident, force=True, v=True)
-                else:
-                    self._client.api.kill(ident)
-                return
-            except NotFound:
-                continue
-            except APIError as exc:
-                if exc.status_code == 409:  # already being removed
-                    return
-                raise
 
     @override
     async def exec(

@@ -11,11 +11,12 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import DockerException
+from docker.errors import APIError, DockerException, NotFound
 from harbor.environments.base import SandboxBuildFailedError
 from harbor.models.task.config import EnvironmentConfig
 from regatta_shared.events import AttemptImage
@@ -23,10 +24,13 @@ from regatta_shared.security.outbound import OutboundPolicy
 
 from regatta_executor.attempt.image_record import write_image_record
 from regatta_executor.container import janitor
-from regatta_executor.container.config import NAME_CHARS, container_config
+from regatta_executor.container.compose.attempt import ComposeServices
+from regatta_executor.container.compose.model import Service
+from regatta_executor.container.config import NAME_CHARS, container_config, create_container
 from regatta_executor.container.engine import LABEL_MANAGED, LABEL_SESSION
 from regatta_executor.container.exec import commands as execs
 from regatta_executor.container.exec import tools
+from regatta_executor.container.exec.platform import has_platform_mount
 from regatta_executor.container.hardening import EngineRoot, engine_root, require_remapped_root
 from regatta_executor.container.image.build_defects import TaskDefectError
 from regatta_executor.container.image.build_errors import ImageBuildError, ImageDefectError
@@ -43,6 +47,16 @@ from regatta_executor.container.options import ContainerEnvironmentOptions
 
 MIB = 1024 * 1024
 BUILD_LOG = "environment-build.log"
+
+
+@dataclass(frozen=True)
+class Created:
+    """The attempt's container, started, and what its creation settled."""
+
+    container_id: str
+    enforced: frozenset[str]  # the limits the engine holds it to
+    default_user: str  # the user of commands given none
+    platform_shell: bool  # whether the platform's tools are mounted in it
 
 
 class Provisioning:
@@ -196,6 +210,58 @@ class Provisioning:
             engine_root=self.engine_root,
             **limits,
         )
+
+    def create_and_start(
+        self,
+        resolved: ResolvedImage,
+        name: str,
+        network: str,
+        *,
+        workdir: str | None,
+        main: Service | None,
+        services: ComposeServices | None,
+        limits: dict[str, Any],
+        on_created: Callable[[str], None],
+    ) -> Created:
+        """The agent's container of `resolved`, created (`on_created` hears its id before it starts)
+        and started. It runs as the image's USER: so do commands given no user, as under Harbor (uid 0
+        rather than an empty user: see harbor_commands.ROOT_USERS); a compose task's main sets its own."""
+        default_user = resolved.user or "0"
+        config, enforced = self.config(
+            image=resolved.image_id,
+            name=name,
+            network=network,
+            workdir=workdir,
+            # Compose's entrypoint for main replaces the image's, as under Compose.
+            image_entrypoint=main.entrypoint if main and main.entrypoint is not None else resolved.entrypoint,
+            image_workdir=resolved.workdir,
+            limits=limits,
+        )
+        if services is not None:
+            # Compose's main: its environment, its user for commands given none, its named volumes,
+            # and its name on the attempt's network.
+            default_user = services.configure_main(config, default_user)
+        container = create_container(self.client, config, enforced, self.logger)
+        on_created(str(container.id))
+        platform_shell = has_platform_mount(container.attrs)
+        container.start()
+        return Created(str(container.id), frozenset(enforced), default_user, platform_shell)
+
+    def remove(self, container_id: str | None, name: str, delete: bool) -> None:
+        """The attempt's container removed (with its anonymous volumes), or only killed."""
+        for ident in filter(None, (container_id, name)):
+            try:
+                if delete:
+                    self.client.api.remove_container(ident, force=True, v=True)
+                else:
+                    self.client.api.kill(ident)
+                return
+            except NotFound:
+                continue
+            except APIError as exc:
+                if exc.status_code == 409:  # already being removed
+                    return
+                raise
 
     def address(self, container: str, network: str) -> str:
         attrs = self.client.api.inspect_container(container)

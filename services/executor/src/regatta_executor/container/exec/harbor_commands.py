@@ -8,7 +8,10 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+
+from harbor.models.task.config import TaskConfig
+from harbor.models.task.verifier_mode import task_has_any_shared_verifier
 
 TESTS = PurePosixPath("/tests")
 LOGS = "/logs"
@@ -80,3 +83,18 @@ def runs_test_script(command: str) -> bool:
         and posixpath.normpath(output[0]) == output[0]
         and posixpath.dirname(output[0]) == str(VERIFIER_LOGS)
     )
+
+
+# Harbor names a separate verifier's environment after its trial with this in the middle
+# (harbor.trial.trial.Trial._separate_verifier_session_id).
+SEPARATE_VERIFIER_SESSION = "__verifier__"
+
+
+def has_shared_verifier(environment_dir: Path) -> bool:
+    """Whether a verifier of the task (in any step) runs where the agent ran. The task's own task.toml,
+    which the executor loaded and checked already; unreadable, the answer is the safe one (yes)."""
+    try:
+        config = TaskConfig.model_validate_toml((environment_dir.parent / "task.toml").read_text())
+    except (OSError, ValueError):
+        return True
+    return task_has_any_shared_verifier(config)
