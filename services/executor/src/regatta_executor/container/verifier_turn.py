@@ -24,7 +24,6 @@ meanwhile (the tests) from its input.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import override
@@ -33,9 +32,7 @@ from docker.errors import DockerException
 from regatta_shared.events.integrity import AgentProcess
 
 from regatta_executor.attempt.integrity_record import IntegrityLog
-from regatta_executor.attempt.sandbox_faults import SandboxTamperedError, VerifierCannotRunError
-from regatta_executor.container import janitor
-from regatta_executor.container.engine import LABEL_MANAGED
+from regatta_executor.attempt.sandbox_faults import VerifierCannotRunError
 from regatta_executor.container.exec import commands as execs
 from regatta_executor.container.exec import processes, tools
 from regatta_executor.container.exec.harbor_commands import AGENT_LOGS, LOGS, TESTS, VERIFIER_LOGS
@@ -45,7 +42,8 @@ from regatta_executor.container.files.layer_usage import NOTHING_WRITTEN, Writte
 from regatta_executor.container.files.storage_cap import StorageCap
 from regatta_executor.container.files.transfers import SNAPSHOT_MAX_BYTES, ContainerTransfers
 from regatta_executor.container.image.resolved import ResolvedImage
-from regatta_executor.container.integrity import file_listing, toolchain
+from regatta_executor.container.integrity import file_listing
+from regatta_executor.container.integrity.toolchain_check import check_tool_chain
 from regatta_executor.container.integrity.verifier_files import hash_upload
 from regatta_executor.container.network import allowlist
 from regatta_executor.container.options import ContainerEnvironmentOptions
@@ -311,8 +309,8 @@ class VerifierTurn(ContainerTransfers):
 
     async def _check_sandbox(self, image_unchanged: bool = False, written: Written = NOTHING_WRITTEN) -> None:
         """The agent's turn is over: the writable layer within its cap (else the agent's failure), and
-        the tool chain's evidence recorded (toolchain.py); under `enforce` an unexplained change fails
-        the attempt."""
+        the tool chain's evidence recorded (integrity/toolchain_check.py); under `enforce` an unexplained
+        change fails the attempt."""
         if self._storage_cap is not None:
             await self._storage_cap.stop()
             await self._storage_cap.check(allowance=written)
@@ -320,35 +318,15 @@ class VerifierTurn(ContainerTransfers):
         if image_unchanged:
             return
         assert self.image is not None, "started"
-        api, container = self._client.api, self._running()
-        labels = {LABEL_MANAGED: "1", **janitor.ownership_labels(self._owners_dir)}
-        minutes = toolchain.container_minutes(self._created_at, time.time())
-        try:
-            found = await execs.in_thread(
-                toolchain.evidence, api, container, self.image.image_id, labels, minutes=minutes
-            )
-        except (SandboxTamperedError, DockerException) as exc:
-            if self._enforced:
-                raise SandboxTamperedError(str(exc)) from exc
-            self._integrity.not_checked(f"the tool chain could not be read: {exc}")
-            return
-        self._integrity.tool_chain(found.changes)
-        if not self._enforced:
-            return
-        unexplained = found.unexplained
-        if unexplained:
-            raise SandboxTamperedError(
-                "the agent changed the verifier's tool chain and nothing in the container explains it "
-                f"(verifier_integrity = 'enforce'): {toolchain.describe(unexplained)}"
-            )
-        if found.bytecode:
-            await self._remove_bytecode(found.bytecode)
-
-    async def _remove_bytecode(self, paths: list[str]) -> None:
-        """Python byte-code caches the agent's turn left: Python rebuilds them from their sources."""
-        for start in range(0, len(paths), 500):
-            argv = tools.platform_shell('rm -f -- "$@"', *paths[start : start + 500])
-            await execs.in_thread(execs.run_platform, self._client.api, self._running(), argv)
+        await check_tool_chain(
+            self._client.api,
+            self._running(),
+            self.image.image_id,
+            owners_dir=self._owners_dir,
+            created_at=self._created_at,
+            enforced=self._enforced,
+            integrity=self._integrity,
+        )
 
     @override
     @contextlib.contextmanager
