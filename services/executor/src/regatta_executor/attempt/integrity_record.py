@@ -1,5 +1,5 @@
 """What an attempt's environment saw of its integrity before the verifier ran, handed to the attempt's
-report (AttemptFinished.integrity), as attempt_image.py hands the image.
+report (AttemptFinished.integrity), as image_record.py hands the image.
 
 The environment runs inside Harbor's trial, which returns no word of it: it keeps this record in the
 trial's folder on the host (nothing in the container writes there), rewritten whole at each verifier of

@@ -32,7 +32,7 @@ from regatta_shared.rules.environment_traits import CONTAINER, EnvironmentTraits
 
 from regatta_executor.attempt.integrity_record import IntegrityLog
 from regatta_executor.container import live_logs
-from regatta_executor.container.compose import sidecars as compose_run
+from regatta_executor.container.compose import sidecars
 from regatta_executor.container.compose.attempt import ComposeServices, load_compose
 from regatta_executor.container.compose.model import TASK_FILE, ComposeProject
 from regatta_executor.container.config import NAME_CHARS
@@ -72,7 +72,7 @@ class ContainerEnvironment(VerifierTurn):
     mount and no engine socket; removed when the attempt ends (janitor.py removes the ones a killed
     executor left). `no-network` tasks get no network at all; `public` ones the isolated bridge of
     network.py; `allowlist` ones a bridge shut but for their allowed hosts (allowlist.py). A compose task's
-    sidecars run beside it on a network of the attempt's own (compose_run.py)."""
+    sidecars run beside it on a network of the attempt's own (compose/sidecars.py)."""
 
     options_model = ContainerEnvironmentOptions
     options: ContainerEnvironmentOptions
@@ -209,7 +209,7 @@ class ContainerEnvironment(VerifierTurn):
 
     @override
     async def start(self, force_build: bool) -> None:
-        await self._provisioning.prepare_engine(compose_run.sweep)
+        await self._provisioning.prepare_engine(sidecars.sweep)
         if self._compose is not None:
             if self._network_is_allowlist:
                 self.logger.warning(

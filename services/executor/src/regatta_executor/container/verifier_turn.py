@@ -4,9 +4,10 @@ base of `ContainerEnvironment`; the state it uses is the environment's, made in 
 Inside a shared container no rule on paths or processes can tell honest change from cheating, so what
 happens there depends on the run's verifier-integrity policy (docs/reliability.md):
 - `record` (the default) keeps Harbor's semantics: the agent's processes keep running into verification
-  and nothing it changed fails the attempt by itself. The platform records evidence (attempt_integrity.py):
-  the agent's processes alive when the verifier starts, every change to the verifier's tool chain with
-  what explains it (toolchain.py), and /tests or reward files written by another hand (verifier_files.py).
+  and nothing it changed fails the attempt by itself. The platform records evidence
+  (attempt/integrity_record.py): the agent's processes alive when the verifier starts, every change to the
+  verifier's tool chain with what explains it (toolchain.py), and /tests or reward files written by
+  another hand (verifier_files.py).
 - `enforce`: the container is restarted before the verifier (the engine kills every process in it,
   whatever its name, session or fork rate; the image's ENTRYPOINT starts again, as in a fresh container;
   /logs, whose folders are tmpfs, is carried across), and an unexplained change to the tool chain fails

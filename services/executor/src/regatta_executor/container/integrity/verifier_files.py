@@ -1,6 +1,6 @@
 """Whether /tests and the reward files were written by anything but the platform's upload and the
 verifier's own run: evidence under the `record` policy, where the agent's processes keep running into
-verification as under Harbor (attempt_integrity.py).
+verification as under Harbor (attempt/integrity_record.py).
 
 The platform knows what it uploaded into /tests (the SHA-256 of each file, from the host's copy). Right
 before Harbor's test script starts, in the same exec of the platform's shell, /tests is hashed and
