@@ -5,6 +5,7 @@ and 390 px land in test-artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,72 @@ def test_a_running_runs_row_and_results_fit_and_pass_at_1_is_on_a_phones_screen(
     page.goto(f"{stack.url}/settings/workspace")
     expect(page.get_by_test_id("budget").locator("[data-budget=remaining]")).to_have_text("Unlimited")
     assert_readable(page, "edges-settings-unlimited", ["No budget", "Unlimited"], also=[AT_1400])
+
+
+def test_source_selection_search_grading_and_logs_read_as_the_product_says(
+    shared_stack, api_for, page: Page, tmp_path: Path
+) -> None:
+    stack = shared_stack(executors=1, **ACK_WAIT)
+    api = api_for(stack)
+    tasks = tmp_path / "plain"
+    for index in range(2):
+        write_task(tasks, f"plain-{index:03d}", category="odd" if index % 2 else "even")
+    benchmark_id = add_folder_benchmark(api, tasks, "plain")
+    api.benchmark_ready("plain")
+    run_id = submit(api, "plain", "plain-run", [ORACLE])
+    assert api.wait_run(run_id)["benchmark_run"]["status"] == "finished"
+    sign_in(page, stack)
+
+    # View source: the admin's folder is a trusted source, said in words, never as a Python value.
+    page.goto(f"{stack.url}/benchmarks/{benchmark_id}")
+    page.get_by_test_id("actions-menu").click()
+    page.get_by_role("menuitem", name="View source").click()
+    source = page.get_by_role("dialog")
+    expect(source).to_contain_text("trusted: added by a platform administrator")
+    expect(source).not_to_contain_text(re.compile(r"\b(True|False)\b"))
+    assert_readable(page, "edges-view-source", ["Source of plain", "trusted"], selector="dialog[open]")
+    page.keyboard.press("Escape")
+
+    # New Run: a refused setting leaves the task selection said as it is, not "none".
+    page.goto(f"{stack.url}/benchmarks/{benchmark_id}/runs/new")
+    summary = page.get_by_test_id("summary-tasks")
+    expect(summary).to_have_text("2 tasks (all tasks)")
+    page.get_by_role("tab", name="Run settings").click()
+    page.get_by_label("Attempts per task").fill("0")
+    expect(page.get_by_test_id("summary-total")).to_contain_text("No attempts")
+    expect(summary).to_have_text("all tasks (not counted: a setting has an issue)")
+    page.get_by_label("Attempts per task").fill("1")
+    page.get_by_role("tab", name="Tasks").click()
+    page.locator("input[name=task_mode][value=categories]").check()
+    expect(summary).not_to_contain_text("none")
+    expect(summary).to_contain_text("no category chosen")
+    page.locator("input[name=category][value=odd]").check()
+    expect(summary).to_have_text("1 task (category odd)")
+    assert_readable(page, "edges-new-run-selection", ["1 task (category odd)"])
+
+    # Task Results: the search is kept in the address, so a reload (or the link, shared) shows it again.
+    page.goto(f"{stack.url}/benchmarks/runs/{run_id}?tab=results")
+    results = page.get_by_test_id("results-table")
+    expect(results.locator("tbody tr")).to_have_count(2)
+    page.get_by_placeholder(re.compile("Search task")).fill("plain-001")
+    expect(results.locator("tbody tr")).to_have_count(1)
+    expect(page).to_have_url(re.compile(r"[?&]q=plain-001(&|$)"))
+    page.reload()
+    expect(page.get_by_placeholder(re.compile("Search task"))).to_have_value("plain-001")
+    expect(results.locator("tbody tr")).to_have_count(1)
+    expect(results.locator("tbody tr")).to_contain_text("plain-001")
+
+    # Grading of a task whose verifier writes one reward: its key once, marked primary.
+    results.get_by_role("button", name=re.compile(r"Details of plain-001")).click()
+    grading = page.get_by_test_id("grading-block")
+    expect(grading).to_contain_text("reward1 (primary)")
+    assert grading.inner_text().count("reward") == 1, grading.inner_text()
+    assert_readable(page, "edges-run-results", ["Grading", "1 (primary)"])
+
+    # Logs: a short run's tab opens at its beginning: the submission first, no "Load older".
+    page.get_by_role("tab", name="Logs").click()
+    rows = page.get_by_test_id("logs-table").locator("tbody tr")
+    expect(rows.first).to_contain_text("Run submitted")
+    expect(page.get_by_test_id("logs-table")).to_contain_text("Run finished")
+    expect(page.get_by_role("button", name="Load older")).to_be_hidden()
+    assert_readable(page, "edges-run-logs", ["Lifecycle events from submission to cleanup"])
