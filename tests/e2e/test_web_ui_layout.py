@@ -17,6 +17,7 @@ FINE = f"""<main><h1>Runs</h1><p>Two runs, both finished.</p>
 <p style="max-width: 10rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap">{ELLIPSIS}</p>
 <p style="width: 8rem">Words wrap between one another as a paragraph does.</p>
 <p style="width: 8rem; overflow-wrap: anywhere">https://example.com/a/very/long/address/of/a/page</p>
+<p style="width: 12rem; overflow-wrap: anywhere">Datasets of /tmp/pytest-of-root/a/registry.json</p>
 <a href="#main" style="position: absolute; left: -999px">Skip to content</a>
 <div id="toast" class="toast" hidden>Saved</div></main>"""
 

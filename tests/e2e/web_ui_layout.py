@@ -137,7 +137,8 @@ LOOK = """
 
 # A word of letters split across two lines ("Unlimite" / "d"): a box too narrow for it, where
 # `overflow-wrap: anywhere` cuts it. What may be cut on purpose is not looked at: code (a monospace font:
-# digests, paths), a single token longer than 20 characters (a URL, a long name), and words with a digit.
+# digests, paths), a single token longer than 20 characters (a URL, a long name), and any token that is not
+# a word of letters (a path, an id).
 BROKEN_WORDS = """
 (selector) => {
   const root = document.querySelector(selector);
@@ -154,11 +155,15 @@ BROKEN_WORDS = """
     whole.selectNodeContents(node);
     const lines = new Set([...whole.getClientRects()].map((rect) => Math.round(rect.top)));
     if (lines.size < 2) continue; // on one line: nothing is split
-    for (const match of node.textContent.matchAll(/[A-Za-z0-9]+/g)) {
-      if (!/^[A-Za-z]{2,20}$/.test(match[0])) continue;
+    // A word between spaces, with the punctuation around it: "(evidence)," is a word, "registry.json" in
+    // a path is not (a path, a URL or an id may break anywhere).
+    for (const match of node.textContent.matchAll(/\\S+/g)) {
+      const inner = /^[("'\u201c]*([A-Za-z]{2,20})[)"'\u201d.,:;!?]*$/.exec(match[0]);
+      if (!inner) continue;
+      const start = match.index + match[0].indexOf(inner[1]);
       const word = document.createRange();
-      word.setStart(node, match.index);
-      word.setEnd(node, match.index + match[0].length);
+      word.setStart(node, start);
+      word.setEnd(node, start + inner[1].length);
       const tops = new Set([...word.getClientRects()].filter((r) => r.width >= 1)
         .map((rect) => Math.round(rect.top)));
       if (tops.size > 1) found.push(`"${match[0]}" is broken across lines`);
