@@ -51,6 +51,7 @@ QUERY_KEYED: dict[tuple[str, str], Callable[[str], dict[str, str]]] = {
     ("GET", "/api/v1/compare"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
     ("GET", "/compare"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
     ("GET", "/compare.csv"): lambda run: {"a": f"{run}:0", "b": f"{run}:1"},
+    ("GET", "/compare/task"): lambda run: {"a": f"{run}:0", "b": f"{run}:1", "task": "t1"},
 }
 CATCH_ALL = "/api/cli/{rest:path}"  # answers 404 for unknown CLI paths; nothing to isolate
 # Bodies that get a route past validation to its lookup, so a 404 there is the lookup's answer.
@@ -99,6 +100,7 @@ ADMIN_ONLY_WORKSPACE_SECRETS = [
 ]
 MEMBER_WRITES = {
     ("POST", "/api/v1/benchmarks"): "add a benchmark to the workspace",
+    ("POST", "/api/v1/benchmarks/uploads"): "upload tasks as a scratch benchmark of the workspace",
     ("POST", "/api/v1/benchmarks/{key}/sync"): "re-sync a benchmark",
     ("DELETE", "/api/v1/benchmarks/{key}"): "remove a benchmark (runs keep their locked version)",
     ("POST", "/api/v1/runs"): "submit a run",

@@ -1,9 +1,10 @@
-"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact object store."""
+"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact object store,
+the task archive bucket (uploaded tasks)."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
-from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES
+from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES, TASKS_BUCKET
 from regatta_shared.runtime import Service
 
 from regatta_gateway.secrets.keys import load_keys
@@ -23,3 +24,4 @@ async def open_resources(app: FastAPI, service: Service) -> None:
     app.state.nc = nc
     app.state.vault = vault
     app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
+    app.state.tasks = await nc.jetstream().object_store(TASKS_BUCKET)

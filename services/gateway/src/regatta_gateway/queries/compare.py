@@ -64,6 +64,19 @@ def parse_participant(value: str, field: str) -> Participant:
 
 
 def compare(store: EventStore, scope: Scope, a: Participant, b: Participant) -> dict[str, Any]:
+    side_a, side_b = participants(store, scope, a, b)
+    counts_a, counts_b = side_a.pop("counts"), side_b.pop("counts")
+    categories = {**side_b.pop("categories"), **side_a.pop("categories")}
+    in_b = set(side_b.pop("tasks"))
+    common = [task for task in side_a.pop("tasks") if task in in_b]
+    rows = [task_row(task, categories.get(task), counts_a.get(task), counts_b.get(task)) for task in common]
+    return {"a": side_a, "b": side_b, "tasks": rows, "summary": _summary(rows, counts_a, counts_b)}
+
+
+def participants(
+    store: EventStore, scope: Scope, a: Participant, b: Participant
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both sides (run, agent, tasks, per-task counts), or the refusal when they ran different tasks."""
     side_a = _side(store, scope, a, "a")
     side_b = _side(store, scope, b, "b")
     if (side_a["benchmark_id"], side_a["version"], side_a["digest"]) != (
@@ -77,12 +90,7 @@ def compare(store: EventStore, scope: Scope, a: Participant, b: Participant) -> 
             f"{side_b['version']}): a task-by-task comparison needs the same tasks",
             code="CONFLICT",
         )
-    counts_a, counts_b = side_a.pop("counts"), side_b.pop("counts")
-    categories = {**side_b.pop("categories"), **side_a.pop("categories")}
-    in_b = set(side_b.pop("tasks"))
-    common = [task for task in side_a.pop("tasks") if task in in_b]
-    rows = [_row(task, categories.get(task), counts_a.get(task), counts_b.get(task)) for task in common]
-    return {"a": side_a, "b": side_b, "tasks": rows, "summary": _summary(rows, counts_a, counts_b)}
+    return side_a, side_b
 
 
 def rows_csv(result: dict[str, Any]) -> str:
@@ -144,7 +152,7 @@ def _rate(counts: tuple[int, int] | None) -> Fraction | None:
     return Fraction(counts[0], counts[1])
 
 
-def _row(
+def task_row(
     task: str, category: str | None, a: tuple[int, int] | None, b: tuple[int, int] | None
 ) -> dict[str, Any]:
     rate_a, rate_b = _rate(a), _rate(b)

@@ -94,7 +94,7 @@ def output_view(data: bytes) -> dict[str, Any]:
     return {"text": text, "truncated": cut, "shown_bytes": len(tail)}
 
 
-async def _read(fetch: Fetch, ref: dict[str, Any], limit: int) -> tuple[bytes | None, str | None]:
+async def read_artifact(fetch: Fetch, ref: dict[str, Any], limit: int) -> tuple[bytes | None, str | None]:
     size = int(ref.get("size") or 0)
     if size > limit:
         return None, f"{ref['path']} is {size:,} bytes, more than the {limit:,} shown here: download it"
@@ -119,12 +119,12 @@ async def attempt_grading(fetch: Fetch, attempt: dict[str, Any], primary_key: st
     }
     output = _find(artifacts, OUTPUT_PATH)
     if output:
-        data, error = await _read(fetch, output, MAX_OUTPUT_READ)
+        data, error = await read_artifact(fetch, output, MAX_OUTPUT_READ)
         view = output_view(data) if data is not None else {"text": "", "truncated": False, "shown_bytes": 0}
         grading["output"] = {"path": output["path"], "size": output.get("size"), "error": error, **view}
     report = report_artifact(artifacts)
     if report:
-        data, error = await _read(fetch, report, MAX_REPORT_BYTES)
+        data, error = await read_artifact(fetch, report, MAX_REPORT_BYTES)
         parsed: dict[str, Any] = {}
         if data is not None:
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from regatta_gateway.web.compare_routes import router as compare_router
 from regatta_gateway.web.protection import BrowserProtection
 from regatta_gateway.web.routes import router
 from regatta_gateway.web.session import STATIC_DIR, CookieBearerMiddleware, NotSignedIn, not_signed_in
@@ -19,6 +20,7 @@ __all__ = ["install", "router"]
 
 def install(app: FastAPI, public_url: str | None = None) -> None:
     app.include_router(router)
+    app.include_router(compare_router)
     app.include_router(settings_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(CookieBearerMiddleware)

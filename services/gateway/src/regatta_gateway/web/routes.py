@@ -23,11 +23,9 @@ from regatta_gateway.errors import NotFound, Refused
 from regatta_gateway.http import errors
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
-from regatta_gateway.queries import compare as compare_queries
 from regatta_gateway.queries.grading import attempt_grading, object_fetcher
 from regatta_gateway.web import (
     benchmark_views,
-    compare_views,
     integrity_views,
     labels,
     leaderboard_views,
@@ -236,30 +234,6 @@ def benchmarks_page(request: Request, scope: ScopeDep) -> Response:
     }
     partial = fragments(request, BENCHMARKS_FRAGMENTS, context)
     return partial or templates.TemplateResponse(request, "benchmarks.html", context)
-
-
-@router.get("/compare")
-def compare_page(
-    request: Request, scope: ScopeDep, a: str = "", b: str = "", verdict: str = "", category: str = ""
-) -> Response:
-    def build() -> Response:
-        page = compare_views.compare_page(request.app.state.store, scope, a, b, verdict, category)
-        return render(request, scope, "compare.html", "benchmarks", **page)
-
-    return guarded(request, scope, build)
-
-
-@router.get("/compare.csv")
-def compare_csv(request: Request, scope: ScopeDep, a: str = "", b: str = "") -> Response:
-    def build() -> Response:
-        page = compare_views.compare_page(request.app.state.store, scope, a, b, "", "")
-        return Response(
-            compare_queries.rows_csv(page),
-            media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": 'attachment; filename="compare.csv"'},
-        )
-
-    return guarded(request, scope, build)
 
 
 @router.get("/benchmarks/runs/{run_key}")

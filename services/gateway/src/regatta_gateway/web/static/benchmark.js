@@ -8,6 +8,22 @@
   const header = document.getElementById("benchmark-header");
   const benchmarkId = header.dataset.benchmarkId;
 
+  // --- compare picks: the rows ticked in the leaderboard and the runs table stay ticked when those
+  // regions are drawn again (a sort, a live update), even when ticked while the new rows were loading;
+  // their forms sit outside the regions -----------------------------------------------------------
+  const ticked = new Set();
+  const pickKey = (box) => `${box.name}=${box.value}`;
+  document.addEventListener("change", (event) => {
+    const box = event.target.closest?.("input.pick");
+    if (box) box.checked ? ticked.add(pickKey(box)) : ticked.delete(pickKey(box));
+  });
+  async function keepingPicks(redraw) {
+    // Boxes the browser ticked again on its own (going back to the page) fire no change event.
+    for (const box of document.querySelectorAll("input.pick:checked")) ticked.add(pickKey(box));
+    await redraw();
+    for (const box of document.querySelectorAll("input.pick")) box.checked = ticked.has(pickKey(box));
+  }
+
   // --- leaderboard sort: ?sort= in the URL, rows re-rendered by the server from the same query ----
   async function showSort(sort, push, section = null) {
     const url = new URL(location.href);
@@ -15,7 +31,7 @@
     if (push) history.pushState({ sort }, "", url);
     const region = document.querySelector('[data-region="leaderboard"]');
     region.setAttribute("aria-busy", "true");
-    await refreshRegions(["leaderboard"], url.pathname + url.search);
+    await keepingPicks(() => refreshRegions(["leaderboard"], url.pathname + url.search));
     region.dataset.sort = sort;
     region.removeAttribute("aria-busy");
     // Focus stays in the section whose header was clicked (every section has the same sort links).
@@ -99,7 +115,7 @@
     },
     async onChange(key) {
       const sync = JSON.parse(key)[0].split(":")[0];
-      await refreshRegions(["header", "leaderboard", "runs"]);
+      await keepingPicks(() => refreshRegions(["header", "leaderboard", "runs"]));
       header.dataset.sync = sync;
     },
     every: () => (busy ? 1000 : 5000),
