@@ -78,7 +78,8 @@ def test_benchmarks_added_by_name_from_the_default_registry_and_the_hub(
 
     assert (latest["sync_status"], latest["version"], latest["task_count"]) == ("ready", "1.0", 3), latest
     assert (old["sync_status"], old["version"], old["task_count"]) == ("ready", "0.9", 1), old
-    assert latest["source_type"] == "registry" and latest["source_ref"] == "tiny-bench"
+    # Added without a version: keyed as following the newest one.
+    assert latest["source_type"] == "registry" and latest["source_ref"] == "tiny-bench@latest"
     assert from_hub["sync_status"] == "ready", from_hub.get("sync_error")
     assert sorted(t["name"] for t in from_hub["tasks"]) == ["acme/hello-file", "acme/rot13"]
 

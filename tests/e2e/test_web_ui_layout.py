@@ -15,6 +15,9 @@ FINE = f"""<main><h1>Runs</h1><p>Two runs, both finished.</p>
 <div class="table-wrap" style="overflow-x: auto"><table style="width: 800px">
 <tr><td>fits a desktop, scrolls on a phone</td></tr></table></div>
 <p style="max-width: 10rem; overflow: hidden; text-overflow: ellipsis; white-space: nowrap">{ELLIPSIS}</p>
+<p style="width: 8rem">Words wrap between one another as a paragraph does.</p>
+<p style="width: 8rem; overflow-wrap: anywhere">https://example.com/a/very/long/address/of/a/page</p>
+<p style="width: 12rem; overflow-wrap: anywhere">Datasets of /tmp/pytest-of-root/a/registry.json</p>
 <a href="#main" style="position: absolute; left: -999px">Skip to content</a>
 <div id="toast" class="toast" hidden>Saved</div></main>"""
 
@@ -29,6 +32,7 @@ FAULTS = {
     "</dialog>",
     "tables scroll sideways at 1280px": '<div class="table-wrap" style="overflow-x: auto"><table>'
     f'<tr><td style="white-space: nowrap">{WIDE}</td></tr></table></div>',
+    "broken across lines": '<p style="width: 3ch; overflow-wrap: anywhere">Unlimited</p>',
     "not visible": '<p>Shown</p><p hidden>Expected</p><p style="visibility: hidden">Expected</p>',
 }
 

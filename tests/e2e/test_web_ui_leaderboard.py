@@ -188,6 +188,7 @@ def test_runs_of_one_agent_at_thresholds_1_and_0_never_share_a_ranking_group(
         "standard": False,
         "differences": [{"field": "pass_threshold", "label": "pass threshold", "run": 0.0, "standard": 1.0}],
         "reasons": ["pass threshold 0 differs from the benchmark's 1"],
+        "excluded_tasks": [],
         "summary": "Not ranked on the leaderboard: its conditions or task selection differ from the "
         "standard.",
         "agents": [

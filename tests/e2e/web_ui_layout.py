@@ -1,7 +1,8 @@
 """A person's look at a page, in a real browser, at a desktop's size and at a phone's: the expected texts
 are drawn, no two pieces of text are drawn over each other, no text is cut at a side of the screen or of
-its box, no chart label is cut at its chart's edge, and neither the page nor a dialog scrolls sideways.
-Screenshots of both sizes land in test-artifacts/screenshots/ so a person can look at them too.
+its box, no short word is broken across two lines, no chart label is cut at its chart's edge, and neither
+the page nor a dialog scrolls sideways. Screenshots of both sizes land in test-artifacts/screenshots/ so a
+person can look at them too.
 
 What counts as drawn: text whose box is rendered (not hidden, transparent, screen-reader-only or in a
 closed `<details>`), in the part left by every box that clips it. The page itself scrolls down, so text
@@ -134,6 +135,44 @@ LOOK = """
 }
 """
 
+# A word of letters split across two lines ("Unlimite" / "d"): a box too narrow for it, where
+# `overflow-wrap: anywhere` cuts it. What may be cut on purpose is not looked at: code (a monospace font:
+# digests, paths), a single token longer than 20 characters (a URL, a long name), and any token that is not
+# a word of letters (a path, an id).
+BROKEN_WORDS = """
+(selector) => {
+  const root = document.querySelector(selector);
+  if (!root) return [];
+  const found = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node && found.length < 10; node = walker.nextNode()) {
+    const element = node.parentElement;
+    if (!element || !element.checkVisibility({ opacityProperty: true, visibilityProperty: true })) continue;
+    const text = node.textContent.trim();
+    if (!/\\s/.test(text) && text.length > 20) continue;
+    if (/mono/i.test(getComputedStyle(element).fontFamily)) continue;
+    const whole = document.createRange();
+    whole.selectNodeContents(node);
+    const lines = new Set([...whole.getClientRects()].map((rect) => Math.round(rect.top)));
+    if (lines.size < 2) continue; // on one line: nothing is split
+    // A word between spaces, with the punctuation around it: "(evidence)," is a word, "registry.json" in
+    // a path is not (a path, a URL or an id may break anywhere).
+    for (const match of node.textContent.matchAll(/\\S+/g)) {
+      const inner = /^[("'\u201c]*([A-Za-z]{2,20})[)"'\u201d.,:;!?]*$/.exec(match[0]);
+      if (!inner) continue;
+      const start = match.index + match[0].indexOf(inner[1]);
+      const word = document.createRange();
+      word.setStart(node, start);
+      word.setEnd(node, start + inner[1].length);
+      const tops = new Set([...word.getClientRects()].filter((r) => r.width >= 1)
+        .map((rect) => Math.round(rect.top)));
+      if (tops.size > 1) found.push(`"${match[0]}" is broken across lines`);
+    }
+  }
+  return found;
+}
+"""
+
 # True once every expected text is drawn: the page may still be filling in when the check starts.
 _SHOWN = f"""
 ([selector, texts]) => {{
@@ -155,6 +194,8 @@ def _readable_at_this_size(page: Page, name: str, texts: Sequence[str], selector
         page.wait_for_function(_SHOWN, arg=[selector, list(texts)], timeout=wait)
     seen = look(page, selector)
     assert not seen["problems"], f"{name}: " + "; ".join(seen["problems"])
+    broken = page.evaluate(BROKEN_WORDS, selector)
+    assert not broken, f"{name}: " + "; ".join(broken)
     assert seen["texts"], f"{name}: no visible text in {selector}"
     drawn = " ".join(seen["texts"])
     missing = [text for text in texts if text not in drawn]
@@ -175,20 +216,23 @@ def assert_readable(
     selector: str = "body",
     scroll_to: str | None = None,
     wait: float = WAIT,
+    also: Sequence[dict[str, int]] = (),
 ) -> None:
     """At 1280, 1440 and 1600 × 900 and at a phone's 390 × 844: each of `texts` drawn in `selector` and
     everything in it readable (see the module's doc), the page no wider than the screen, and at the
     desktop widths no table scrolling sideways. Screenshots `name`, `name-1440`, `name-1600` and
     `name-phone`, each taken before its check so a failure leaves the picture of what was wrong.
     `scroll_to` is what a person would scroll to first (the smaller screen may show it only then).
-    `wait` (ms, more than 0) bounds how long the texts may take to be drawn.
+    `wait` (ms, more than 0) bounds how long the texts may take to be drawn. `also`: more desktop sizes
+    to check the same way (screenshot `name-<width>`).
     The page is left at the size it had."""
     assert not isinstance(texts, str), "texts is a list of texts"
     # A toast floats over the page for a few seconds by design; a person reads the page once it is gone.
     expect(page.locator(".toast:visible")).to_have_count(0)
     size = page.viewport_size
     try:
-        sizes = [(d, "" if d is DESKTOP else f"-{d['width']}") for d in DESKTOPS] + [(PHONE, "-phone")]
+        desktops = [*DESKTOPS, *also]
+        sizes = [(d, "" if d is DESKTOP else f"-{d['width']}") for d in desktops] + [(PHONE, "-phone")]
         for viewport, suffix in sizes:
             page.set_viewport_size(viewport)
             page.evaluate(_PAINTED)  # the new size laid out and painted (no fixed pause)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from jinja2 import Environment
 from regatta_gateway.web import charts
+from regatta_gateway.web.benchmark_views import source_facts
 from regatta_gateway.web.formatting import FILTERS
 from regatta_gateway.web.integrity_views import integrity_view, visible
 from regatta_gateway.web.session import CookieBearerMiddleware, safe_next
@@ -169,3 +170,19 @@ def test_an_attempts_evidence_reads_with_its_totals_never_below_what_it_names() 
     assert view["changes"][2]["trust"] == "a record in the container, which the agent can write"
     assert integrity_view(None) is None
     assert integrity_view({"checked": False})["checked"] is False  # type: ignore[index]
+
+
+def test_view_source_says_each_field_as_text_never_as_a_python_value() -> None:
+    stored = {
+        "type": "folder",
+        "ref": "/srv/tasks",
+        "version": None,
+        "metadata": {"description": "Small tasks", "tags": ["shell", "files"], "parity": False},
+        "trusted": True,
+    }
+    facts = source_facts(stored)
+    assert not any(re.search(r"\b(True|False|None)\b|[{}\[\]']", text) for text in facts.values()), facts
+    assert "trusted" not in facts and facts["trust"].startswith("trusted")
+    assert facts["metadata"] == "description: Small tasks; tags: shell, files; parity: no"
+    assert "version" not in facts  # unset
+    assert "trust" not in source_facts({**stored, "trusted": False})  # the default says nothing

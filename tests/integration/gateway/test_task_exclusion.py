@@ -90,6 +90,12 @@ def test_an_excluded_task_lets_the_other_tasks_results_rank(gateway: Gateway) ->
         "the later run does not rank"
     )
 
+    before_ranking = gw.ok(gw.v1("GET", f"/runs/{later}"))["leaderboard_qualification"]
+    assert [(a["ranks"], a["reason"]) for a in before_ranking["agents"]] == [
+        (False, "1 errored attempts have no score")
+    ]
+    assert before_ranking["excluded_tasks"] == []
+
     body = {"task": "t1", "reason": REASON}
     excluded = gw.ok(gw.v1("POST", f"/benchmarks/{benchmark_id}/exclusions", json=body), 201)
     assert excluded == {"benchmark_id": benchmark_id, "version": "1.0", **body}
@@ -106,6 +112,14 @@ def test_an_excluded_task_lets_the_other_tasks_results_rank(gateway: Gateway) ->
     for row in after:
         assert row["section"]["excluded_tasks"] == [{"task": "t1", "reason": REASON}]
         assert row["pass_at_k"] and all(p["k"] <= 1 for p in row["pass_at_k"])
+
+    # The later run's page no longer says its agent cannot rank: it names the task it is scored without.
+    ranking = gw.ok(gw.v1("GET", f"/runs/{later}"))["leaderboard_qualification"]
+    assert [(a["ranks"], a["reason"]) for a in ranking["agents"]] == [(True, None)]
+    assert ranking["excluded_tasks"] == [{"task": "t1", "reason": REASON}]
+    run_page = gw.client.get(f"/benchmarks/runs/{later}", cookies={"regatta_token": ADMIN_TOKEN}).text
+    assert "Scored without task" in run_page and REASON in run_page
+    assert "have no score" not in run_page
 
     detail = gw.ok(gw.v1("GET", f"/benchmarks/{benchmark_id}"))["benchmark"]
     assert [(e["task"], e["version"], e["reason"]) for e in detail["excluded_tasks"]] == [

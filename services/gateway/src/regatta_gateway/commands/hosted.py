@@ -17,6 +17,7 @@ from regatta_shared.settings import Settings
 from sqlalchemy import select
 
 from regatta_gateway.admission.default_registry import DefaultRegistry
+from regatta_gateway.benchmark_keys import benchmark_key, key_forms
 from regatta_gateway.commands.benchmark_sources import parse_source
 from regatta_gateway.commands.benchmarks import add_benchmark
 from regatta_gateway.errors import Refused
@@ -62,7 +63,8 @@ def add_hosted_benchmarks(
         scope = Scope(principal, workspace_id, name, "admin")
         for body in declared:
             source = parse_source(body)
-            if (source.type, source.ref) in existing:
+            keys = key_forms(benchmark_key(source.model_dump()))
+            if any((source.type, key) in existing for key in keys):
                 continue
             try:
                 add_benchmark(store, scope, body, policy, hosted=True, default_registry=registry)

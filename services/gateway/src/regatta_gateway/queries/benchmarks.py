@@ -13,6 +13,7 @@ from regatta_shared.rules.conditions import benchmark_standard
 from regatta_shared.runs.status import RUNNING
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
+from regatta_gateway.benchmark_keys import benchmark_key, key_forms
 from regatta_gateway.errors import Invalid, NotFound
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries.leaderboards import leaderboard_rows
@@ -40,7 +41,9 @@ def find_benchmark(store: EventStore, scope: Scope, key: str, field: str | None 
                     t.benchmarks.c.workspace_id == scope.workspace_id,
                     t.benchmarks.c.removed.is_(False),
                     or_(
-                        t.benchmarks.c.id == key, t.benchmarks.c.source_ref == key, t.benchmarks.c.name == key
+                        t.benchmarks.c.id == key,
+                        t.benchmarks.c.source_ref.in_(key_forms(key)),
+                        t.benchmarks.c.name == key,
                     ),
                 )
                 .order_by(t.benchmarks.c.added_at.desc())
@@ -77,7 +80,7 @@ def benchmark_with_source(store: EventStore, scope: Scope, source: dict[str, Any
                 t.benchmarks.c.workspace_id == scope.workspace_id,
                 t.benchmarks.c.removed.is_(False),
                 t.benchmarks.c.source_type == source.get("type"),
-                t.benchmarks.c.source_ref == str(source.get("ref"))[:1000],
+                t.benchmarks.c.source_ref.in_([form[:1000] for form in key_forms(benchmark_key(source))]),
             )
         ).mappings()
         for row in rows:

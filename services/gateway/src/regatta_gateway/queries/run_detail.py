@@ -17,6 +17,7 @@ from regatta_gateway.principals import Scope
 from regatta_gateway.queries.benchmarks import find_run
 from regatta_gateway.queries.cached_reads import LRU
 from regatta_gateway.queries.integrity import no_counts, run_agent_counts
+from regatta_gateway.queries.run_exclusions import Exclusions, run_exclusions
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
 from regatta_gateway.queries.runs import run_summary
 from regatta_gateway.queries.runtoml import run_toml
@@ -95,7 +96,9 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
             # that text held derived keys (benchmark_id, resolved_version, …) then resubmit as is too.
             "toml": run_toml(submission) if submission else "",
         },
-        "leaderboard_qualification": ranking(row["status"], qualification(submission), scores, agents),
+        "leaderboard_qualification": ranking(
+            row["status"], qualification(submission), scores, agents, run_exclusions(store, row, submission)
+        ),
         "agents": agents,
         "progress": {"ingested": int(row["ingested"] or 0), "expected": int(row["expected"] or 0)},
         "totals": totals,
@@ -106,10 +109,15 @@ def run_detail(store: EventStore, scope: Scope, key: str, base_url: str = "") ->
 
 
 def ranking(
-    status: str, qualifies: dict[str, Any], scores: dict[int, dict[str, Any]], agents: list[dict[str, Any]]
+    status: str,
+    qualifies: dict[str, Any],
+    scores: dict[int, dict[str, Any]],
+    agents: list[dict[str, Any]],
+    exclusions: Exclusions | None = None,
 ) -> dict[str, Any]:
     """The run's qualification with, for its status and per agent, whether it ranks and why not: the
-    leaderboard takes a finished run's agents that have every attempt scored (scoring's leaderboard.py)."""
+    leaderboard takes a finished run's agents that have every attempt scored (scoring's leaderboard.py),
+    but for the attempts of tasks excluded from its version (`exclusions`), which it is scored without."""
     if not qualifies["qualifies"]:
         summary = "Not ranked on the leaderboard: its conditions or task selection differ from the standard."
     elif status == FINISHED:
@@ -120,9 +128,14 @@ def ranking(
         summary = "Not ranked: the run failed."
     else:
         summary = "Qualifies: ranks once finished with every attempt scored."
+    excluded = exclusions.tasks if exclusions else {}
     per_agent = []
     for agent in agents:
         score = scores.get(agent["agent_index"])
+        if exclusions:
+            unscored = exclusions.unscored.get(agent["agent_index"], {})
+        else:
+            unscored = {kind: score[kind] for kind in UNSCORED if score and score.get(kind)}
         reason = None
         if not qualifies["qualifies"]:
             reason = "; ".join(qualifies["reasons"])
@@ -130,12 +143,12 @@ def ranking(
             reason = f"the run {status}"
         elif status != FINISHED:
             reason = "the run has not finished"
-        elif score is None or not score.get("complete"):
-            missing = [f"{score[kind]} {kind}" for kind in UNSCORED if score and score.get(kind)]
-            unscored = " and ".join(missing)
-            reason = f"{unscored} attempts have no score" if missing else "not every attempt is scored"
+        elif score is None or unscored or not (score.get("complete") or excluded):
+            missing = " and ".join(f"{count} {kind}" for kind, count in unscored.items())
+            reason = f"{missing} attempts have no score" if missing else "not every attempt is scored"
         per_agent.append({"agent_index": agent["agent_index"], "ranks": reason is None, "reason": reason})
-    return {**qualifies, "summary": summary, "agents": per_agent}
+    excluded_tasks = [{"task": task, "reason": why} for task, why in sorted(excluded.items())]
+    return {**qualifies, "summary": summary, "agents": per_agent, "excluded_tasks": excluded_tasks}
 
 
 def environment_counts(counts: dict[str, Any] | None) -> list[dict[str, Any]]:

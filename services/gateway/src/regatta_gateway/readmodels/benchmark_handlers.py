@@ -20,6 +20,7 @@ from regatta_shared.eventstore import StoredEvent
 from regatta_shared.rules.benchmark_status import PENDING, READY, SYNCING
 from sqlalchemy import Connection, delete, insert, select, update
 
+from regatta_gateway.benchmark_keys import benchmark_key
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.readmodels.handling import Handler, recorded_at, registrar, user_name
 
@@ -42,7 +43,7 @@ def _benchmark_added(conn: Connection, e: StoredEvent, d: dict[str, Any]) -> Non
             # stop this projection (and with it every read-your-writes answer) for good.
             name=str(d["name"])[:300],
             source_type=source["type"],
-            source_ref=str(source["ref"])[:1000],
+            source_ref=benchmark_key(source)[:1000],
             source=source,
             hosted=d.get("hosted", False),
             status=PENDING,

@@ -72,6 +72,9 @@ benchmarks = Table(
     Column("added_by_id", String(200)),
     Column("removed", Boolean, default=False),
 )
+# A benchmark looked up by its key in a workspace (queries.benchmarks.find_benchmark). Added with the
+# `name@latest` keys (benchmark_keys.py): the new schema rebuilds the table, so every key is written alike.
+Index("ix_rm_benchmarks_key", benchmarks.c.workspace_id, benchmarks.c.source_ref)
 benchmark_tasks = Table(
     "rm_benchmark_tasks",
     metadata,

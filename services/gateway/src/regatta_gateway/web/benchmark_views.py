@@ -40,7 +40,34 @@ def benchmark_source(store: EventStore, scope: Scope, key: str) -> dict[str, Any
     source = dict(row.get("source") or {})
     source.setdefault("type", row["source_type"])
     source.setdefault("ref", row["source_ref"])
-    return {k: v for k, v in source.items() if v not in (None, "", [], {})}
+    return source_facts(source)
+
+
+# The stored flag (`trusted: true`) said as the page says it.
+TRUSTED = "trusted: added by a platform administrator or the deployment (its host paths may lie anywhere)"
+
+
+def source_facts(source: dict[str, Any]) -> dict[str, str]:
+    """A stored source as "View source" lists it: each set field as text a person reads (a flag as a
+    word, metadata as `key: value` pairs), never a Python value's repr; unset fields left out."""
+    facts: dict[str, str] = {}
+    for key, value in source.items():
+        if key == "trusted":
+            if value is True:
+                facts["trust"] = TRUSTED
+        elif value not in (None, "", [], {}):
+            facts[key] = _text(value)
+    return facts
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_text(v)}" for k, v in value.items() if v not in (None, "", [], {}))
+    return str(value)
 
 
 def may_remove(store: EventStore, scope: Scope, key: str) -> bool:

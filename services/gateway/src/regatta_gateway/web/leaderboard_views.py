@@ -15,6 +15,7 @@ from sqlalchemy import select
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries import leaderboards as leaderboard_queries
 from regatta_gateway.queries.run_detail import ranking
+from regatta_gateway.queries.run_exclusions import run_exclusions
 from regatta_gateway.queries.run_rows import detail_columns, run_submissions
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.web.formatting import NONE
@@ -90,8 +91,13 @@ def not_ranked(
         submission = submissions.get(run["id"]) or {}
         agents = submission.get("agents") or []
         scores = {s["agent_index"]: s for s in (run["scores"] or [])}
+        run["benchmark_id"] = benchmark_id
         reasons = ranking(
-            run["status"], qualification(submission), scores, [{"agent_index": a["index"]} for a in agents]
+            run["status"],
+            qualification(submission),
+            scores,
+            [{"agent_index": a["index"]} for a in agents],
+            run_exclusions(store, run, submission),
         )
         for agent, why in zip(agents, reasons["agents"], strict=True):
             try:

@@ -380,11 +380,12 @@
     let total = "Counting attempts…";
     let perTask = "…";
     if (count) {
-      tasks = count.tasks ? `${plural(count.tasks, "task")} (${chosen.text})` : `none: ${chosen.text}`;
+      tasks = count.tasks ? `${plural(count.tasks, "task")} (${chosen.text})` : `no task (${chosen.text})`;
       perTask = `${plural(count.attempts_per_task, "attempt")} per task`;
       total = `${plural(count.tasks, "task")} × ${plural(count.agents, "agent")} × ${plural(count.attempts_per_task, "attempt")} = ${plural(count.expected_attempts, "attempt")}`;
     } else if (counted) {
-      tasks = `none: ${chosen.text}`;
+      // Not counted (the issue is said below): what was selected, never "none" for a valid selection.
+      tasks = `${chosen.text} (not counted: a setting has an issue)`;
       total = `No attempts: ${counted.refused}`;
     }
     const parts = [

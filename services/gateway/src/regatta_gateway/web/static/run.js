@@ -430,9 +430,21 @@
     olderButton.hidden = !logs.cursor;
   }
 
-  async function loadNewestLogs() {
+  // The tab reads "from submission to cleanup, oldest first": its first load walks back to the run's
+  // beginning, so the submission is the first row without "Load older", for up to FIRST_PAGES pages of the
+  // API's largest page; an even longer run's beginning is behind "Load older".
+  const FIRST_PAGES = 5;
+  let logsLoading = null;
+  function loadNewestLogs() {
+    // One load at a time: two at once would both add the entries neither had seen.
+    logsLoading ??= fetchNewestLogs().finally(() => { logsLoading = null; });
+    return logsLoading;
+  }
+  async function fetchNewestLogs() {
     // Newest page; if it does not overlap what we have, walk older pages (bounded) to close the gap.
-    let page = await api(`${runPath}/logs?limit=50`);
+    const first = !logs.loaded;
+    const limit = first ? 200 : 50;
+    let page = await api(`${runPath}/logs?limit=${limit}`);
     if (!page.ok) return;
     const fresh = [];
     let cursor = page.data.next_cursor;
@@ -440,13 +452,13 @@
     for (let guard = 0; guard < 20; guard += 1) {
       const unseen = batch.filter((entry) => !logs.keys.has(logKey(entry)));
       fresh.unshift(...unseen);
-      if (!logs.loaded || unseen.length < batch.length || !cursor) break;
-      page = await api(`${runPath}/logs?limit=50&cursor=${encodeURIComponent(cursor)}`);
+      if (!cursor || (first ? guard + 1 >= FIRST_PAGES : unseen.length < batch.length)) break;
+      page = await api(`${runPath}/logs?limit=${limit}&cursor=${encodeURIComponent(cursor)}`);
       if (!page.ok) break;
       cursor = page.data.next_cursor;
       batch = page.data.logs || [];
     }
-    if (!logs.loaded) { logs.cursor = page.data.next_cursor; logs.loaded = true; }
+    if (!logs.loaded) { logs.cursor = cursor; logs.loaded = true; }
     for (const entry of fresh) logs.keys.add(logKey(entry));
     logs.entries.push(...fresh);
     renderLogs();
