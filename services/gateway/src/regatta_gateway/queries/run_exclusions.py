@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
-from regatta_shared.outcomes import UNSCORED
+from regatta_shared.rules.outcomes import UNSCORED
 from sqlalchemy import func, select
 
 from regatta_gateway.readmodels import tables as t
