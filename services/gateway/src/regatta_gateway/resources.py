@@ -1,9 +1,10 @@
-"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact object store."""
+"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact and task object
+stores."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
-from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES
+from regatta_shared.bus import ARTIFACTS_BUCKET, HEADERS_BYTES, TASKS_BUCKET
 from regatta_shared.runtime import Service
 
 from regatta_gateway.secrets.keys import load_keys
@@ -11,7 +12,7 @@ from regatta_gateway.secrets.store import SecretVault
 
 
 async def open_resources(app: FastAPI, service: Service) -> None:
-    """Attach keys, vault, the NATS connection and the artifact store to `app.state`."""
+    """Attach keys, vault, the NATS connection and the artifact and task stores to `app.state`."""
     store, nc = service.store, service.nc
     keys = load_keys(service.settings)
     vault = SecretVault(store, keys.secrets_at_rest, keys.sealing)
@@ -23,3 +24,5 @@ async def open_resources(app: FastAPI, service: Service) -> None:
     app.state.nc = nc
     app.state.vault = vault
     app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
+    # Task archives by digest (registry-sync writes them): the task browser reads their files.
+    app.state.tasks = await nc.jetstream().object_store(TASKS_BUCKET)

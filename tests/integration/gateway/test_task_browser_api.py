@@ -1,0 +1,218 @@
+"""Issue 38, the task browser's API: `GET /api/v1/benchmarks/{key}/tasks` (search, paging, resources,
+validity) and `GET /api/v1/benchmarks/{key}/tasks/{name}` (metadata, the files of the task's archive read
+as hostile input: bounded, no path out of the archive, binary named as such; solutions hidden from
+members when the benchmark says so; results by agent).
+
+The sync is seeded as registry-sync records it, the archives put in the real task object store by digest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+import nats
+from regatta_shared.bus import TASKS_BUCKET
+from regatta_shared.envelope import new_event
+from regatta_shared.events import (
+    BenchmarkMetadata,
+    BenchmarkSyncCompleted,
+    BenchmarkSyncStarted,
+    BenchmarkTasksSynced,
+    InvalidTask,
+    TaskInfo,
+    TaskResources,
+)
+from regatta_shared.ids import benchmark_stream
+
+from tests.support.task_archives import SOLUTION, archive, task_files
+
+from .conftest import Gateway, demo_config
+
+EXTRA = [f"extra-{i}" for i in range(5)]
+
+
+def _put(nats_url: str, data: bytes) -> str:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+
+    async def put() -> None:
+        nc = await nats.connect(nats_url)
+        try:
+            await (await nc.jetstream().object_store(TASKS_BUCKET)).put(digest, data)
+        finally:
+            await nc.close()
+
+    asyncio.run(put())
+    return digest
+
+
+def seed(gw: Gateway, name: str, metadata: BenchmarkMetadata | None = None) -> str:
+    body = {"source_type": "folder", "path": f"/srv/benchmarks/{name}", "name": name}
+    benchmark_id = gw.ok(gw.v1("POST", "/benchmarks", json=body), 201)["id"]
+    files = task_files()
+    traversal = archive({"instruction.md": b"hi", "../../etc/escape.txt": b"out"})
+    infos = [
+        TaskInfo(
+            name="parser-fix",
+            category="parsing",
+            difficulty="hard",
+            digest=_put(gw.nats_url, archive(files)),
+            resources=TaskResources(cpus=2, memory_mb=3072, storage_mb=4096, verifier_timeout_sec=60),
+        ),
+        TaskInfo(name="traversal", category="io", digest=_put(gw.nats_url, traversal)),
+        TaskInfo(name="gone", category="io", digest="sha256:" + "0" * 64),
+        *(TaskInfo(name=n, category="misc", digest=_put(gw.nats_url, archive(files))) for n in EXTRA),
+    ]
+    sync_id = f"sync_{benchmark_id}"
+    events = [
+        BenchmarkSyncStarted(benchmark_id=benchmark_id, sync_id=sync_id, total=len(infos) + 1),
+        BenchmarkTasksSynced(
+            benchmark_id=benchmark_id,
+            sync_id=sync_id,
+            page=1,
+            tasks=infos,
+            invalid=[InvalidTask(name="broken", reason="task 'broken': task.toml is missing")],
+        ),
+        BenchmarkSyncCompleted(
+            benchmark_id=benchmark_id,
+            sync_id=sync_id,
+            version="1.0",
+            digest="sha256:" + "1" * 64,
+            task_count=len(infos),
+            metadata=metadata or BenchmarkMetadata(),
+        ),
+    ]
+    gw.store.append(benchmark_stream(benchmark_id), [new_event(e, actor="registry-sync") for e in events])
+    gw.settle()
+    return benchmark_id
+
+
+def tasks(gw: Gateway, key: str, **params: Any) -> dict[str, Any]:
+    return gw.ok(gw.v1("GET", f"/benchmarks/{key}/tasks", params=params))
+
+
+def test_the_task_list_searches_pages_and_shows_resources_and_validity(gateway: Gateway) -> None:
+    gw = gateway
+    benchmark_id = seed(gw, "browse")
+    gw.ok(
+        gw.v1("POST", f"/benchmarks/{benchmark_id}/exclusions", json={"task": "gone", "reason": "no image"}),
+        201,
+    )
+    gw.settle()
+
+    body = tasks(gw, "browse")
+    names = [x["name"] for x in body["tasks"]]
+    assert sorted(names) == sorted(["parser-fix", "traversal", "gone", "broken", *EXTRA])
+    assert (body["total_count"], body["has_more"], body["version"]) == (9, False, "1.0")
+    by_name = {x["name"]: x for x in body["tasks"]}
+    fix = by_name["parser-fix"]
+    assert (fix["category"], fix["difficulty"], fix["validity"], fix["validity_reason"]) == (
+        "parsing",
+        "hard",
+        "valid",
+        None,
+    )
+    assert fix["resources"]["cpus"] == 2 and fix["resources"]["memory_mb"] == 3072
+    assert fix["resources"]["storage_mb"] == 4096
+    assert (by_name["gone"]["validity"], by_name["gone"]["validity_reason"]) == ("excluded", "no image")
+    assert by_name["broken"]["validity"] == "invalid"
+    assert "task.toml is missing" in by_name["broken"]["validity_reason"]
+
+    # Search matches the name or the category, in any case; `_` and `%` are literal.
+    assert [x["name"] for x in tasks(gw, "browse", search="PARSER")["tasks"]] == ["parser-fix"]
+    assert sorted(x["name"] for x in tasks(gw, "browse", search="io")["tasks"]) == ["gone", "traversal"]
+    assert tasks(gw, "browse", search="%")["total_count"] == 0
+    assert tasks(gw, "browse", search="extra_")["total_count"] == 0
+
+    # Paged: the same order, four at a time.
+    first = tasks(gw, "browse", search="extra", limit=3)
+    second = tasks(gw, "browse", search="extra", limit=3, offset=3)
+    assert (first["total_count"], first["has_more"], first["next_offset"], second["has_more"]) == (
+        5,
+        True,
+        3,
+        False,
+    )
+    assert [x["name"] for x in first["tasks"] + second["tasks"]] == EXTRA
+
+    bad = gw.v1("GET", "/benchmarks/browse/tasks", params={"search": "a\x00b"})
+    assert bad.status_code == 400 and bad.json()["field"] == "search"
+    assert gw.v1("GET", "/benchmarks/nope/tasks").status_code == 404
+
+
+def test_a_task_shows_its_files_bounded_and_its_results_by_agent(gateway: Gateway) -> None:
+    gw = gateway
+    seed(gw, "browse")
+    run_id = gw.submit(demo_config("browse"))["id"]
+    gw.progress(run_id)  # oracle passes every task, nop fails
+
+    body = gw.ok(gw.v1("GET", "/benchmarks/browse/tasks/parser-fix"))
+    assert body["task"]["name"] == "parser-fix" and body["task"]["validity"] == "valid"
+    assert body["files_error"] is None and body["solutions_hidden"] is False
+    files = {f["path"]: f for f in body["files"]}
+    sent = task_files()
+    assert sorted(files) == sorted(sent)
+    # The instruction as written (rendering and sanitising is the page's): the API returns text.
+    assert body["instruction"] == sent["instruction.md"].decode()
+    assert files["instruction.md"]["section"] == "instruction" and files["task.toml"]["section"] == "config"
+    assert files["environment/Dockerfile"]["section"] == "environment"
+    assert files["tests/test.sh"]["section"] == "tests"
+    assert files["solution/solve.sh"]["content"] == SOLUTION
+    # Binary: named with its size, no content.
+    binary = files["environment/data.bin"]
+    assert (binary["kind"], binary["size"], binary["content"]) == ("binary", 1024, None)
+    # Past 256 KiB: cut there, marked, its full size given.
+    big = files["environment/big.txt"]
+    assert big["truncated"] is True and big["size"] == len(sent["environment/big.txt"])
+    assert len(big["content"].encode()) == 256 * 1024
+    assert sent["environment/big.txt"].decode().startswith(big["content"])
+
+    results = {r["agent"]: r for r in body["results_by_agent"]}
+    assert sorted(results) == ["nop", "oracle"]
+    assert (
+        results["oracle"]["attempts"],
+        results["oracle"]["pass_rate"],
+        results["oracle"]["mean_reward"],
+    ) == (
+        1,
+        1.0,
+        1.0,
+    )
+    assert (results["nop"]["passed"], results["nop"]["pass_rate"], results["nop"]["mean_reward"]) == (
+        0,
+        0.0,
+        0.0,
+    )
+    assert results["nop"]["participant"] == "nop|" and results["oracle"]["last_run_at"]
+
+    # An archive naming a path out of the task shows no file, and says why; so does a missing archive.
+    escaped = gw.ok(gw.v1("GET", "/benchmarks/browse/tasks/traversal"))
+    assert escaped["files"] == [] and "escape.txt" in escaped["files_error"]
+    gone = gw.ok(gw.v1("GET", "/benchmarks/browse/tasks/gone"))
+    assert gone["files"] == [] and "not in the task store" in gone["files_error"]
+
+    # An unknown task is a 404 naming it; a bad name a 400.
+    unknown = gw.v1("GET", "/benchmarks/browse/tasks/no-such-task")
+    assert unknown.status_code == 404 and "no-such-task" in unknown.json()["message"]
+    assert unknown.json()["field"] == "name"
+    control = gw.v1("GET", "/benchmarks/browse/tasks/a%1bb")
+    # (a control character in a path is refused before any route, naming the path)
+    assert control.status_code == 400 and control.json()["field"] == "path"
+    assert gw.v1("GET", "/benchmarks/browse/tasks/" + "x" * 600).status_code == 400
+
+
+def test_a_benchmark_that_hides_solutions_hides_them_from_members(gateway: Gateway) -> None:
+    gw = gateway
+    seed(gw, "sealed", BenchmarkMetadata(show_solutions=False))
+    member = gw.member("default", "reader@example.com")
+
+    seen = gw.ok(gw.v1("GET", "/benchmarks/sealed/tasks/parser-fix", token=member))
+    assert seen["solutions_hidden"] is True
+    assert not [f for f in seen["files"] if f["path"].startswith("solution/")]
+    assert "the-secret-solution" not in str(seen)
+    assert any(f["path"] == "tests/test.sh" for f in seen["files"])
+    # An admin of the workspace still sees it.
+    admin = gw.ok(gw.v1("GET", "/benchmarks/sealed/tasks/parser-fix"))
+    assert admin["solutions_hidden"] is False
+    assert any(f["content"] == SOLUTION for f in admin["files"])
