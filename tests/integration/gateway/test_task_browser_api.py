@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from html.parser import HTMLParser
 from typing import Any
 
 import nats
@@ -28,7 +29,7 @@ from regatta_shared.ids import benchmark_stream
 
 from tests.support.task_archives import SOLUTION, archive, task_files
 
-from .conftest import Gateway, demo_config
+from .conftest import ADMIN_TOKEN, Gateway, demo_config
 
 EXTRA = [f"extra-{i}" for i in range(5)]
 
@@ -216,3 +217,59 @@ def test_a_benchmark_that_hides_solutions_hides_them_from_members(gateway: Gatew
     admin = gw.ok(gw.v1("GET", "/benchmarks/sealed/tasks/parser-fix"))
     assert admin["solutions_hidden"] is False
     assert any(f["content"] == SOLUTION for f in admin["files"])
+
+
+def _tags(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Every element of `html` with its attributes, as a browser's parser reads them."""
+    found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found.append((tag, attrs))
+
+    Collect().feed(html)
+    return found
+
+
+def _page(gw: Gateway, path: str, token: str = ADMIN_TOKEN, **params: Any) -> Any:
+    gw.client.cookies.clear()
+    return gw.client.get(path, params=params, cookies={"regatta_token": token}, follow_redirects=False)
+
+
+def test_the_pages_list_tasks_and_render_a_task_sanitised(gateway: Gateway) -> None:
+    gw = gateway
+    benchmark_id = seed(gw, "sealed", BenchmarkMetadata(show_solutions=False))
+    member = gw.member("default", "reader@example.com")
+
+    listed = _page(gw, f"/benchmarks/{benchmark_id}", task_search="extra", task_page="2")
+    assert listed.status_code == 200, listed.text
+    # Five matches, fifty a page: page 2 is empty, and says the search matched nothing there.
+    assert 'data-testid="task-table"' in listed.text and "<tr data-task=" not in listed.text
+    first = _page(gw, f"/benchmarks/{benchmark_id}", task_search="extra")
+    assert first.text.count("<tr data-task=") == 5 and "Tasks (5)" in first.text
+
+    shown = _page(gw, f"/benchmarks/{benchmark_id}/task", token=member, name="parser-fix")
+    assert shown.status_code == 200, shown.text
+    html = shown.text
+    instruction = html.split('data-testid="instruction">')[1].split("</div>")[0]
+    assert "<h1>Fix the parser</h1>" in instruction and "<strong>empty</strong>" in instruction
+    assert '<a href="https://example.com/docs"' in instruction
+    tags = _tags(instruction)
+    assert {name for name, _ in tags} <= {"h1", "p", "strong", "code", "a"}, tags
+    assert all(not key.startswith("on") for _, attrs in tags for key, _ in attrs), tags
+    assert [value for name, attrs in tags if name == "a" for key, value in attrs if key == "href"] == [
+        "https://example.com/docs"
+    ]
+    assert "&lt;script&gt;" in instruction  # shown as the text it is
+    # Files escaped as text; the solution hidden from a member; the binary and the cut file named.
+    assert "FROM regatta-test-base:bookworm" in html and 'data-path="tests/test.sh"' in html
+    assert 'data-testid="solution-hidden"' in html and "the-secret-solution" not in html
+    assert "binary, 1024 bytes" in html and 'data-testid="truncated"' in html
+    assert 'data-testid="results-by-agent"' in html
+    # An admin sees the solution.
+    admin = _page(gw, f"/benchmarks/{benchmark_id}/task", name="parser-fix")
+    assert "the-secret-solution" in admin.text and 'data-testid="solution-hidden"' not in admin.text
+    # The traversal archive: no file, the reason shown.
+    escaped = _page(gw, f"/benchmarks/{benchmark_id}/task", name="traversal")
+    assert escaped.status_code == 200 and 'data-testid="files-error"' in escaped.text
+    assert _page(gw, f"/benchmarks/{benchmark_id}/task", name="no-such-task").status_code == 404
