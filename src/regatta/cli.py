@@ -16,6 +16,7 @@ from .cli_admin import admin
 from .cli_benchmark import benchmark
 from .cli_common import console, show_failure, usage_failure, wants_json
 from .cli_run import run
+from .cli_task import task
 from .cli_workspace import workspace
 from .client import DEFAULT_URL, Failure, forget_stack, register_stack, select_workspace
 from .services import NAMES as SERVICE_NAMES
@@ -26,6 +27,7 @@ app = typer.Typer(
 projections = typer.Typer(no_args_is_help=True)
 app.add_typer(benchmark, name="benchmark", help="Add, list, sync and remove benchmarks")
 app.add_typer(run, name="run", help="Submit, follow and stop benchmark runs")
+app.add_typer(task, name="task", help="Try a task folder of your own as a scratch benchmark")
 app.add_typer(projections, name="projections", help="Maintain read models")
 app.add_typer(secret, name="secret", help="Secret records (values are never shown)")
 app.add_typer(token, name="token", help="API tokens")

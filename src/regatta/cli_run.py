@@ -51,7 +51,7 @@ def run_submit(
     if not wait:
         return print_json(created) if as_json else console.print(f"Run submitted: {created['name']}")
     console.print(f"Run submitted: [bold]{created['name']}[/bold]")
-    detail = _follow(client, created["id"])
+    detail = follow(client, created["id"])
     if as_json:
         return print_json(detail)
     _results_table(detail)
@@ -59,7 +59,12 @@ def run_submit(
         raise typer.Exit(1)
 
 
-def _follow(client: Client, run_id: str) -> dict[str, Any]:
+def follow(client: Client, run_id: str, quiet: bool = False) -> dict[str, Any]:
+    """Poll the run until it ends (a progress bar unless `quiet`); its detail at the end."""
+    if quiet:
+        while (detail := client.get(f"/runs/{run_id}"))["benchmark_run"]["status"] not in TERMINAL:
+            time.sleep(0.5)
+        return detail
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -167,7 +172,7 @@ def _attempt_path(key: str, attempt_id: str) -> str:
     return f"/runs/{quote(key, safe='')}/attempts/{quote(attempt_id, safe='')}"
 
 
-def _all_attempts(client: Client, key: str, **filters: Any) -> list[dict[str, Any]]:
+def all_attempts(client: Client, key: str, **filters: Any) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     offset: int | None = 0
     while offset is not None:
@@ -192,7 +197,7 @@ def run_attempts(
     as_json: JsonOpt = False,
 ) -> None:
     """A run's attempts with their outcome, reward and labels (notes after a colon)."""
-    attempts = _all_attempts(Client(), key, label=label, task=task)
+    attempts = all_attempts(Client(), key, label=label, task=task)
     if as_json:
         return print_json({"attempts": attempts})
     table = folding_table("Attempt", "Task", "Agent", "#", "Outcome", "Reward", "Labels")
@@ -238,7 +243,7 @@ def run_unlabel(
 ) -> None:
     """Take a label off an attempt."""
     client = Client()
-    found = next((a for a in _all_attempts(client, key) if a["attempt_id"] == attempt), None)
+    found = next((a for a in all_attempts(client, key) if a["attempt_id"] == attempt), None)
     if found is None:
         raise Failure(f"run {key} has no attempt {attempt}", code="NOT_FOUND", field="ATTEMPT")
     wanted = normal_label(label)

@@ -30,8 +30,10 @@ from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     CANCELLED_RUNS_BUCKET,
     CLAIM_SUBJECT_PREFIX,
+    EXECUTOR_HOSTS_BUCKET,
     EXECUTOR_INBOX_PREFIX,
     EXECUTORS_DURABLE,
+    JOB_HANDBACKS_BUCKET,
     JOBS_STREAM,
     REPORT_SUBJECT,
     TASKS_BUCKET,
@@ -50,6 +52,8 @@ CONFIG_FILE = "nats.conf"
 _TASKS = f"OBJ_{TASKS_BUCKET}"
 _ARTIFACTS = f"OBJ_{ARTIFACTS_BUCKET}"
 _CANCELLED = f"KV_{CANCELLED_RUNS_BUCKET}"
+_HOSTS = f"KV_{EXECUTOR_HOSTS_BUCKET}"
+_HANDBACKS = f"KV_{JOB_HANDBACKS_BUCKET}"
 
 # What an executor does on the bus, and nothing else (regatta_executor.worker, artifacts, task_cache).
 EXECUTOR_PERMISSIONS: dict[str, Any] = {
@@ -84,6 +88,17 @@ EXECUTOR_PERMISSIONS: dict[str, Any] = {
             f"$JS.API.STREAM.INFO.{_CANCELLED}",
             f"$JS.API.STREAM.MSG.GET.{_CANCELLED}",
             f"$JS.API.DIRECT.GET.{_CANCELLED}.>",
+            # Executor hosts' announcements (regatta_executor.hosts): its own written and withdrawn,
+            # every one read (the bucket's subjects listed, each key's last value fetched).
+            f"$JS.API.STREAM.INFO.{_HOSTS}",
+            f"$JS.API.STREAM.MSG.GET.{_HOSTS}",
+            f"$JS.API.DIRECT.GET.{_HOSTS}.>",
+            f"$KV.{EXECUTOR_HOSTS_BUCKET}.>",
+            # How often each job was handed back for want of capacity: read and counted up.
+            f"$JS.API.STREAM.INFO.{_HANDBACKS}",
+            f"$JS.API.STREAM.MSG.GET.{_HANDBACKS}",
+            f"$JS.API.DIRECT.GET.{_HANDBACKS}.>",
+            f"$KV.{JOB_HANDBACKS_BUCKET}.>",
         ]
     },
     "subscribe": {

@@ -209,12 +209,15 @@ class Stack:
             self.stop()
             raise
 
-    def start_service(self, service: str, key: str | None = None) -> ServiceProcess:
+    def start_service(
+        self, service: str, key: str | None = None, env: dict[str, str] | None = None
+    ) -> ServiceProcess:
+        """`env`: settings of this process only (an executor host declared smaller than the others)."""
         key = key or service
         log = self.logs / f"{key}.log"
         self.log_offsets[key] = log.stat().st_size if log.exists() else 0
         base = self.env()
-        env = {**base, "NATS_URL": self.service_nats_url(service)}
+        env = {**base, **(env or {}), "NATS_URL": self.service_nats_url(service)}
         if BY_NAME[service].health_port:
             self.health_ports.setdefault(key, nats_server.free_port())
             env["REGATTA_HEALTH_PORT"] = str(self.health_ports[key])

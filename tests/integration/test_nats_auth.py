@@ -15,7 +15,7 @@ import nats.errors
 import pytest
 import yaml
 from nats.aio.client import Client as NATS
-from nats.js.errors import NotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 from regatta_shared.bus import (
     CANCEL_SUBJECT_PREFIX,
     EVENTS_STREAM,
@@ -176,3 +176,63 @@ async def test_an_executor_does_its_work_but_cannot_read_events_or_speak_for_the
     assert info.state.messages == 1, "only the admin's event is in EVENTS"
     with pytest.raises(NotFoundError):
         await admin_js.consumer_info(EVENTS_STREAM, "spy")
+
+
+async def test_an_executor_announces_its_host_and_counts_hand_backs_with_its_own_permissions(
+    server: nats_server.NatsServer, admin: NATS
+) -> None:
+    """What hosts.py does on the bus (announce, list the live hosts, count a hand-back, withdraw) is
+    within the executor's NATS user; the bucket of stopped runs stays read-only to it."""
+    from regatta_executor.capacity import HostCapacity
+    from regatta_executor.hosts import Hosts, live_hosts
+    from regatta_run_scheduler.scheduler import build_job
+    from regatta_shared.bus import CANCELLED_RUNS_BUCKET, EXECUTOR_HOSTS_BUCKET
+    from regatta_shared.events import AttemptScheduled
+    from regatta_shared.ids import attempt_id
+
+    from tests.support.runs import submission
+
+    errors = Errors()
+    nc = await connect_executor(server, errors)
+    here = HostCapacity(
+        executor_id="host-a-12",
+        host="host-a",
+        environment="local",
+        slots=1,
+        cpus=2,
+        memory_mb=4096,
+        storage_mb=9,
+    )
+    hosts = Hosts(nc.jetstream(), here, wait_limit_sec=60)
+    stop = asyncio.Event()
+    try:
+        await hosts.open()
+        announcing = asyncio.create_task(hosts.announce(stop))
+        deadline = asyncio.get_running_loop().time() + 10
+        while [h.executor_id for h in await live_hosts(nc.jetstream(), hosts.hosts)] != ["host-a-12"]:
+            assert asyncio.get_running_loop().time() < deadline, errors.seen
+            await asyncio.sleep(0.05)
+
+        scheduled = AttemptScheduled(
+            run_id="run-1",
+            attempt_id=attempt_id("run-1", 0, "t0", 0),
+            agent_index=0,
+            task="t0",
+            attempt_index=0,
+        )
+        job = build_job(submission("run-1", tasks=1, agents=1, attempts=1), scheduled)
+        assert await hosts.handed_back(job) == 0
+        await asyncio.gather(*(hosts.count_hand_back(job) for _ in range(3)))
+        assert await hosts.handed_back(job) == 3, "concurrent hand-backs each count"
+
+        stop.set()
+        await announcing
+        assert await live_hosts(nc.jetstream(), hosts.hosts) == [], "withdrawn at its stop"
+        admin_hosts = await admin.jetstream().key_value(EXECUTOR_HOSTS_BUCKET)
+        with pytest.raises(KeyNotFoundError):  # a delete marker, as the platform sees the bucket
+            await admin_hosts.get(hosts.key)
+
+        await nc.publish(f"$KV.{CANCELLED_RUNS_BUCKET}.run-1", b"forged")
+        await errors.until(f'permissions violation for publish to "$kv.{CANCELLED_RUNS_BUCKET}.run-1"')
+    finally:
+        await nc.close()

@@ -47,6 +47,14 @@ EXECUTOR_INBOX_PREFIX = "_INBOX.executor"
 TASKS_BUCKET = "regatta-tasks"
 ARTIFACTS_BUCKET = "regatta-artifacts"
 CANCELLED_RUNS_BUCKET = "regatta-cancelled-runs"
+# What each live executor host offers (regatta_executor.hosts): a key per executor, refreshed every
+# few seconds and gone this long after its executor stopped refreshing it (killed) or withdrew it.
+EXECUTOR_HOSTS_BUCKET = "regatta-executor-hosts"
+EXECUTOR_HOSTS_TTL_SECONDS = 20.0
+# How often each job was handed back by a host too small for it: those deliveries are no failures
+# (REGATTA_EXECUTOR_MAX_DELIVERIES counts the others). Kept as long as a job may wait.
+JOB_HANDBACKS_BUCKET = "regatta-job-handbacks"
+JOB_HANDBACKS_TTL_SECONDS = 7 * 24 * 3600.0
 
 DUPLICATE_WINDOW_SECONDS = 600.0
 # Room kept for what a publish adds to a message's body: the Nats-Msg-Id header and the protocol line
@@ -137,12 +145,18 @@ async def _ensure_streams(js: JetStreamContext, replicas: int) -> None:
             await js.create_object_store(
                 bucket, ObjectStoreConfig(storage=StorageType.FILE, replicas=replicas)
             )
-    try:
-        await js.key_value(CANCELLED_RUNS_BUCKET)
-    except (BucketNotFoundError, NotFoundError):
-        await js.create_key_value(
-            KeyValueConfig(bucket=CANCELLED_RUNS_BUCKET, storage=StorageType.FILE, replicas=replicas)
-        )
+    buckets = (
+        (CANCELLED_RUNS_BUCKET, StorageType.FILE, 0.0),
+        (EXECUTOR_HOSTS_BUCKET, StorageType.MEMORY, EXECUTOR_HOSTS_TTL_SECONDS),
+        (JOB_HANDBACKS_BUCKET, StorageType.FILE, JOB_HANDBACKS_TTL_SECONDS),
+    )
+    for bucket, storage, ttl in buckets:
+        try:
+            await js.key_value(bucket)
+        except (BucketNotFoundError, NotFoundError):
+            await js.create_key_value(
+                KeyValueConfig(bucket=bucket, storage=storage, replicas=replicas, ttl=ttl or None)
+            )
 
 
 async def await_streams(js: JetStreamContext) -> None:
@@ -154,7 +168,8 @@ async def await_streams(js: JetStreamContext) -> None:
             await js.stream_info(JOBS_STREAM)
             for bucket in (TASKS_BUCKET, ARTIFACTS_BUCKET):
                 await js.object_store(bucket)
-            await js.key_value(CANCELLED_RUNS_BUCKET)
+            for kv in (CANCELLED_RUNS_BUCKET, EXECUTOR_HOSTS_BUCKET, JOB_HANDBACKS_BUCKET):
+                await js.key_value(kv)
             return
         except (*_UNAVAILABLE, BucketNotFoundError, NotFoundError) as error:
             log.info("waiting for the streams (%r); retrying in %.1f s", error, delay)

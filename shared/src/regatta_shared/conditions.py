@@ -117,6 +117,9 @@ def ranked_task_set(submission: dict[str, Any]) -> str | None:
     return _LEGACY_RANKED_SET
 
 
+SCRATCH_REASON = "a run of a scratch benchmark (uploaded tasks, `regatta task try`) never ranks"
+
+
 def selection_reason(selection: dict[str, Any], recommended: str | None) -> str | None:
     """Why a run's task selection keeps it off the leaderboard (statistics.md §6), or None."""
     if selection.get("task_names") or selection.get("categories"):
@@ -142,6 +145,8 @@ def qualification(submission: dict[str, Any]) -> dict[str, Any]:
     selection = selection_reason(submission.get("selection") or {}, ranked_task_set(submission))
     if selection:
         reasons.append(selection)
+    if submission.get("scratch"):
+        reasons.append(SCRATCH_REASON)
     return {
         "qualifies": not reasons,
         "conditions": used.model_dump(),

@@ -32,6 +32,15 @@ class Settings(BaseSettings):
     executor_environment: str = Field("auto", alias="REGATTA_EXECUTOR_ENVIRONMENT")
     executor_environment_kwargs: str = Field("{}", alias="REGATTA_EXECUTOR_ENVIRONMENT_KWARGS")
     job_ack_wait: float = Field(30.0, alias="REGATTA_JOB_ACK_WAIT")
+    # What this executor host offers attempts (regatta_executor.capacity): measured from the host (its
+    # cgroup and cores, its memory) unless declared lower here; a declaration above the host is refused.
+    executor_cpus: float | None = Field(None, gt=0, le=4096, alias="REGATTA_EXECUTOR_CPUS")
+    executor_memory_mb: int | None = Field(
+        None, ge=16, le=64 * 1024 * 1024, alias="REGATTA_EXECUTOR_MEMORY_MB"
+    )
+    # Seconds a job that no live executor host can hold waits (handed back between hosts) for one that
+    # can to announce itself, counted from its queueing; then its attempt ends errored saying what lacks.
+    capacity_wait_sec: float = Field(300.0, ge=0, le=7 * 86_400, alias="REGATTA_CAPACITY_WAIT_SEC")
     # Seconds a stopping executor (SIGTERM) lets its running attempts finish; those still running then
     # are abandoned without a report and delivered again, so a restart never turns work into `cancelled`.
     executor_grace_sec: float = Field(30.0, ge=0, le=86_400, alias="REGATTA_EXECUTOR_GRACE_SEC")

@@ -29,7 +29,12 @@ _CHUNK = 1024 * 1024
 
 
 class TaskArchiveRefused(Exception):
-    """The archive passes a bound or holds what no task archive holds; the message names it."""
+    """The archive passes a bound or holds what no task archive holds; the message names it, and
+    `entry` the archive entry at fault when one is."""
+
+    def __init__(self, message: str, entry: str | None = None) -> None:
+        super().__init__(message)
+        self.entry = entry
 
 
 def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: str) -> int:
@@ -37,6 +42,13 @@ def unpack_bounded(data: bytes, staging: Path, bounds: TaskFileBounds, label: st
     refusal the caller removes `staging`."""
     _walk(io.BytesIO(data), len(data), None, bounds, label)
     return _walk(io.BytesIO(data), len(data), staging, bounds, label)
+
+
+def unpack_file(path: Path, staging: Path, bounds: TaskFileBounds, label: str) -> int:
+    """`unpack_bounded` for an archive on disk (an upload may be larger than is worth holding in memory)."""
+    check_archive_file(path, bounds, label)
+    with path.open("rb") as handle:
+        return _walk(handle, path.stat().st_size, staging, bounds, label)
 
 
 def check_archive_file(path: Path, bounds: TaskFileBounds, label: str) -> None:
@@ -65,10 +77,17 @@ def _walk(
                         f"task {label!r}: its archive has more than {bounds.max_files} entries "
                         "(REGATTA_MAX_TASK_FILES)"
                     )
+                if member.name.startswith("/"):
+                    # The data filter would only strip the slash: no archive we write has one.
+                    raise TaskArchiveRefused(
+                        f"task {label!r}: archive entry {member.name!r} is an absolute path", member.name
+                    )
                 try:
                     member = tarfile.data_filter(member, root)
                 except tarfile.FilterError as error:
-                    raise TaskArchiveRefused(f"task {label!r}: archive entry refused ({error})") from None
+                    raise TaskArchiveRefused(
+                        f"task {label!r}: archive entry refused ({error})", member.name
+                    ) from None
                 target = Path(root) / member.name
                 if member.isdir():
                     if staging is not None:
@@ -77,10 +96,14 @@ def _walk(
                 if not member.isfile():
                     raise TaskArchiveRefused(
                         f"task {label!r}: archive entry {member.name!r} is not a file or a folder"
+                        + (f" (a link to {member.linkname!r})" if member.issym() or member.islnk() else ""),
+                        member.name,
                     )
                 source = archive.extractfile(member)
                 if source is None:
-                    raise TaskArchiveRefused(f"task {label!r}: archive entry {member.name!r} has no data")
+                    raise TaskArchiveRefused(
+                        f"task {label!r}: archive entry {member.name!r} has no data", member.name
+                    )
                 out = None
                 if staging is not None:
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -107,12 +130,15 @@ def _walk(
 def _check(written: int, compressed: int, bounds: TaskFileBounds, label: str, name: str) -> None:
     if written > bounds.max_bytes:
         raise TaskArchiveRefused(
-            f"task {label!r}: unpacking passes {bounds.max_bytes // _MIB} MiB at {name} (REGATTA_MAX_TASK_MB)"
+            f"task {label!r}: unpacking passes {bounds.max_bytes // _MIB} MiB at {name} "
+            "(REGATTA_MAX_TASK_MB)",
+            name,
         )
     if bounds.over_expansion(written, compressed):
         raise TaskArchiveRefused(
             f"task {label!r}: its archive of {compressed} bytes expands more than "
-            f"{bounds.max_expansion:g} times at {name} (REGATTA_MAX_TASK_EXPANSION)"
+            f"{bounds.max_expansion:g} times at {name} (REGATTA_MAX_TASK_EXPANSION)",
+            name,
         )
 
 

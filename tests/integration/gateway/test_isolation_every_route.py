@@ -100,6 +100,7 @@ ADMIN_ONLY_WORKSPACE_SECRETS = [
 ]
 MEMBER_WRITES = {
     ("POST", "/api/v1/benchmarks"): "add a benchmark to the workspace",
+    ("POST", "/api/v1/benchmarks/uploads"): "upload tasks as a scratch benchmark of the workspace",
     ("POST", "/api/v1/benchmarks/{key}/sync"): "re-sync a benchmark",
     ("DELETE", "/api/v1/benchmarks/{key}"): "remove a benchmark (runs keep their locked version)",
     ("POST", "/api/v1/runs"): "submit a run",

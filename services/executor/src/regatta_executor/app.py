@@ -19,18 +19,22 @@ from regatta_shared.runtime import Service
 from regatta_shared.sealing import sealing_key
 from regatta_shared.settings import Settings, load_settings
 
+from .capacity import CapacityError, HostCapacity, host_capacity
 from .environments import (
     EnvironmentNameError,
     ResolvedEnvironment,
     resolve_environment,
 )
-from .worker import JOB_RETRY_SEC, Executor
+from .hosts import Hosts
+from .task_ceilings import executor_ceilings
+from .worker import JOB_RETRY_SEC, Executor, executor_id
 
 log = logging.getLogger("regatta.executor")
 
 
-async def setup(service: Service, environment: ResolvedEnvironment) -> None:
+async def setup(service: Service, environment: ResolvedEnvironment, capacity: HostCapacity) -> None:
     settings = service.settings
+    hosts = Hosts(service.js, capacity, settings.capacity_wait_sec)
     executor = Executor(
         service.nc,
         settings.data_dir / "executor",
@@ -43,8 +47,11 @@ async def setup(service: Service, environment: ResolvedEnvironment) -> None:
         max_deliveries=settings.executor_max_deliveries,
         started_report_delay=settings.started_report_delay,
         sealing_key=sealing_key(settings),
+        hosts=hosts,
     )
     await executor.open()
+    # Announced until the stop has drained the consumer, then withdrawn (runtime: loops stop after it).
+    service.loop("announce", hosts.announce)
     await service.subscribe(f"{CANCEL_SUBJECT_PREFIX}.*", executor.on_cancel)
     service.consume_each(
         JOBS_STREAM,
@@ -74,6 +81,24 @@ def choose_environment(settings: Settings) -> ResolvedEnvironment:
     return resolved
 
 
+def measure_capacity(settings: Settings, environment: ResolvedEnvironment) -> HostCapacity:
+    """Once per process, like the environment: a declared capacity this host lacks ends it here."""
+    try:
+        choice = environment.choice
+        ceilings = executor_ceilings(settings, choice)
+        capacity = host_capacity(settings, ceilings, executor_id(), choice.kind, choice.traits.runs_on_host)
+    except CapacityError as error:
+        print(f"regatta executor: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    log.info(
+        "capacity: %g CPUs, %d MiB memory, %d MiB storage",
+        capacity.cpus,
+        capacity.memory_mb,
+        capacity.storage_mb,
+    )
+    return capacity
+
+
 def main() -> None:
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     # litellm otherwise fetches its price table from the internet on first use (minutes offline).
@@ -91,4 +116,5 @@ def main() -> None:
         drain_grace=settings.executor_grace_sec,
     )
     environment = choose_environment(settings)
-    service.run(partial(setup, environment=environment))
+    capacity = measure_capacity(settings, environment)
+    service.run(partial(setup, environment=environment, capacity=capacity))

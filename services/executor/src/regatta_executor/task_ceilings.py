@@ -14,6 +14,7 @@ from pathlib import Path
 from harbor.models.task.config import TaskConfig
 from pydantic import ValidationError
 from regatta_shared.ceilings import Ceilings, task_resources
+from regatta_shared.events import TaskResources
 from regatta_shared.sandbox_disk import LOCAL
 from regatta_shared.settings import Settings
 
@@ -45,6 +46,13 @@ def check_ceilings(
             f"the environment's max_processes = {max_processes} exceeds the operator's ceiling of "
             f"{ceilings.max_processes} (REGATTA_MAX_PROCESSES)"
         )
+    over = ceilings.violations(resources_asked(task_dir), timeout_multiplier)
+    if over:
+        raise TaskEnvironmentError("refused by this executor: " + "; ".join(over))
+
+
+def resources_asked(task_dir: Path) -> TaskResources:
+    """What the task's task.toml asks for; TaskEnvironmentError when it cannot be read."""
     path = task_dir / "task.toml"
     try:
         with path.open("rb") as handle:
@@ -54,6 +62,4 @@ def check_ceilings(
         config = TaskConfig.model_validate(tomllib.loads(raw.decode()))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as error:
         raise TaskEnvironmentError(f"task.toml cannot be read ({type(error).__name__})") from None
-    over = ceilings.violations(task_resources(config), timeout_multiplier)
-    if over:
-        raise TaskEnvironmentError("refused by this executor: " + "; ".join(over))
+    return task_resources(config)

@@ -31,6 +31,7 @@ from regatta_shared.settings import load_settings
 
 from .attempts import DELIVERY, AttemptRunner, LiveSettings
 from .environments import EnvironmentChoice
+from .hosts import HAND_BACK_SEC, Hosts
 from .reports import signed
 from .task_cache import TaskCache
 
@@ -76,6 +77,7 @@ class Executor:
         retry_max_delay: float = 60.0,
         max_deliveries: int = 10,
         live: bool = True,
+        hosts: Hosts | None = None,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -85,6 +87,8 @@ class Executor:
         self.max_deliveries = max_deliveries
         self.sealing_key = sealing_key
         self.id = executor_id()
+        # This host's announcement and capacity; None takes every job (a test's executor).
+        self.hosts = hosts
         self.attempts = AttemptRunner(
             self.js,
             self.id,
@@ -114,6 +118,8 @@ class Executor:
         )
         self.attempts.artifact_store = await self.js.object_store(ARTIFACTS_BUCKET)
         self.cancelled = await self.js.key_value(CANCELLED_RUNS_BUCKET)
+        if self.hosts is not None:
+            await self.hosts.open()
 
     async def handle(self, msg: Msg) -> None:
         """One job. Returning acks it (its final report is on REPORTS); Redeliver NAKs it."""
@@ -126,11 +132,13 @@ class Executor:
             await msg.term()
             return
         delivery = _delivery(msg)
-        if delivery > 1:
-            log.info("attempt %s: delivery %d of its job", job.attempt_id, delivery)
-        if delivery > self.max_deliveries:
+        # Deliveries handed back by hosts too small for the job are no failures.
+        taken = delivery - (await self.hosts.handed_back(job) if self.hosts and delivery > 1 else 0)
+        if taken > 1:
+            log.info("attempt %s: delivery %d of its job (taken %d times)", job.attempt_id, delivery, taken)
+        if taken > self.max_deliveries:
             # The earlier deliveries all ended without a report: the executor died or failed on each.
-            await self._report_executor_failed(job, delivery, delivery - 1, None)
+            await self._report_executor_failed(job, delivery, taken - 1, None)
             return
         running = self.attempt_tasks.get(job.attempt_id)
         if running is not None and not running.done():
@@ -141,18 +149,52 @@ class Executor:
                 self.attempts.stopped_runs.add(job.run_id)
                 DELIVERY.set(delivery)
                 await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")
+            elif not await self._placed_here(job, msg, delivery):
+                pass
+            elif job.run_id in self.attempts.stopped_runs:
+                # Its stop was heard while the task's files were read for its placement.
+                DELIVERY.set(delivery)
+                await self.attempts.report_cancelled(job, 1, "run stopped before the attempt started")
             else:
                 await self._run_attempt(job, delivery)
         except asyncio.CancelledError:
             log.warning("attempt %s abandoned as this executor stops: its job goes back", job.attempt_id)
             raise
+        except Redeliver:
+            raise
         except Exception as error:
-            if delivery >= self.max_deliveries:
+            if taken >= self.max_deliveries:
                 log.exception("attempt %s failed in the executor on its last delivery", job.attempt_id)
-                await self._report_executor_failed(job, delivery, delivery, error)
+                await self._report_executor_failed(job, delivery, taken, error)
                 return
             log.exception("attempt %s failed in the executor; leaving it for redelivery", job.attempt_id)
             raise Redeliver(JOB_RETRY_SEC) from error
+
+    async def _placed_here(self, job: AttemptJob, msg: Msg, delivery: int) -> bool:
+        """True to run the job here; else it was handed back (Redeliver) or its attempt ended errored
+        because no live host can hold it (placement.py)."""
+        if self.hosts is None or self.attempts.tasks is None:
+            return True
+        placement = await self.hosts.decide(job, msg, self.attempts.tasks)
+        if placement.action == "run":
+            return True
+        if placement.action == "hand_back":
+            count = await self.hosts.count_hand_back(job)
+            # Every few seconds for as long as it waits: said at the first and then now and then.
+            level = logging.INFO if count % 20 == 1 else logging.DEBUG
+            log.log(level, "attempt %s handed back (%d times): %s", job.attempt_id, count, placement.reason)
+            raise Redeliver(HAND_BACK_SEC)
+        log.warning("attempt %s: %s", job.attempt_id, placement.reason)
+        DELIVERY.set(delivery)
+        await self.attempts.report(
+            job,
+            "finished",
+            1,
+            outcome="errored",
+            exception_type="NoCapacityError",
+            exception_message=placement.reason,
+        )
+        return False
 
     async def _join(self, job: AttemptJob, delivery: int, running: asyncio.Task[None]) -> None:
         """A delivery of a job whose earlier delivery still runs in this process: wait for that copy

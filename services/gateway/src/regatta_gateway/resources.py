@@ -1,5 +1,5 @@
-"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact and task object
-stores."""
+"""What the gateway holds besides its store: derived keys, the secrets vault, the artifact object store,
+the task archive bucket (uploaded tasks; the task browser reads every task's files from it)."""
 
 from __future__ import annotations
 
@@ -24,5 +24,4 @@ async def open_resources(app: FastAPI, service: Service) -> None:
     app.state.nc = nc
     app.state.vault = vault
     app.state.artifacts = await nc.jetstream().object_store(ARTIFACTS_BUCKET)
-    # Task archives by digest (registry-sync writes them): the task browser reads their files.
     app.state.tasks = await nc.jetstream().object_store(TASKS_BUCKET)

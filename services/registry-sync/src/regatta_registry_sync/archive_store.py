@@ -6,6 +6,7 @@ it locked, whatever later syncs record.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from nats.js.errors import NotFoundError
@@ -16,6 +17,8 @@ class ArchiveStore(Protocol):
     async def exists(self, digest: str) -> bool: ...
 
     async def put(self, digest: str, data: BinaryIO) -> None: ...
+
+    async def fetch(self, key: str, target: Path) -> bool: ...
 
 
 class NatsArchiveStore:
@@ -31,3 +34,12 @@ class NatsArchiveStore:
 
     async def put(self, digest: str, data: BinaryIO) -> None:
         await self.bucket.put(digest, data)  # type: ignore[arg-type]
+
+    async def fetch(self, key: str, target: Path) -> bool:
+        """Write the object `key` (an upload: regatta_shared.task_uploads) to `target`; False if absent."""
+        try:
+            with target.open("wb") as out:
+                await self.bucket.get(key, writeinto=out)  # type: ignore[arg-type]
+        except NotFoundError:
+            return False
+        return True

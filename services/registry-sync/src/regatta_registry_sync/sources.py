@@ -8,19 +8,20 @@ from pathlib import Path
 from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.events import BenchmarkSource
 from regatta_shared.source_policy import SourcePolicy, SourceRefused
+from regatta_shared.task_uploads import TASK_MARKERS
 
+from .archive_store import ArchiveStore
 from .dataset import Dataset, SourceInvalid, TaskLocation
 from .git_source import open_git
 from .hub_source import open_hub
 from .manifest import MANIFEST_NAME, ManifestFile
 from .registry_json import open_registry
-
-# A sub-folder with none of these is not a task (docs/, assets/), so a folder dataset skips it; one with
-# some of them but no task.toml is a broken task and fails the sync.
-TASK_MARKERS = ("task.toml", "instruction.md", "tests", "solution", "environment", "steps")
+from .upload_source import open_upload
 
 
-async def open_dataset(source: BenchmarkSource, workdir: Path, bounds: TaskFileBounds) -> Dataset:
+async def open_dataset(
+    source: BenchmarkSource, workdir: Path, bounds: TaskFileBounds, archives: ArchiveStore
+) -> Dataset:
     """Resolve the source to local task folders; git and hub content is fetched into `workdir`.
 
     The source policy is checked here again (the gateway did when it was added): settings may have
@@ -41,6 +42,8 @@ async def open_dataset(source: BenchmarkSource, workdir: Path, bounds: TaskFileB
         return await open_git(source, workdir, policy, bounds)
     if source.type == "hub":
         return await open_hub(source, workdir, policy, bounds)
+    if source.type == "upload":
+        return await open_upload(source, workdir, archives, bounds)
     raise SourceInvalid(f"source type {source.type!r} is not supported")
 
 

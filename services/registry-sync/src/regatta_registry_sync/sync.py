@@ -143,7 +143,7 @@ class BenchmarkSync:
     ) -> None:
         benchmark_id = added.benchmark_id
         stream = benchmark_stream(benchmark_id)
-        dataset = await open_dataset(added.source, workdir, self.bounds)
+        dataset = await open_dataset(added.source, workdir, self.bounds, self.archives)
         label = f"dataset {dataset.name}" + (f"@{dataset.version}" if dataset.version else "")
         if not dataset.tasks:
             raise SourceInvalid(f"{label} has no tasks")

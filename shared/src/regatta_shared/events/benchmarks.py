@@ -19,11 +19,13 @@ class BenchmarkSource(BaseModel):
     folder: a local folder of task folders at `ref`. hub: Harbor hub package dataset `dataset`@`version`
     (tag, revision or sha256 digest). git: repository `git_url` at `git_ref`; its registry.json
     (`dataset`, optionally at `registry_path` inside the repo) or else the implicit dataset in `subdir`.
+    upload: a member's scratch benchmark, the tar.gz they uploaded kept in the task archive bucket at key
+    `ref` (regatta_shared.task_uploads); only the gateway's upload records one, never a request body.
     `metadata` holds benchmark metadata declared by the deployment or the request (BenchmarkMetadata fields).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    type: Literal["registry", "folder", "git", "hub"]
+    type: Literal["registry", "folder", "git", "hub", "upload"]
     ref: str
     registry_path: str | None = None
     dataset: str | None = None

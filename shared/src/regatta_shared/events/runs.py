@@ -122,6 +122,8 @@ class RunSubmitted(Event):
     # The benchmark's recommended task set when the run was submitted: the only named set that ranks like
     # the full task list (conditions.ranked_task_set).
     recommended_task_set: str | None = None
+    # A run of a scratch benchmark (tasks a member uploaded to try them): it never ranks (conditions.py).
+    scratch: bool = False
 
 
 class RunQueued(Event):

@@ -71,12 +71,17 @@ MAX_BENCHMARK_NAME = 200
 
 def _benchmark_name(given: Any, source: BenchmarkSource) -> str:
     """The name asked for, else the dataset's or the source's: a short single-line string."""
-    if given is not None and not isinstance(given, str):
-        raise Invalid("name must be a string", code="VALIDATION", field="name")
     # A folder is named after itself, not its host path (which says nothing to a reader and leaks the
     # server's layout into every page).
     default = PurePosixPath(source.ref).name if source.type == "folder" else source.ref
-    name = (given or source.dataset or default).strip()
+    return checked_name(given, source.dataset or default)
+
+
+def checked_name(given: Any, default: str) -> str:
+    """The benchmark name asked for (else `default`): one line of at most MAX_BENCHMARK_NAME characters."""
+    if given is not None and not isinstance(given, str):
+        raise Invalid("name must be a string", code="VALIDATION", field="name")
+    name = (given or default).strip()
     if not name:
         raise Invalid("name is required", code="VALIDATION", field="name")
     if len(name) > MAX_BENCHMARK_NAME:

@@ -117,6 +117,7 @@ def submit_run(
         primary_reward_key=metadata.get("primary_reward_key"),
         standard_conditions=benchmark_standard(metadata),
         recommended_task_set=metadata.get("recommended_task_set"),
+        scratch=benchmark["source_type"] == "upload",
     )
     submitted = submitted.model_copy(update={"config_toml": run_toml(submitted.model_dump(mode="json"))})
     recorded = [new_event(submitted, actor=scope.principal.user_id, workspace_id=scope.workspace_id)]

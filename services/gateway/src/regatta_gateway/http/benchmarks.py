@@ -8,9 +8,11 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from regatta_shared.benchmark_status import PENDING
 from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.source_policy import SourcePolicy
+from starlette.concurrency import run_in_threadpool
 
 from regatta_gateway.admission.default_registry import DefaultRegistry, browse
 from regatta_gateway.commands import benchmarks as benchmark_commands
+from regatta_gateway.commands.task_uploads import upload_tasks
 from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
 from regatta_gateway.http.responses import JSONBytes
 from regatta_gateway.queries import benchmarks as benchmark_queries
@@ -35,6 +37,28 @@ def add_benchmark(request: Request, s: ScopeDep, body: Annotated[dict[str, Any],
     )
     settle(request)
     return {"id": benchmark_id, "sync_status": PENDING}
+
+
+@router.post("/benchmarks/uploads", status_code=201)
+async def upload_benchmark(
+    request: Request, s: ScopeDep, name: Annotated[str | None, Query(max_length=200)] = None
+) -> dict[str, Any]:
+    """A tar.gz of a task folder (or a folder of tasks) as the body: a scratch benchmark of the workspace."""
+    state = request.app.state
+    bounds = TaskFileBounds.from_settings(state.settings)
+    uploaded = await upload_tasks(
+        state.store,
+        state.tasks,
+        s,
+        request.stream(),
+        bounds,
+        name,
+        request.headers.get("content-type"),
+        request.headers.get("content-length"),
+        state.settings.data_dir / "uploads",
+    )
+    await run_in_threadpool(settle, request)
+    return {**uploaded, "sync_status": PENDING}
 
 
 @router.get("/registry/datasets")

@@ -12,7 +12,9 @@
   neither NUL nor lone surrogates (the request would end in a 500 half-way), and a NUL truncates a name
   or path in every C API it reaches.
 
-Bodies are read here (bounded) and replayed to the app, which reads them as before.
+Bodies are read here (bounded) and replayed to the app, which reads them as before. A task archive upload
+(`UPLOAD_ROUTES`) is the exception: only its URL is checked here, and its route streams the body to disk under
+the task bounds (REGATTA_MAX_TASK_MB), checking its media type and declared length after authentication.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from regatta_gateway.http.errors import response
 API_PREFIX = "/api/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 TOML_ROUTES = frozenset({("POST", "/api/v1/runs")})  # the only route that reads a TOML body
+# Task archives (tar.gz): streamed by the route itself, under the task bounds, never buffered here.
+UPLOAD_ROUTES = frozenset({("POST", "/api/v1/benchmarks/uploads")})
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_DEPTH = 64
 # JSON can carry a NUL or a lone surrogate only as an escape (raw ones are invalid JSON or UTF-8), and
@@ -58,6 +62,14 @@ class RequestGuard:
         api = scope["path"].startswith(API_PREFIX)
         with_body = "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
         media = _media_type(headers.get("content-type"))
+        if (scope["method"], scope["path"]) in UPLOAD_ROUTES:
+            # Its media type and size are checked by the route, after authentication.
+            refusal = _url_problem(scope)
+            if refusal is not None:
+                await response(refusal)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
         refusal = (_url_problem(scope) if api else None) or self._length_problem(headers)
         if refusal is None and api and with_body and scope["method"] in BODY_METHODS:
             refusal = _media_problem(scope, media)
