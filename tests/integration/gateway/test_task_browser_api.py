@@ -48,10 +48,14 @@ def _put(nats_url: str, data: bytes) -> str:
     return digest
 
 
-def seed(gw: Gateway, name: str, metadata: BenchmarkMetadata | None = None) -> str:
+def seed(
+    gw: Gateway, name: str, metadata: BenchmarkMetadata | None = None, files: dict[str, bytes] | None = None
+) -> str:
+    """A benchmark `name` of parser-fix (`files`, default task_files()), traversal (an archive naming a
+    path out of the task), gone (no archive), broken (invalid) and five extra tasks."""
     body = {"source_type": "folder", "path": f"/srv/benchmarks/{name}", "name": name}
     benchmark_id = gw.ok(gw.v1("POST", "/benchmarks", json=body), 201)["id"]
-    files = task_files()
+    files = files or task_files()
     traversal = archive({"instruction.md": b"hi", "../../etc/escape.txt": b"out"})
     infos = [
         TaskInfo(
