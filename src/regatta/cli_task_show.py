@@ -58,6 +58,8 @@ def _file(body: dict[str, Any], path: str) -> dict[str, Any]:
         raise Failure(f"The task has no file {path[:300]!r}{hidden}", code="NOT_FOUND", field="--file")
     if found["kind"] == "binary":
         raise Failure(f"{path[:300]!r} is binary, {found['size']} bytes: not shown", field="--file")
+    if found["content"] is None:
+        raise Failure(f"{path[:300]!r} is past the 4 MiB of a task's files the gateway shows", field="--file")
     return found
 
 
@@ -76,7 +78,8 @@ def _summary(body: dict[str, Any]) -> list[str]:
     lines += ["Instruction:", body.get("instruction") or "(no instruction.md)", "", "Files:"]
     for f in body["files"]:
         notes = ["binary"] if f["kind"] == "binary" else []
-        notes += ["truncated"] if f["truncated"] else []
+        notes += ["truncated"] if f["truncated"] and f["content"] is not None else []
+        notes += ["not shown"] if f["kind"] == "text" and f["content"] is None else []
         lines.append(f"  {f['path']}  {f['size']} bytes" + (f"  ({', '.join(notes)})" if notes else ""))
     if body.get("solutions_hidden"):
         lines.append("  (this benchmark hides its solutions)")

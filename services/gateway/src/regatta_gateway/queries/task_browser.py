@@ -5,6 +5,7 @@ can count), and one task: its metadata, its files from the task object store, an
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -74,7 +75,26 @@ async def task_detail(
     store: EventStore, fetch: Fetch, bounds: TaskFileBounds, scope: Scope, key: str, name: str
 ) -> dict[str, Any]:
     """One task of the ready version: metadata, validity, files (solution/ left out for a member when the
-    benchmark hides solutions) and its results by agent across the workspace's runs."""
+    benchmark hides solutions) and its results by agent across the workspace's runs. The reads and the
+    unpacking run in worker threads: a task's archive may take a while to walk."""
+    body, digest = await asyncio.to_thread(_task_body, store, scope, key, name)
+    data = await fetch(digest) if digest else None
+    if data is None:
+        body["files_error"] = "the task's archive is not in the task store"
+        return body
+    try:
+        files = await asyncio.to_thread(read_task_files, data, bounds, name)
+    except TaskFilesUnreadable as error:
+        body["files_error"] = str(error)
+        return body
+    shown = [f for f in files if not (body["solutions_hidden"] and f.section == "solution")]
+    body["files"] = [f.as_dict() for f in shown]
+    instruction = next((f for f in shown if f.section == "instruction"), None)
+    body["instruction"] = instruction.text if instruction else None
+    return body
+
+
+def _task_body(store: EventStore, scope: Scope, key: str, name: str) -> tuple[dict[str, Any], str | None]:
     benchmark = find_benchmark(store, scope, key)
     check_task_name(name, "name")
     c = t.benchmark_tasks.c
@@ -105,20 +125,7 @@ async def task_detail(
         "files": [],
         "results_by_agent": results_by_agent(store, scope, benchmark["id"], name),
     }
-    data = await fetch(row["digest"]) if row["digest"] else None
-    if data is None:
-        body["files_error"] = "the task's archive is not in the task store"
-        return body
-    try:
-        files = read_task_files(data, bounds, name)
-    except TaskFilesUnreadable as error:
-        body["files_error"] = str(error)
-        return body
-    shown = [f for f in files if not (body["solutions_hidden"] and f.section == "solution")]
-    body["files"] = [f.as_dict() for f in shown]
-    instruction = next((f for f in shown if f.section == "instruction"), None)
-    body["instruction"] = instruction.text if instruction else None
-    return body
+    return body, row["digest"]
 
 
 def _exclusions(conn: Any, benchmark: dict[str, Any], names: list[str]) -> dict[str, str]:

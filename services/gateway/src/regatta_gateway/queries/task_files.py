@@ -2,9 +2,10 @@
 
 The archive was bounded by registry-sync, but the gateway trusts no header either: it walks the stream under
 the same bounds as the executor (`TaskFileBounds`: entries, bytes, expansion), keeps at most `SHOWN_BYTES` of
-each file, and lists only regular files whose names Python's `data` filter accepts (no absolute path, no
-`..`, nothing outside the task). A file that is not UTF-8 text is listed as binary with its size; text is
-returned as text and escaped by whoever renders it.
+each file and `TOTAL_SHOWN_BYTES` of all (instruction.md and task.toml always), and lists only regular files
+whose names Python's `data` filter accepts (no absolute path, no `..`, nothing outside the task). A file that
+is not UTF-8 text is listed as binary with its size; text is returned as text and escaped by whoever renders
+it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from regatta_shared.ceilings import TaskFileBounds
 
 SHOWN_BYTES = 256 * 1024  # of one file, in the page, the API and the CLI
+TOTAL_SHOWN_BYTES = 4 * 1024 * 1024  # of all files: past it, files are listed without content
 SNIFF_BYTES = 8192  # a NUL in the first bytes makes a file binary
 _ROOT = "/nonexistent-task-root"
 _MIB = 1024 * 1024
@@ -57,9 +59,11 @@ class TaskFile:
 
 
 def read_task_files(data: bytes, bounds: TaskFileBounds, label: str) -> list[TaskFile]:
-    """Every regular file of the tar.gz `data`, sorted by path, each holding at most SHOWN_BYTES."""
+    """Every regular file of the tar.gz `data`, sorted by path, each holding at most SHOWN_BYTES of text
+    while TOTAL_SHOWN_BYTES last (a text file past them: `text` None, `truncated`)."""
     files: list[TaskFile] = []
     expanded = 0
+    budget = TOTAL_SHOWN_BYTES
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as archive:
             for entries, member in enumerate(archive, start=1):
@@ -74,15 +78,22 @@ def read_task_files(data: bytes, bounds: TaskFileBounds, label: str) -> list[Tas
                 source = archive.extractfile(member)
                 if source is None:
                     continue
+                # instruction.md and task.toml are always shown, whatever came before them
+                spent = budget <= 0 and member.name not in SINGLE
+                limit = SNIFF_BYTES if spent else min(SHOWN_BYTES, max(budget, SNIFF_BYTES))
                 kept = bytearray()
                 size = 0
                 while chunk := source.read(_MIB):
                     size += len(chunk)
                     expanded += len(chunk)
                     _check(expanded, len(data), bounds, label, member.name)
-                    if len(kept) <= SHOWN_BYTES:
-                        kept += chunk[: SHOWN_BYTES + 1 - len(kept)]
-                files.append(_file(member.name, size, bytes(kept)))
+                    if len(kept) < limit:
+                        kept += chunk[: limit - len(kept)]
+                shown = _file(member.name, size, bytes(kept))
+                if spent and not shown.binary:
+                    shown = TaskFile(member.name, size, False, None, True)  # listed; its text not shown
+                budget -= len(shown.text.encode()) if shown.text else 0
+                files.append(shown)
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as error:
         raise TaskFilesUnreadable(f"task {label!r}: its archive cannot be read ({error})") from None
     return sorted(files, key=lambda f: f.path)
@@ -98,9 +109,8 @@ def _check(expanded: int, compressed: int, bounds: TaskFileBounds, label: str, n
 
 
 def _file(path: str, size: int, kept: bytes) -> TaskFile:
-    truncated = len(kept) > SHOWN_BYTES
-    shown = kept[:SHOWN_BYTES]
-    text = None if b"\x00" in shown[:SNIFF_BYTES] else _utf8(shown, truncated)
+    truncated = size > len(kept)
+    text = None if b"\x00" in kept[:SNIFF_BYTES] else _utf8(kept, truncated)
     if text is None:
         return TaskFile(path, size, True, None, False)
     return TaskFile(path, size, False, text, truncated)

@@ -15,7 +15,7 @@ from regatta_shared.eventstore import EventStore
 from regatta_gateway.errors import NotFound
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries.task_browser import Fetch, task_detail
-from regatta_gateway.queries.task_files import SHOWN_BYTES
+from regatta_gateway.queries.task_files import SHOWN_BYTES, TOTAL_SHOWN_BYTES
 from regatta_gateway.queries.task_history import task_history
 from regatta_gateway.web.task_markdown import instruction_html
 
@@ -51,6 +51,7 @@ async def task_page(
         "sections": sections,
         "instruction_html": instruction_html(instruction) if instruction else None,
         "shown_kib": SHOWN_BYTES // 1024,
+        "total_shown_mib": TOTAL_SHOWN_BYTES // (1024 * 1024),
         "page": page,
         "per_page": HISTORY_PAGE,
     }
