@@ -277,3 +277,34 @@ def test_the_pages_list_tasks_and_render_a_task_sanitised(gateway: Gateway) -> N
     escaped = _page(gw, f"/benchmarks/{benchmark_id}/task", name="traversal")
     assert escaped.status_code == 200 and 'data-testid="files-error"' in escaped.text
     assert _page(gw, f"/benchmarks/{benchmark_id}/task", name="no-such-task").status_code == 404
+
+
+def test_a_task_dropped_by_a_later_version_keeps_its_history_page(gateway: Gateway) -> None:
+    gw = gateway
+    benchmark_id = seed(gw, "moving")
+    run_id = gw.submit(demo_config("moving"))["id"]
+    gw.progress(run_id)
+    # Version 2.0 no longer has parser-fix.
+    sync_id = f"sync2_{benchmark_id}"
+    kept = [TaskInfo(name="traversal", digest="sha256:" + "2" * 64)]
+    events = [
+        BenchmarkSyncStarted(benchmark_id=benchmark_id, sync_id=sync_id, total=1),
+        BenchmarkTasksSynced(benchmark_id=benchmark_id, sync_id=sync_id, page=1, tasks=kept),
+        BenchmarkSyncCompleted(
+            benchmark_id=benchmark_id,
+            sync_id=sync_id,
+            version="2.0",
+            digest="sha256:" + "3" * 64,
+            task_count=1,
+        ),
+    ]
+    gw.store.append(benchmark_stream(benchmark_id), [new_event(e, actor="registry-sync") for e in events])
+    gw.settle()
+
+    assert [x["name"] for x in tasks(gw, "moving")["tasks"]] == ["traversal"]
+    gone = gw.v1("GET", "/benchmarks/moving/tasks/parser-fix")
+    assert gone.status_code == 404 and gone.json()["field"] == "name"
+    shown = _page(gw, f"/benchmarks/{benchmark_id}/task", name="parser-fix")
+    assert shown.status_code == 200, shown.text
+    assert 'data-testid="task-not-current"' in shown.text and 'data-testid="instruction"' not in shown.text
+    assert shown.text.count("<tr data-attempt-id=") == 2  # oracle's and nop's attempt of version 1.0
