@@ -11,7 +11,7 @@ from typing import Any
 
 from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.eventstore import EventStore
-from sqlalchemy import func, or_, select
+from sqlalchemy import Connection, func, or_, select
 
 from regatta_gateway.errors import Invalid, NotFound
 from regatta_gateway.principals import Scope
@@ -128,7 +128,7 @@ def _task_body(store: EventStore, scope: Scope, key: str, name: str) -> tuple[di
     return body, row["digest"]
 
 
-def _exclusions(conn: Any, benchmark: dict[str, Any], names: list[str]) -> dict[str, str]:
+def _exclusions(conn: Connection, benchmark: dict[str, Any], names: list[str]) -> dict[str, str]:
     e = t.benchmark_exclusions.c
     rows = conn.execute(
         select(e.task, e.reason).where(

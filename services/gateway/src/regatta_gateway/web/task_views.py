@@ -7,6 +7,7 @@ history, without files.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from regatta_shared.ceilings import TaskFileBounds
@@ -32,7 +33,8 @@ SECTIONS = (
 async def task_page(
     store: EventStore, fetch: Fetch, bounds: TaskFileBounds, scope: Scope, key: str, name: str, page: int
 ) -> dict[str, Any]:
-    history = task_history(store, scope, key, name, HISTORY_PAGE, (page - 1) * HISTORY_PAGE)
+    offset = (page - 1) * HISTORY_PAGE
+    history = await asyncio.to_thread(task_history, store, scope, key, name, HISTORY_PAGE, offset)
     try:
         detail: dict[str, Any] | None = await task_detail(store, fetch, bounds, scope, key, name)
     except NotFound:
