@@ -17,6 +17,7 @@ from .cli_benchmark import benchmark
 from .cli_common import console, show_failure, usage_failure, wants_json
 from .cli_run import run
 from .cli_task import task
+from .cli_task_show import task_show as _task_show  # noqa: F401 - registers `task show`
 from .cli_workspace import workspace
 from .client import DEFAULT_URL, Failure, forget_stack, register_stack, select_workspace
 from .services import NAMES as SERVICE_NAMES
@@ -27,7 +28,9 @@ app = typer.Typer(
 projections = typer.Typer(no_args_is_help=True)
 app.add_typer(benchmark, name="benchmark", help="Add, list, sync and remove benchmarks")
 app.add_typer(run, name="run", help="Submit, follow and stop benchmark runs")
-app.add_typer(task, name="task", help="Try a task folder of your own as a scratch benchmark")
+app.add_typer(
+    task, name="task", help="Show a benchmark's task; try a task folder of your own as a scratch benchmark"
+)
 app.add_typer(projections, name="projections", help="Maintain read models")
 app.add_typer(secret, name="secret", help="Secret records (values are never shown)")
 app.add_typer(token, name="token", help="API tokens")

@@ -47,6 +47,19 @@ def phone_shot(page: Page, name: str) -> None:
         page.set_viewport_size(size)
 
 
+def wide_shot(page: Page, name: str, width: int = 1400) -> None:
+    """The page at `width` × 900 (assert_readable checks 1280, 1440, 1600 and the phone), screenshot
+    `name-<width>`; the page must not scroll sideways."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": width, "height": 900})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    scroll = page.evaluate("document.documentElement.scrollWidth")
+    assert scroll <= width, f"{name}: the page is {scroll}px wide at {width}px"
+    shot(page, f"{name}-{width}")
+    if size:
+        page.set_viewport_size(size)
+
+
 def sign_in(page: Page, stack: Any) -> None:
     """Signed in as the stack's admin; on a shared stack (a `Tenant`) in the test's own workspace, by the
     cookie the workspace switcher sets (so the pages and their scripts' API calls act in it)."""

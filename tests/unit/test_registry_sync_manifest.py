@@ -53,6 +53,12 @@ def test_a_manifest_or_the_deployment_names_the_verifier_integrity_policy() -> N
         resolve_metadata([from_deployment({"verifier_integrity": "off"})], TASKS)
 
 
+def test_a_manifest_hides_solutions() -> None:
+    assert resolve_metadata([], TASKS).show_solutions is True
+    layer = parse_manifest(manifest("[benchmark]\nshow_solutions = false\n"))
+    assert resolve_metadata([layer], TASKS).show_solutions is False
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
@@ -102,6 +108,10 @@ def test_a_manifest_or_the_deployment_names_the_verifier_integrity_policy() -> N
         (
             "[benchmark]\nverifier_integrity = true\n",
             "manifest regatta.toml: [benchmark].verifier_integrity must be a string (got True)",
+        ),
+        (
+            "[benchmark]\nshow_solutions = 'no'\n",
+            "manifest regatta.toml: [benchmark].show_solutions must be a boolean (got 'no')",
         ),
     ],
 )

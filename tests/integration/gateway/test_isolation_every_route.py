@@ -181,6 +181,12 @@ def keys_for(method: str, template: str, other: Other) -> list[str]:
             .replace("{label_id}", other.label_id)
             for run in other.run_keys
         ]
+    if names == ["key", "name"] and "/tasks/" in template:
+        # The other workspace's task (t1), under its benchmark by every key of the benchmark.
+        return [
+            template.replace("{key}", quote(bench, safe="")).replace("{name:path}", "t1")
+            for bench in other.benchmark_keys
+        ]
     assert len(names) == 1, f"{method} {template}: classify its path parameters in keys_for"
     name = names[0]
     if name == "key" and "/workspaces/" in template:

@@ -1,5 +1,5 @@
 """What the gateway holds besides its store: derived keys, the secrets vault, the artifact object store,
-the task archive bucket (uploaded tasks)."""
+the task archive bucket (uploaded tasks; the task browser reads every task's files from it)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from regatta_gateway.secrets.store import SecretVault
 
 
 async def open_resources(app: FastAPI, service: Service) -> None:
-    """Attach keys, vault, the NATS connection and the artifact store to `app.state`."""
+    """Attach keys, vault, the NATS connection and the artifact and task stores to `app.state`."""
     store, nc = service.store, service.nc
     keys = load_keys(service.settings)
     vault = SecretVault(store, keys.secrets_at_rest, keys.sealing)

@@ -28,6 +28,7 @@ FIELDS: dict[tuple[str, str], tuple[str, str]] = {
     ("benchmark", "pass_threshold"): ("pass_threshold", "number"),
     ("benchmark", "primary_reward_key"): ("primary_reward_key", "string"),
     ("benchmark", "verifier_integrity"): ("verifier_integrity", "string"),
+    ("benchmark", "show_solutions"): ("show_solutions", "boolean"),
     ("harness", "default"): ("default_harness", "string"),
     ("harness", "supported"): ("supports_harness", "boolean"),
     ("harness", "required"): ("requires_harness", "boolean"),

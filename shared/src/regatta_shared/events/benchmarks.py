@@ -122,6 +122,8 @@ class BenchmarkMetadata(BaseModel):
     primary_reward_key: str | None = None
     # The policy a run gets when it names none, and the one it must keep to rank (conditions.py).
     verifier_integrity: VerifierIntegrity = VERIFIER_INTEGRITY
+    # False: a task's solution/ is not shown to members (page, API, CLI); admins still see it.
+    show_solutions: bool = True
     task_sets: dict[str, list[str]] = Field(default_factory=dict)
     recommended_task_set: str | None = None
 

@@ -17,6 +17,8 @@ from regatta_gateway.http.dependencies import Limit, Offset, ScopeDep, settle
 from regatta_gateway.http.responses import JSONBytes
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import leaderboards as leaderboard_queries
+from regatta_gateway.queries.grading import object_fetcher
+from regatta_gateway.queries.task_browser import task_detail, task_list
 from regatta_gateway.queries.task_history import task_history
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])
@@ -117,6 +119,25 @@ def show_task_history(
     offset: Offset = 0,
 ) -> dict[str, Any]:
     return task_history(request.app.state.store, s, key, task, limit, offset)
+
+
+@router.get("/benchmarks/{key}/tasks")
+def list_tasks(
+    request: Request,
+    s: ScopeDep,
+    key: str,
+    search: Annotated[str, Query(max_length=1000)] = "",
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    return task_list(request.app.state.store, s, key, search, limit, offset)
+
+
+@router.get("/benchmarks/{key}/tasks/{name:path}")
+async def show_task(request: Request, s: ScopeDep, key: str, name: str) -> dict[str, Any]:
+    state = request.app.state
+    bounds = TaskFileBounds.from_settings(state.settings)
+    return await task_detail(state.store, object_fetcher(state.tasks), bounds, s, key, name)
 
 
 @router.get("/benchmarks/{key}/leaderboard", response_class=JSONBytes)

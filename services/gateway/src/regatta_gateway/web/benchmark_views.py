@@ -1,5 +1,6 @@
-"""What the benchmark pages show: the benchmarks list, a benchmark's stored source, and one page of its
-runs with the filters and pager the runs table needs. Reads the query functions `/api/v1` uses."""
+"""What the benchmark pages show: the benchmarks list, a benchmark's stored source, one page of its runs
+with the filters and pager the runs table needs, and one page of its tasks. Reads the query functions
+`/api/v1` uses."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from regatta_gateway.commands import benchmark_decider
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries import runs as run_queries
+from regatta_gateway.queries import task_browser
 from regatta_gateway.readmodels import tables as t
 from regatta_gateway.web.labels import agent_label, selection_text
 
@@ -133,3 +135,12 @@ def _agent_names(store: EventStore, run_ids: list[str]) -> dict[str, list[str]]:
     with store.read_engine.connect() as conn:
         rows = conn.execute(select(t.runs.c.id, t.runs.c.submission).where(t.runs.c.id.in_(run_ids))).all()
     return {run_id: [agent_label(a) for a in (sub or {}).get("agents") or []] for run_id, sub in rows}
+
+
+TASK_PAGE = 50
+
+
+def task_list(store: EventStore, scope: Scope, benchmark_id: str, search: str, page: int) -> dict[str, Any]:
+    """The benchmark page's task list: one page of it, searched, with the page number for its pager."""
+    listed = task_browser.task_list(store, scope, benchmark_id, search, TASK_PAGE, (page - 1) * TASK_PAGE)
+    return {**listed, "page": page, "pages": max(1, -(-listed["total_count"] // TASK_PAGE))}

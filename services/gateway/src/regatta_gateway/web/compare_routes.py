@@ -1,6 +1,7 @@
 """Pages of comparison: two participants task by task (`/compare`, picked by ticking two rows of the runs
-table or the leaderboard), one task of it side by side (`/compare/task`), and one task's history across
-the workspace's runs (`/benchmarks/{key}/task`). Thin: decode, call one function, render."""
+table or the leaderboard), one task of it side by side (`/compare/task`), and one task: its files, results by
+agent and history across the workspace's runs (`/benchmarks/{key}/task`). Thin: decode, call one function,
+render."""
 
 from __future__ import annotations
 
@@ -9,20 +10,19 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
+from regatta_shared.ceilings import TaskFileBounds
 
 from regatta_gateway.errors import Refused
 from regatta_gateway.http import errors
 from regatta_gateway.queries import compare as compare_queries
 from regatta_gateway.queries.grading import object_fetcher
-from regatta_gateway.queries.task_history import task_history
-from regatta_gateway.web import compare_views
+from regatta_gateway.web import compare_views, task_views
 from regatta_gateway.web.routes import ScopeDep, guarded, render
 
 router = APIRouter(include_in_schema=False)
 Text = Annotated[str, Query(max_length=1000)]
 # Ticked rows: any count is let through to `picked`, which refuses all but two with the reason.
 Picks = Annotated[list[str] | None, Query()]
-HISTORY_PAGE = 50
 
 
 @router.get("/compare")
@@ -88,18 +88,20 @@ async def compare_task_page(
 
 
 @router.get("/benchmarks/{key}/task")
-def task_page(
+async def task_page(
     request: Request,
     scope: ScopeDep,
     key: str,
     name: Text = "",
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
-    def build() -> Response:
-        offset = (page - 1) * HISTORY_PAGE
-        history = task_history(request.app.state.store, scope, key, name, HISTORY_PAGE, offset)
-        return render(
-            request, scope, "task.html", "benchmarks", history=history, page=page, per_page=HISTORY_PAGE
+    state = request.app.state
+    try:
+        bounds = TaskFileBounds.from_settings(state.settings)
+        shown = await task_views.task_page(
+            state.store, object_fetcher(state.tasks), bounds, scope, key, name, page
         )
-
-    return guarded(request, scope, build)
+    except Refused as error:
+        status = errors.status_of(error)
+        return render(request, scope, "error.html", "benchmarks", status, error=error, error_status=status)
+    return render(request, scope, "task.html", "benchmarks", **shown)

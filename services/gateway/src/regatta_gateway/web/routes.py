@@ -316,11 +316,14 @@ def benchmark_page(
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     status: str = "",
     submitter: Annotated[str, Query(max_length=300)] = "",
+    task_search: Annotated[str, Query(max_length=1000)] = "",
+    task_page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
 ) -> Response:
     def build() -> Response:
         state = request.app.state
         store = state.store
         detail = benchmark_queries.benchmark_detail(store, scope, key)["benchmark"]
+        tasks = benchmark_views.task_list(store, scope, detail["id"], task_search, task_page)
         chosen = sort if sort in leaderboard_views.SORTS else "pass_at_1"
         rows = leaderboard_views.leaderboard(store, detail, chosen)
         context = {
@@ -330,6 +333,7 @@ def benchmark_page(
             "may_remove": benchmark_views.may_remove(store, scope, detail["id"]),
             # Excluding a broken task from a version is a workspace admin's (commands/benchmarks.py).
             "may_exclude": scope.is_admin,
+            "task_list": tasks,
             "sort": chosen,
             "leaderboard": rows,
             "not_ranked": leaderboard_views.not_ranked(store, scope, detail["id"], rows),
