@@ -15,7 +15,7 @@ from regatta_gateway.queries.task_files import (
     TaskFilesUnreadable,
     read_task_files,
 )
-from regatta_shared.ceilings import TaskFileBounds
+from regatta_shared.rules.ceilings import TaskFileBounds
 
 from tests.support.task_archives import archive
 

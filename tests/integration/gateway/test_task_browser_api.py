@@ -14,8 +14,6 @@ from html.parser import HTMLParser
 from typing import Any
 
 import nats
-from regatta_shared.bus import TASKS_BUCKET
-from regatta_shared.envelope import new_event
 from regatta_shared.events import (
     BenchmarkMetadata,
     BenchmarkSyncCompleted,
@@ -25,7 +23,9 @@ from regatta_shared.events import (
     TaskInfo,
     TaskResources,
 )
+from regatta_shared.events.envelope import new_event
 from regatta_shared.ids import benchmark_stream
+from regatta_shared.messaging.bus import TASKS_BUCKET
 
 from tests.support.task_archives import SOLUTION, archive, task_files
 

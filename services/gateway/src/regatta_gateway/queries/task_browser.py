@@ -9,8 +9,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.eventstore import EventStore
+from regatta_shared.rules.ceilings import TaskFileBounds
 from sqlalchemy import Connection, func, or_, select
 
 from regatta_gateway.errors import Invalid, NotFound

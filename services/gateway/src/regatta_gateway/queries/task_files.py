@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from regatta_shared.ceilings import TaskFileBounds
+from regatta_shared.rules.ceilings import TaskFileBounds
 
 SHOWN_BYTES = 256 * 1024  # of one file, in the page, the API and the CLI
 TOTAL_SHOWN_BYTES = 4 * 1024 * 1024  # of all files: past it, files are listed without content

@@ -1,5 +1,5 @@
 """One task's results by agent across the workspace's runs of its benchmark: per participant (harness and
-model, `regatta_shared.participants`, the identity the leaderboard ranks), its attempts, how many were
+model, `regatta_shared.rules.participants`, the identity the leaderboard ranks), its attempts, how many were
 scored and passed, its mean primary reward over scored attempts, and when it last ran the task."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from regatta_shared.eventstore import EventStore
-from regatta_shared.outcomes import PASSED, SCORED
-from regatta_shared.participants import agent_label, participant_key, stored_agent_model
+from regatta_shared.rules.outcomes import PASSED, SCORED
+from regatta_shared.rules.participants import agent_label, participant_key, stored_agent_model
 from sqlalchemy import func, select
 
 from regatta_gateway.principals import Scope

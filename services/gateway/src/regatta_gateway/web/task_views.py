@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from regatta_shared.ceilings import TaskFileBounds
 from regatta_shared.eventstore import EventStore
+from regatta_shared.rules.ceilings import TaskFileBounds
 
 from regatta_gateway.errors import NotFound
 from regatta_gateway.principals import Scope
