@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
-from regatta_shared.ceilings import TaskFileBounds
+from regatta_shared.rules.ceilings import TaskFileBounds
 
 from regatta_gateway.errors import Refused
 from regatta_gateway.http import errors
