@@ -164,6 +164,11 @@ def _users(passwords: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
+def authorization(passwords: dict[str, str]) -> dict[str, Any]:
+    """The `authorization` block every server of ours has (embedded, compose, Kubernetes, multi-host)."""
+    return {"users": _users(passwords)}
+
+
 def server_config(port: int, store_dir: Path, passwords: dict[str, str]) -> str:
     """nats-server's config (its format reads JSON) for the embedded server and test fixtures."""
     config = {

@@ -1,0 +1,231 @@
+"""Issue 39: executors on several hosts, each with its own network namespace, PID namespace and Docker
+engine, sharing only a 3-server NATS cluster (streams at R3) and Postgres (regatta.multihost). A real
+container run goes through each fault: an executor host killed whole, a NATS server killed and brought
+back, the gateway and the scheduler killed and restarted, a host cut off the bus for longer than the
+job ack wait. Each time every attempt ends exactly once, none stays `running`, no container is left on
+any engine, and the run's scores equal the fault-free run's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from regatta_executor.container.engine import LABEL_MANAGED
+
+from regatta.multihost.cluster import Cluster
+from regatta.multihost.hosts import ExecutorHost
+from tests.conftest import _create_database, _drop_database, unavailable
+from tests.e2e.conftest import Api
+from tests.e2e.test_executor import add_folder, run_events
+from tests.support.tasks import run_toml, write_task, write_tasks
+
+pytestmark = pytest.mark.timeout(900)
+
+ACK_WAIT = 6.0  # the job ack wait: a partition must outlast it
+ATTEMPTS = 2
+BENCHMARK = "multihost"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, postgres_admin_url: str) -> Iterator[Cluster]:
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("ip", "nsenter", "unshare", "dockerd")):
+        unavailable("the multi-host cluster needs root, ip, nsenter, unshare and dockerd")
+    database = _create_database(postgres_admin_url)
+    made = Cluster(
+        tmp_path_factory.mktemp("multihost"),
+        database,
+        env={
+            "REGATTA_EXECUTOR_SLOTS": "2",
+            "REGATTA_JOB_ACK_WAIT": str(ACK_WAIT),
+            "REGATTA_EXECUTOR_GRACE_SEC": "1",
+            "REGATTA_STARTED_REPORT_DELAY": "0",
+        },
+    )
+    try:
+        made.start(hosts=2)
+        yield made
+    finally:
+        made.teardown()
+        _drop_database(postgres_admin_url, database)
+    assert not list(Path("/run/netns").glob(f"{made.name}-*")), "the hosts' namespaces are gone"
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    assert cluster.control is not None
+    client = Api(cluster.control)
+    tasks = write_tasks(tmp_path_factory.mktemp("tasks"), 3, prefix="pass", sleep=3)
+    write_task(tasks, "fail-0", solve="sleep 3; echo nope > /app/out.txt")
+    add_folder(client, tasks, BENCHMARK)
+    yield client
+    client.http.close()
+
+
+def managed_containers(host: ExecutorHost) -> list[dict[str, Any]]:
+    engine = host.engine()
+    try:
+        return engine.api.containers(all=True, filters={"label": LABEL_MANAGED})
+    finally:
+        engine.close()
+
+
+def live_hosts(cluster: Cluster) -> list[ExecutorHost]:
+    return [host for host in cluster.hosts.values() if host.alive()]
+
+
+def outcome_of(api: Api, cluster: Cluster, run_id: str) -> dict[str, Any]:
+    """What must equal across faults: each attempt's outcome and reward, the run's totals and scores.
+    Asserts on the way what must hold of any run: every attempt finished exactly once, none running."""
+    detail = api.wait_run(run_id, timeout=480)
+    assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"]
+    assert cluster.control is not None
+    events = run_events(cluster.control, run_id)
+    finished = [data for kind, data in events if kind == "AttemptFinished"]
+    counts = Counter(data["attempt_id"] for data in finished)
+    assert len(counts) == 4 * ATTEMPTS and set(counts.values()) == {1}, counts
+    attempts = api.get(f"/runs/{run_id}/attempts", limit=200)["attempts"]
+    assert [a for a in attempts if a["status"] in ("running", "pending", "queued")] == []
+    scored = [data for kind, data in events if kind == "RunScored" and data.get("final")]
+    return {
+        "attempts": sorted(
+            (d["task"], d["attempt_index"], d["outcome"], d["primary_reward"]) for d in finished
+        ),
+        "totals": {k: detail["totals"][k] for k in ("passed", "failed", "errored")},
+        "scores": [_scores(agent) for agent in scored[-1]["agents"]] if scored else None,
+        "hosts": Counter(d["executor_id"].rsplit("-", 1)[0] for d in finished),
+        "redelivered": {
+            d["attempt_id"] for kind, d in events if kind == "AttemptStarted" and d["delivery"] > 1
+        },
+    }
+
+
+# A run's scores, without what depends on the clock (durations) rather than on outcomes.
+SCORE_FIELDS = ("pass_at_1", "pass_at_k", "k", "categories", "task_counts", "passed", "failed", "errored")
+
+
+def _scores(agent: dict[str, Any]) -> dict[str, Any]:
+    return {key: agent[key] for key in SCORE_FIELDS}
+
+
+def no_container_left(api: Api, cluster: Cluster) -> None:
+    """Every live engine ends with no attempt container (a redelivered copy may still be removing its
+    own when the run finishes, so this waits)."""
+    api.wait_for(
+        lambda: all(managed_containers(h) == [] for h in live_hosts(cluster)), timeout=120, every=0.5
+    )
+
+
+def finished_count(cluster: Cluster, run_id: str) -> int:
+    assert cluster.control is not None
+    return sum(kind == "AttemptFinished" for kind, _ in run_events(cluster.control, run_id))
+
+
+def start_run(api: Api) -> str:
+    return api.submit_toml(run_toml(BENCHMARK, attempts=ATTEMPTS, concurrency=4))["id"]
+
+
+def wait_busy(api: Api, host: ExecutorHost) -> list[dict[str, Any]]:
+    """The host runs attempt containers (the fault lands mid-attempt)."""
+    return api.wait_for(lambda: managed_containers(host), timeout=240, every=0.2)
+
+
+@pytest.fixture(scope="module")
+def baseline(api: Api, cluster: Cluster) -> dict[str, Any]:
+    run_id = start_run(api)
+    result = outcome_of(api, cluster, run_id)
+    no_container_left(api, cluster)
+    return result
+
+
+def test_a_run_spreads_over_two_hosts_with_their_own_engines(baseline, cluster) -> None:
+    assert baseline["totals"] == {"passed": 3 * ATTEMPTS, "failed": ATTEMPTS, "errored": 0}
+    assert set(baseline["hosts"]) == {h.name for h in cluster.hosts.values()}, baseline["hosts"]
+    for host in cluster.hosts.values():
+        engine = host.engine()
+        try:
+            info = engine.info()
+            built = [tag for image in engine.images.list() for tag in image.tags if "debian" not in tag]
+        finally:
+            engine.close()
+        assert info["DockerRootDir"].startswith(str(host.data_root)), info["DockerRootDir"]
+        assert any("name=userns" in option for option in info["SecurityOptions"])
+        # The host built the task images it ran: none was assumed present.
+        assert any(not tag.startswith("regatta-test-base") for tag in built), built
+
+
+def compare(baseline: dict[str, Any], result: dict[str, Any]) -> None:
+    for key in ("attempts", "totals", "scores"):
+        assert result[key] == baseline[key], key
+
+
+def test_a_host_killed_whole_mid_run_is_never_back(baseline, api, cluster) -> None:
+    victim = live_hosts(cluster)[0]
+    run_id = start_run(api)
+    wait_busy(api, victim)
+    victim.kill()
+    assert victim.namespace_pids() == [], "executor, engine and containers died with the host"
+    result = outcome_of(api, cluster, run_id)
+    compare(baseline, result)
+    assert result["redelivered"], "the dead host's attempts ran again on the other"
+    no_container_left(api, cluster)
+    cluster.add_host()  # the rest of the module runs on two hosts again
+
+
+def test_a_nats_server_killed_mid_run_and_brought_back(baseline, api, cluster) -> None:
+    assert cluster.nats is not None
+    run_id = start_run(api)
+    wait_busy(api, live_hosts(cluster)[0])
+    assert cluster.control is not None
+    finished_before = finished_count(cluster, run_id)
+    cluster.nats.kill(0)
+    # The run goes on with two servers of three: attempts keep finishing while the third is down.
+    api.wait_for(lambda: finished_count(cluster, run_id) > finished_before, timeout=120)
+    cluster.nats.start(0)
+    result = outcome_of(api, cluster, run_id)
+    compare(baseline, result)
+    no_container_left(api, cluster)
+    cluster.nats.wait_ready()
+
+
+def test_gateway_and_scheduler_killed_mid_run_and_restarted(baseline, api, cluster) -> None:
+    control = cluster.control
+    assert control is not None
+    run_id = start_run(api)
+    wait_busy(api, live_hosts(cluster)[0])
+    control.kill("gateway", signal.SIGKILL)
+    control.kill("run-scheduler", signal.SIGKILL)
+    control.restart("run-scheduler")
+    control.restart("gateway")
+    control.wait_ready()
+    result = outcome_of(api, cluster, run_id)
+    compare(baseline, result)
+    no_container_left(api, cluster)
+
+
+def test_a_host_cut_off_the_bus_past_the_ack_wait_then_healed(baseline, api, cluster) -> None:
+    assert cluster.network is not None
+    victim = live_hosts(cluster)[0]
+    run_id = start_run(api)
+    held = {c["Id"] for c in wait_busy(api, victim)}
+    cluster.network.partition(victim.index)
+    cut_at = time.monotonic()
+    try:
+        # Its jobs are redelivered to the other host once their ack wait passes without a heartbeat.
+        others = [h for h in live_hosts(cluster) if h is not victim]
+        api.wait_for(lambda: any(managed_containers(h) for h in others), timeout=120, every=0.2)
+        cut_until = cut_at + ACK_WAIT * 2
+        api.wait_for(lambda: time.monotonic() >= cut_until, timeout=ACK_WAIT * 3)
+    finally:
+        cluster.network.heal(victim.index)
+    result = outcome_of(api, cluster, run_id)
+    compare(baseline, result)
+    assert result["redelivered"], "the cut-off host's jobs went to the other host after the ack wait"
+    no_container_left(api, cluster)
+    assert not held & {c["Id"] for c in managed_containers(victim)}
