@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,8 +21,8 @@ from typing import Any
 import pytest
 from regatta_executor.container.engine import LABEL_MANAGED
 
-from regatta.multihost.cluster import Cluster
-from regatta.multihost.hosts import ExecutorHost
+from regatta.multihost.cluster import Cluster, sweep_stale
+from regatta.multihost.hosts import DATA_ROOT, RUN_ROOT, ExecutorHost
 from tests.conftest import _create_database, _drop_database, unavailable
 from tests.e2e.conftest import Api
 from tests.e2e.test_executor import add_folder, run_events
@@ -55,6 +57,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, postgres_admin_url: str) -
         made.teardown()
         _drop_database(postgres_admin_url, database)
     assert not list(Path("/run/netns").glob(f"{made.name}-*")), "the hosts' namespaces are gone"
+    assert not list(RUN_ROOT.glob(f"{made.name}*")) and not (DATA_ROOT / made.name).exists()
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +168,7 @@ def compare(baseline: dict[str, Any], result: dict[str, Any]) -> None:
         assert result[key] == baseline[key], key
 
 
-def test_a_host_killed_whole_mid_run_is_never_back(baseline, api, cluster) -> None:
+def test_a_host_killed_whole_mid_run_is_not_needed_back(baseline, api, cluster) -> None:
     victim = live_hosts(cluster)[0]
     run_id = start_run(api)
     wait_busy(api, victim)
@@ -175,7 +178,14 @@ def test_a_host_killed_whole_mid_run_is_never_back(baseline, api, cluster) -> No
     compare(baseline, result)
     assert result["redelivered"], "the dead host's attempts ran again on the other"
     no_container_left(api, cluster)
-    cluster.add_host()  # the rest of the module runs on two hosts again
+
+    # Should the machine come back after all (same disk), its engine still lists the killed attempts'
+    # containers; its executor's janitor removes them (their owner's lock is free) at its first attempt.
+    victim.start()
+    victim.wait_ready()
+    assert managed_containers(victim), "the killed attempts' containers are still recorded"
+    compare(baseline, outcome_of(api, cluster, start_run(api)))
+    no_container_left(api, cluster)
 
 
 def test_a_nats_server_killed_mid_run_and_brought_back(baseline, api, cluster) -> None:
@@ -229,3 +239,92 @@ def test_a_host_cut_off_the_bus_past_the_ack_wait_then_healed(baseline, api, clu
     assert result["redelivered"], "the cut-off host's jobs went to the other host after the ack wait"
     no_container_left(api, cluster)
     assert not held & {c["Id"] for c in managed_containers(victim)}
+
+
+def forwarders_of(host: ExecutorHost) -> list[int]:
+    """The DNS forwarders (dnsmasq) running in the host's PID namespace with their pid file in the host's
+    own network folder (REGATTA_NETWORK_RUN_DIR)."""
+    flag = f"--pid-file={host.run_dir / 'network'}/".encode()
+    found = []
+    for pid in host.namespace_pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.startswith(flag) for arg in argv):
+            found.append(pid)
+    return found
+
+
+def test_each_host_runs_its_own_sandbox_network_and_dns_forwarder(api, cluster, tmp_path) -> None:
+    """`public` tasks on both hosts at once: each host's executor sets up its sandbox bridge, firewall
+    and DNS forwarder in its own namespace, locked and recorded in its own folder. With one /run shared
+    by the hosts, they overwrote each other's forwarder pid file, a host no longer recognised its own
+    running forwarder, and its attempts errored on "Address already in use" starting another."""
+    tasks = write_tasks(tmp_path / "public", 4, prefix="net", sleep=2, network="public")
+    add_folder(api, tasks, "multihost-public")
+    run_id = api.submit_toml(run_toml("multihost-public", attempts=1, concurrency=4))["id"]
+    detail = api.wait_run(run_id, timeout=300)
+    assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"]
+    assert detail["totals"]["passed"] == 4, api.artifact_texts(run_id)
+    assert cluster.control is not None
+    ran = {
+        d["executor_id"].rsplit("-", 1)[0]
+        for kind, d in run_events(cluster.control, run_id)
+        if kind == "AttemptFinished"
+    }
+    hosts = [h for h in live_hosts(cluster) if h.name in ran]
+    assert len(hosts) == 2, ran
+    for host in hosts:
+        assert forwarders_of(host), f"{host.name} runs its own forwarder, recorded in its own folder"
+    no_container_left(api, cluster)
+
+
+def test_a_cluster_whose_process_was_killed_leaves_nothing_behind(postgres_url, tmp_path) -> None:
+    """The operator's `python -m regatta.multihost`, SIGKILLed once it runs (no teardown at all): its
+    NATS servers and its host (executor, engine, containers) end with it, and the next cluster's start
+    (`sweep_stale`) removes its namespace, veth, bridge, engine data-root and run folder."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "regatta.multihost", "--database-url", postgres_url, "--hosts", "1",
+         "--root", str(tmp_path / "cluster")],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        lines = []
+        while not (lines and lines[-1].startswith("Ctrl-C")):
+            line = process.stdout.readline()
+            assert line, f"the cluster exited before it ran: {lines}"
+            lines.append(line)
+        name = next(line.split()[0] for line in lines if "-host-1" in line).rsplit("-host-", 1)[0]
+        marks = (name, str(tmp_path / "cluster"))
+        assert _processes_of(marks), "the host's and the NATS servers' processes run"
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while _processes_of(marks):
+        assert time.monotonic() < deadline, f"still running: {_processes_of(marks)}"
+        time.sleep(0.2)
+    assert Path(f"/run/netns/{name}-1").exists(), "nothing removed it yet"
+    sweep_stale()
+    assert not Path(f"/run/netns/{name}-1").exists()
+    assert not Path(f"/sys/class/net/{name}b").exists()
+    assert not (RUN_ROOT / name).exists() and not (DATA_ROOT / name).exists()
+    assert not list(RUN_ROOT.glob(f"{name}.*")), "nor dockerd's remapped copies of its run folder"
+
+
+def _processes_of(marks: tuple[str, ...]) -> dict[int, str]:
+    """Processes whose command line names the cluster (its name or its folder)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and any(mark in (command := _cmdline(int(entry.name))) for mark in marks):
+            found[int(entry.name)] = command
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -9,16 +9,18 @@ bridge, engines' data-roots, container cgroups, folders.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import os
 import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from regatta import nats_server
+from regatta import nats_server, ownership
 from regatta.stack import DEVELOPMENT_LOCAL_IMAGES, Stack
 
-from .hosts import DATA_ROOT, RUN_ROOT, ExecutorHost
+from .hosts import DATA_ROOT, RUN_ROOT, ExecutorHost, remove_cgroups, remove_run_folders
 from .nats_cluster import NatsCluster
 from .network import Network, free_subnet
 
@@ -52,6 +54,10 @@ class Cluster:
         return self.root / "base-images.tar"
 
     def start(self, hosts: int = 2) -> None:
+        sweep_stale()
+        owner = RUN_ROOT / self.name / "owner"
+        owner.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner.write_text(f"{os.getpid()} {ownership.start_time(os.getpid())}\n")
         try:
             self.network = Network(self.name, free_subnet())
             self.network.create()
@@ -112,20 +118,38 @@ class Cluster:
         return self.control.token
 
     def teardown(self) -> None:
-        for host in self.hosts.values():
-            with contextlib.suppress(Exception):
-                host.stop(timeout=20)
-        if self.control is not None:
-            with contextlib.suppress(Exception):
-                self.control.stop()
+        # Hosts are killed whole: what runs in them ends with their namespaces (a graceful drain would only
+        # hand their attempts back to a queue nobody will read).
         for host in self.hosts.values():
             with contextlib.suppress(Exception):
                 host.remove()
+        if self.control is not None:
+            with contextlib.suppress(Exception):
+                self.control.stop()
         if self.nats is not None:
             with contextlib.suppress(Exception):
                 self.nats.stop()
         if self.network is not None:
             self.network.remove()
-        shutil.rmtree(RUN_ROOT / self.name, ignore_errors=True)
+        remove_run_folders(self.name)
         shutil.rmtree(DATA_ROOT / self.name, ignore_errors=True)
         self.image_archive.unlink(missing_ok=True)
+
+
+def sweep_stale() -> None:
+    """What a cluster whose process was killed outright (no teardown ran) left behind: its processes
+    ended with it (ownership.popen); its namespaces, veths, bridge, engines' data-roots and container
+    cgroups are removed here, at the next start of any cluster."""
+    for folder in RUN_ROOT.iterdir() if RUN_ROOT.exists() else ():
+        try:
+            pid, started = (folder / "owner").read_text().split()
+        except (OSError, ValueError):
+            continue
+        if ownership.start_time(int(pid)) == started:
+            continue  # its owner runs
+        # The subnet is not needed to remove what carries the cluster's name.
+        Network(folder.name, ipaddress.IPv4Network("10.231.0.0/24")).remove()
+        for data_root in (DATA_ROOT / folder.name).glob("*"):
+            remove_cgroups(data_root)
+        shutil.rmtree(DATA_ROOT / folder.name, ignore_errors=True)
+        remove_run_folders(folder.name)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import docker
 
+from regatta import ownership
+
 from .network import Network
 
 RUN_ROOT = Path("/run/regatta-hosts")
@@ -81,15 +83,18 @@ class ExecutorHost:
         }
 
     def start(self) -> None:
-        """Namespace, engine, base images, executor; returns once the executor runs."""
+        """Namespace, engine, base images, executor (`wait_ready` waits for it). A host that ran before
+        comes back as a rebooted machine: a fresh /run (its engine's and network's run files) and a fresh
+        network namespace, the same disk (data-root, state folder)."""
+        assert not self.alive(), f"{self.name} runs"
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.network.remove_host(self.index)
         for folder in (self.state, self.run_dir, self.state / "logs"):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.data_root.mkdir(parents=True, exist_ok=True, mode=0o711)
         for folder in (DATA_ROOT, DATA_ROOT / self.cluster):
             folder.chmod(0o711)
-        self.ready_file.unlink(missing_ok=True)
-        if self.index not in self.network.hosts:
-            self.network.add_host(self.index)
+        self.network.add_host(self.index)
         daemon_json = self.state / "daemon.json"
         daemon_json.write_text(json.dumps(self.daemon_config(), indent=2) + "\n")
         env = {
@@ -125,11 +130,13 @@ class ExecutorHost:
         config_path.chmod(0o600)
         netns = f"/run/netns/{self.network.netns(self.index)}"
         with (self.state / "logs" / "host.log").open("ab") as log:
-            self.process = subprocess.Popen(
+            # Ends with this process: SIGKILL (`unshare --fork` ignores SIGTERM), whose --kill-child
+            # takes the namespace, so a test killed outright leaves no host running.
+            self.process = ownership.popen(
                 ["nsenter", f"--net={netns}", "--",
                  "unshare", "--mount", "--pid", "--uts", "--fork", "--kill-child", "--mount-proc", "--",
                  sys.executable, "-m", "regatta.multihost.host_init", str(config_path)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, death_signal=signal.SIGKILL,
             )  # fmt: skip
 
     def wait_ready(self, timeout: float = 180.0) -> None:
@@ -171,27 +178,6 @@ class ExecutorHost:
                         found.append(int(entry.name))
         return found
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """A clean shutdown: the executor drains, then the engine stops; killed past `timeout`."""
-        if not self.alive():
-            return
-        assert self.process is not None
-        init = self._init_pid()
-        if init:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(init, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def _init_pid(self) -> int | None:
-        assert self.process is not None
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-            return int(children[0]) if children else None
-        return None
-
     def container_ids(self) -> list[str]:
         """Every container the engine recorded (its data-root), whether or not the engine runs."""
         return [path.name for path in self.data_root.glob("*/containers/*") if path.is_dir()]
@@ -200,10 +186,7 @@ class ExecutorHost:
         """Nothing of the host left but its logs: its processes, its containers' cgroups, its namespace
         and veth, its engine's data-root and its state."""
         self.kill()
-        for container in self.container_ids():
-            for cgroup in CGROUP_ROOT.glob(f"*/docker/{container}"):
-                with contextlib.suppress(OSError):
-                    cgroup.rmdir()
+        remove_cgroups(self.data_root)
         self.network.remove_host(self.index)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         shutil.rmtree(self.data_root, ignore_errors=True)
@@ -211,3 +194,19 @@ class ExecutorHost:
         for path in self.state.iterdir() if self.state.exists() else ():
             if path.name != "logs":
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+
+
+def remove_cgroups(data_root: Path) -> None:
+    """The cgroups of an engine's containers that the kernel keeps once their processes died with the
+    host (cgroup v1: nobody else removes them)."""
+    for path in data_root.glob("*/containers/*"):
+        for cgroup in CGROUP_ROOT.glob(f"*/docker/{path.name}"):
+            with contextlib.suppress(OSError):
+                cgroup.rmdir()
+
+
+def remove_run_folders(cluster: str) -> None:
+    """The cluster's run folder, and the remapped copies of its path that dockerd 20.10 with
+    userns-remap makes beside it for its containerd (`<cluster>.100000.100000/<N>.100000.100000/…`)."""
+    for path in (RUN_ROOT / cluster, *RUN_ROOT.glob(f"{cluster}.*")):
+        shutil.rmtree(path, ignore_errors=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nats
 
-from regatta import nats_server
+from regatta import nats_server, ownership
 
 SIZE = 3
 
@@ -69,7 +69,8 @@ class NatsCluster:
         path = folder / nats_server.CONFIG_FILE
         nats_server._write_private(path, self.config(index))
         log = (folder / "nats-server.log").open("ab")
-        self.processes[index] = subprocess.Popen(
+        # Ends with this process, however it ends.
+        self.processes[index] = ownership.popen(
             [nats_server.binary(), "-c", str(path)],
             stdout=log,
             stderr=subprocess.STDOUT,
