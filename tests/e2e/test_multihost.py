@@ -163,6 +163,45 @@ def test_a_run_spreads_over_two_hosts_with_their_own_engines(baseline, cluster) 
         assert any(not tag.startswith("regatta-test-base") for tag in built), built
 
 
+def forwarders_of(host: ExecutorHost) -> list[int]:
+    """The DNS forwarders (dnsmasq) running in the host's PID namespace with their pid file in the host's
+    own network folder (REGATTA_NETWORK_RUN_DIR)."""
+    flag = f"--pid-file={host.run_dir / 'network'}/".encode()
+    found = []
+    for pid in host.namespace_pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.startswith(flag) for arg in argv):
+            found.append(pid)
+    return found
+
+
+def test_each_host_runs_its_own_sandbox_network_and_dns_forwarder(api, cluster, tmp_path) -> None:
+    """`public` tasks on both hosts at once: each host's executor sets up its sandbox bridge, firewall
+    and DNS forwarder in its own namespace, locked and recorded in its own folder. With one /run shared
+    by the hosts, they overwrote each other's forwarder pid file, a host no longer recognised its own
+    running forwarder, and its attempts errored on "Address already in use" starting another."""
+    tasks = write_tasks(tmp_path / "public", 4, prefix="net", sleep=4, network="public")
+    add_folder(api, tasks, "multihost-public")
+    run_id = api.submit_toml(run_toml("multihost-public", attempts=1, concurrency=4))["id"]
+    detail = api.wait_run(run_id, timeout=300)
+    assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"]
+    assert detail["totals"]["passed"] == 4, api.artifact_texts(run_id)
+    assert cluster.control is not None
+    ran = {
+        d["executor_id"].rsplit("-", 1)[0]
+        for kind, d in run_events(cluster.control, run_id)
+        if kind == "AttemptFinished"
+    }
+    hosts = [h for h in live_hosts(cluster) if h.name in ran]
+    assert len(hosts) == 2, ran
+    for host in hosts:
+        assert forwarders_of(host), f"{host.name} runs its own forwarder, recorded in its own folder"
+    no_container_left(api, cluster)
+
+
 def compare(baseline: dict[str, Any], result: dict[str, Any]) -> None:
     for key in ("attempts", "totals", "scores"):
         assert result[key] == baseline[key], key
@@ -239,45 +278,6 @@ def test_a_host_cut_off_the_bus_past_the_ack_wait_then_healed(baseline, api, clu
     assert result["redelivered"], "the cut-off host's jobs went to the other host after the ack wait"
     no_container_left(api, cluster)
     assert not held & {c["Id"] for c in managed_containers(victim)}
-
-
-def forwarders_of(host: ExecutorHost) -> list[int]:
-    """The DNS forwarders (dnsmasq) running in the host's PID namespace with their pid file in the host's
-    own network folder (REGATTA_NETWORK_RUN_DIR)."""
-    flag = f"--pid-file={host.run_dir / 'network'}/".encode()
-    found = []
-    for pid in host.namespace_pids():
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(arg.startswith(flag) for arg in argv):
-            found.append(pid)
-    return found
-
-
-def test_each_host_runs_its_own_sandbox_network_and_dns_forwarder(api, cluster, tmp_path) -> None:
-    """`public` tasks on both hosts at once: each host's executor sets up its sandbox bridge, firewall
-    and DNS forwarder in its own namespace, locked and recorded in its own folder. With one /run shared
-    by the hosts, they overwrote each other's forwarder pid file, a host no longer recognised its own
-    running forwarder, and its attempts errored on "Address already in use" starting another."""
-    tasks = write_tasks(tmp_path / "public", 4, prefix="net", sleep=2, network="public")
-    add_folder(api, tasks, "multihost-public")
-    run_id = api.submit_toml(run_toml("multihost-public", attempts=1, concurrency=4))["id"]
-    detail = api.wait_run(run_id, timeout=300)
-    assert detail["benchmark_run"]["status"] == "finished", detail["benchmark_run"]
-    assert detail["totals"]["passed"] == 4, api.artifact_texts(run_id)
-    assert cluster.control is not None
-    ran = {
-        d["executor_id"].rsplit("-", 1)[0]
-        for kind, d in run_events(cluster.control, run_id)
-        if kind == "AttemptFinished"
-    }
-    hosts = [h for h in live_hosts(cluster) if h.name in ran]
-    assert len(hosts) == 2, ran
-    for host in hosts:
-        assert forwarders_of(host), f"{host.name} runs its own forwarder, recorded in its own folder"
-    no_container_left(api, cluster)
 
 
 def test_a_cluster_whose_process_was_killed_leaves_nothing_behind(postgres_url, tmp_path) -> None:

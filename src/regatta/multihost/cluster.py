@@ -30,6 +30,18 @@ BASE_IMAGES = ("regatta-test-base:bookworm", *DEVELOPMENT_LOCAL_IMAGES.split(","
 
 
 @dataclass
+class ControlPlane(Stack):
+    """The embedded stack's services with no executor, on the cluster's NATS: each service as its own
+    NATS user (all three servers' URLs), as the embedded server gives them."""
+
+    cluster_nats: NatsCluster | None = None
+
+    def service_nats_url(self, service: str) -> str:
+        assert self.cluster_nats is not None
+        return self.cluster_nats.urls(nats_server.user_for(service))
+
+
+@dataclass
 class Cluster:
     root: Path
     database_url: str
@@ -37,7 +49,7 @@ class Cluster:
     env: dict[str, str] = field(default_factory=dict)  # for every service, executors included
     network: Network | None = None
     nats: NatsCluster | None = None
-    control: Stack | None = None
+    control: ControlPlane | None = None
     hosts: dict[int, ExecutorHost] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -66,7 +78,7 @@ class Cluster:
             self._save_base_images()
             for _ in range(hosts):
                 self.add_host(wait=False)
-            self.control = Stack(
+            self.control = ControlPlane(
                 data_dir=self.root / "control",
                 port=nats_server.free_port(),
                 port_is_picked=True,
@@ -75,6 +87,7 @@ class Cluster:
                 database_url=self.database_url,
                 extra_env=dict(self.env),
                 ready_timeout=240.0,
+                cluster_nats=self.nats,
             )
             self.control.environment = "container"
             self.control.start()
