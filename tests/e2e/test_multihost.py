@@ -278,6 +278,10 @@ def test_a_host_cut_off_the_bus_past_the_ack_wait_then_healed(baseline, api, clu
     assert result["redelivered"], "the cut-off host's jobs went to the other host after the ack wait"
     no_container_left(api, cluster)
     assert not held & {c["Id"] for c in managed_containers(victim)}
+    # Healed, the host takes jobs again: the next run spreads over both hosts.
+    again = outcome_of(api, cluster, start_run(api))
+    compare(baseline, again)
+    assert set(again["hosts"]) == {h.name for h in live_hosts(cluster)}, again["hosts"]
 
 
 def test_a_cluster_whose_process_was_killed_leaves_nothing_behind(postgres_url, tmp_path) -> None:
