@@ -67,7 +67,7 @@ class NatsCluster:
         folder = self.root / f"n{index}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / nats_server.CONFIG_FILE
-        nats_server._write_private(path, self.config(index))
+        nats_server.write_private(path, self.config(index))
         log = (folder / "nats-server.log").open("ab")
         # Ends with this process, however it ends.
         self.processes[index] = ownership.popen(
