@@ -141,7 +141,7 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Written to a 0600 temp file first, then renamed: the secret is never readable by others."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -159,7 +159,7 @@ def ensure_credentials(data_dir: Path) -> dict[str, str]:
         if set(USERS) <= set(stored):
             return {user: stored[user] for user in USERS}
     passwords = {user: secrets.token_urlsafe(24) for user in USERS}
-    _write_private(path, json.dumps(passwords, indent=2) + "\n")
+    write_private(path, json.dumps(passwords, indent=2) + "\n")
     return passwords
 
 
@@ -177,6 +177,11 @@ def _users(passwords: dict[str, str]) -> list[dict[str, Any]]:
         }
         for user in USERS
     ]
+
+
+def authorization(passwords: dict[str, str]) -> dict[str, Any]:
+    """The `authorization` block every server of ours has (embedded, compose, Kubernetes, multi-host)."""
+    return {"users": _users(passwords)}
 
 
 def server_config(port: int, store_dir: Path, passwords: dict[str, str]) -> str:
@@ -283,7 +288,7 @@ def start(
     data_dir.mkdir(parents=True, exist_ok=True)
     passwords = passwords or ensure_credentials(data_dir)
     config = data_dir / CONFIG_FILE
-    _write_private(config, server_config(port, data_dir, passwords))
+    write_private(config, server_config(port, data_dir, passwords))
     out = log_file.open("ab") if log_file else subprocess.DEVNULL
     # A session of its own, like the services: a Ctrl-C in the terminal reaches only `regatta up`,
     # which stops the services first and NATS last, so none loses the bus while it shuts down.

@@ -38,18 +38,25 @@ _forker: ThreadPoolExecutor | None = None
 _forker_lock = threading.Lock()
 
 
-def die_with_parent(parent: int) -> None:
-    """In a child of `parent`: SIGTERM when it ends. A parent that ended before this was armed has
-    sent nothing; the child then ends at once rather than run orphaned."""
-    if _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+def die_with_parent(parent: int, death_signal: int = signal.SIGTERM) -> None:
+    """In a child of `parent`: `death_signal` when it ends. A parent that ended before this was armed
+    has sent nothing; the child then ends at once rather than run orphaned."""
+    if _prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def popen(args: Sequence[str], *, keep_fds: Sequence[int] = (), **kwargs: Any) -> subprocess.Popen[bytes]:
-    """`subprocess.Popen` of a child that ends with this process (SIGTERM), with `keep_fds` open in it.
-    Forked from a thread of its own that lives as long as the process (see the module's notes)."""
+def popen(
+    args: Sequence[str],
+    *,
+    keep_fds: Sequence[int] = (),
+    death_signal: int = signal.SIGTERM,
+    **kwargs: Any,
+) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen` of a child that ends with this process (`death_signal`: SIGKILL for one that
+    ignores SIGTERM), with `keep_fds` open in it. Forked from a thread of its own that lives as long as
+    the process (see the module's notes)."""
     global _forker
     with _forker_lock:
         if _forker is None:
@@ -59,7 +66,7 @@ def popen(args: Sequence[str], *, keep_fds: Sequence[int] = (), **kwargs: Any) -
     future = forker.submit(
         subprocess.Popen,
         args,
-        preexec_fn=lambda: die_with_parent(parent),
+        preexec_fn=lambda: die_with_parent(parent, death_signal),
         pass_fds=tuple(keep_fds),
         **kwargs,
     )
@@ -70,7 +77,7 @@ class DataDirInUse(RuntimeError):
     """Another stack runs on the data folder, or what a dead one started has not stopped yet."""
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     """The process's start time (clock ticks since boot), which tells it from a later process given
     the same pid; None once it has ended (a zombie has ended)."""
     try:
@@ -99,7 +106,7 @@ class DataLock:
         self._write()
 
     def record(self, key: str, pid: int) -> None:
-        self.processes[key] = (pid, _start_time(pid) or "")
+        self.processes[key] = (pid, start_time(pid) or "")
         self._write()
 
     def release(self) -> None:
@@ -107,7 +114,7 @@ class DataLock:
 
     def _write(self) -> None:
         me = os.getpid()
-        text = json.dumps({"pid": me, "started": _start_time(me), "processes": self.processes})
+        text = json.dumps({"pid": me, "started": start_time(me), "processes": self.processes})
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, text.encode(), 0)
 
@@ -160,7 +167,7 @@ def _holder(path: Path) -> tuple[int, str] | None:
     """The stack process that took the lock, if it still runs (pid and command)."""
     recorded = _recorded(path)
     pid = recorded.get("pid")
-    if isinstance(pid, int) and recorded.get("started") and _start_time(pid) == recorded["started"]:
+    if isinstance(pid, int) and recorded.get("started") and start_time(pid) == recorded["started"]:
         return pid, _command(pid)
     return None
 
@@ -171,7 +178,7 @@ def _remnants(path: Path) -> list[str]:
     names = {
         pid: key
         for key, (pid, started) in (_recorded(path).get("processes") or {}).items()
-        if _start_time(pid) == started
+        if start_time(pid) == started
     }
     target = os.stat(path)
     found = []

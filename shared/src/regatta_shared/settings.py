@@ -16,6 +16,7 @@ HARBOR_DEFAULT_REGISTRY_URL = "https://raw.githubusercontent.com/laude-institute
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
 
+    # One server's URL, or a cluster's URLs comma separated: a client fails over among them.
     nats_url: str = Field("nats://127.0.0.1:4222", alias="NATS_URL")
     # Copies of each JetStream stream and bucket the services declare: 3 on a 3-server NATS cluster
     # (deploy/kubernetes), 1 on a single server (a count above the cluster's size is refused by NATS).
@@ -118,6 +119,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.data_dir / 'regatta.db').resolve()}"
+
+    @property
+    def nats_servers(self) -> list[str]:
+        """NATS_URL's servers: nats-py takes one URL as a string and a cluster's as a list."""
+        return [url.strip() for url in self.nats_url.split(",") if url.strip()]
 
     @property
     def gateway_url(self) -> str:

@@ -46,7 +46,7 @@ def settle_heap() -> None:
 async def connect_nats(settings: Settings, inbox_prefix: str = "_INBOX") -> NATS:
     # Reconnect forever: a restarted nats-server must not take the service down with it.
     return await nats.connect(
-        settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=0.5, inbox_prefix=inbox_prefix
+        settings.nats_servers, max_reconnect_attempts=-1, reconnect_time_wait=0.5, inbox_prefix=inbox_prefix
     )
 
 
