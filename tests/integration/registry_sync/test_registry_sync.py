@@ -215,7 +215,7 @@ async def test_manifest_beside_registry_and_deployment_metadata_become_the_bench
     (registry.parent / "regatta.toml").write_text(
         "schema_version = 1\n"
         '[benchmark]\ndescription = "Six judged tasks"\npass_threshold = 0.75\nprimary_reward_key = "score"\n'
-        'verifier_integrity = "enforce"\n'
+        'verifier_integrity = "enforce"\nshow_solutions = false\n'
         '[harness]\ndefault = "terminus-2"\nrequired = true\n'
         '[judge]\nrequires_model = true\nrequires_api_key = true\ndefault_model = "openai/gpt-5-mini"\n'
         '[task_sets.parity]\ntasks = ["gen-0001", "gen-000[45]"]\nrecommended = true\n'
@@ -239,6 +239,7 @@ async def test_manifest_beside_registry_and_deployment_metadata_become_the_bench
         "pass_threshold": 0.5,
         "primary_reward_key": "score",
         "verifier_integrity": "enforce",
+        "show_solutions": False,
         "task_sets": {
             "parity": ["gen-0001", "gen-0004", "gen-0005"],
             "smoke": ["gen-0002"],
