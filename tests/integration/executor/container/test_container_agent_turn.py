@@ -16,7 +16,7 @@ import docker
 import pytest
 from regatta_executor.attempt.sandbox_faults import StorageLimitExceededError
 from regatta_executor.container.engine import client
-from regatta_executor.container.verifier_turn import UploadNotWrittenError
+from regatta_executor.container.turn_end import UploadNotWrittenError
 
 from tests.integration.container_support import started_environment, write_task
 

@@ -10,9 +10,10 @@ provisioning.py (the engine, the task's image from image/, its network from netw
 its allowlist), compose/attempt.py (a task's docker-compose.yaml: its sidecars), exec/ (commands with the
 user, folder, environment and timeout Harbor asks for), files/transfers.py (files in and out through the
 engine's archive API, as few round trips as Harbor's calls allow: nothing of the host is mounted),
-verifier_turn.py (how the agent's turn ends and a shared verifier starts, under the run's
-verifier-integrity policy) and test_script.py (Harbor's run of the tests). In Harbor's `separate` verifier
-mode Harbor makes a second environment of this class for the verifier: only a fresh container.
+verifier_turn.py (whose turn it is: how the agent's ends and a shared verifier starts, under the run's
+verifier-integrity policy, with turn_end.py) and test_script.py (Harbor's run of the tests). In Harbor's
+`separate` verifier mode Harbor makes a second environment of this class for the verifier: only a fresh
+container.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, override
 
@@ -47,25 +47,22 @@ from regatta_executor.container.exec.harbor_commands import (
     engine_user,
     executable_target,
     has_shared_verifier,
-    removes_reward_files,
-    runs_test_script,
 )
-from regatta_executor.container.exec.platform import PLATFORM_SHELL
 from regatta_executor.container.files import archive as files
 from regatta_executor.container.files import snapshots
 from regatta_executor.container.files.storage_cap import StorageCap
+from regatta_executor.container.files.transfers import ContainerTransfers
 from regatta_executor.container.image.resolved import ResolvedImage
 from regatta_executor.container.network import allowlist
 from regatta_executor.container.options import ContainerEnvironmentOptions
 from regatta_executor.container.provisioning import MIB, Provisioning, record_image
-from regatta_executor.container.test_script import TestScriptRun
 from regatta_executor.container.verifier_turn import VerifierTurn
 from regatta_executor.environments.capabilities import sandbox_capabilities
 
 _MIB = MIB
 
 
-class ContainerEnvironment(VerifierTurn):
+class ContainerEnvironment(ContainerTransfers):
     """One container per attempt, as Harbor's docker environment makes it (the image's ENTRYPOINT,
     USER, WORKDIR, ENV and Docker's default capabilities), with a pid 1 the agent cannot ptrace
     (pid1.py, from the read-only tools mount of tools.py), limits from task.toml, no other host
@@ -94,37 +91,19 @@ class ContainerEnvironment(VerifierTurn):
         self._container_id: str | None = None
         self._staged: files.StagedArchive | None = None
         self._snapshot: snapshots.Snapshot | None = None
-        # True from the moment the agent's processes were ended and /tests and /logs/verifier emptied
-        # until the next command: the tests uploaded meanwhile are the verifier's.
-        self._verifier_ready = False
-        # What the exec that ended the agent's turn printed (the digest's line), from the moment Harbor
-        # read the agent's logs back (that exec archived them) until the next command: the verifier
-        # then starts without an exec of its own (_prepare_verifier).
-        self._turn_ended: str | None = None
-        # Harbor started the verifier (_prepare_verifier) and the exec that ends the agent's turn has not
-        # run yet: it runs before anything else touches the container (_flush).
-        self._verifier_pending = False
-        # Harbor runs the agent's setup and turns inside scoped_exec_env: while it is entered, any read
-        # of the agent's logs is the agent's own, mid-turn.
-        self._agent_scopes = 0
-        # From the verifier's start on, under `enforce`, commands start from the platform's shell
-        # (platform.py) where the container has it; under `record`, from the image's bash, as Harbor's.
-        self._verifier_phase = False
-        self._platform_shell = False
         self._storage_mb: int | None = None
         self._storage_cap: StorageCap | None = None
-        # The host's boot time before the container's first exec: what started earlier in it is the
-        # image's, never the agent's (processes.LIST_OTHERS leaves it out).
-        self._first_exec_at: float | None = None
-        self._created_at = time.time()
-        self._for_verifier = SEPARATE_VERIFIER_SESSION in self.session_id
-        self._shared_verifier = not self._for_verifier and has_shared_verifier(self.environment_dir)
-        self._integrity = IntegrityLog(
-            self.trial_paths.trial_dir,
-            self.options.verifier_integrity,
-            "separate" if self._for_verifier else "shared",
+        for_verifier = SEPARATE_VERIFIER_SESSION in self.session_id
+        mode = "separate" if for_verifier else "shared"
+        self._integrity = IntegrityLog(self.trial_paths.trial_dir, self.options.verifier_integrity, mode)
+        self._turn = VerifierTurn(
+            self,
+            self._integrity,
+            owners_dir=self._provisioning.owners_dir,
+            enforced=self.options.verifier_integrity == "enforce",
+            for_verifier=for_verifier,
+            shared_verifier=not for_verifier and has_shared_verifier(self.environment_dir),
         )
-        self._tests_uploaded: dict[str, str] | None = None
         # Commands given no user run as the image's USER (the container's, as under Harbor).
         self._default_exec_user = "0"
         self._download_budget = self.options.max_download_mb * _MIB
@@ -132,9 +111,6 @@ class ContainerEnvironment(VerifierTurn):
         self.image: ResolvedImage | None = None
         self._allowlist: allowlist.AttemptState | None = None
         self.enforced_limits: frozenset[str] = frozenset()
-        # While the exec that ends the agent's turn for the verifier runs (a restart under `enforce`
-        # empties /logs meanwhile), the live view reads nothing.
-        self._turn_ending = False
 
     @staticmethod
     @override
@@ -159,38 +135,20 @@ class ContainerEnvironment(VerifierTurn):
             raise ValueError(f"the container environment mounts no host folders (asked: {targets})")
         if (self.environment_dir / TASK_FILE).exists():
             # Refused here (a ComposeError is a ValueError), before anything is made on the engine.
-            self._compose = self._load_compose(force_build=False)
+            self._compose = load_compose(self, force_build=False)
             return
         if not self.task_env_config.docker_image and not (self.environment_dir / "Dockerfile").is_file():
             raise FileNotFoundError(
                 "environment/Dockerfile is missing and [environment].docker_image is not set"
             )
 
-    def _load_compose(self, *, force_build: bool) -> ComposeProject:
-        return load_compose(
-            self.environment_dir,
-            task=self.task_env_config,
-            persistent_env=self._persistent_env,
-            environment_id=self.environment_id,
-            cpus=self._effective_cpus,
-            memory_mb=self._effective_memory_mb,
-            main_environment=self._startup_env(),
-            extra_files=list(self.extra_docker_compose_paths),
-            force_build=force_build,
-        )
-
     @property
     def container_name(self) -> str:
         return self._name
 
     def live_folder(self) -> str | None:
-        """The log folder the live view may read now (live_logs.py): the agent's while its turn runs,
-        the verifier's once the turn's end emptied it; none in a separate verifier's container."""
-        if self._container_id is None or self._for_verifier or self._turn_ending or self._verifier_pending:
-            return None
-        if self._verifier_phase:
-            return "verifier"
-        return "agent" if self._agent_scopes else None
+        """The log folder the live view may read now (live_logs.py; whose it is: verifier_turn.py)."""
+        return None if self._container_id is None else self._turn.live_folder()
 
     async def read_live_folder(self, kind: str) -> dict[str, bytes] | None:
         container = self._container_id
@@ -198,14 +156,6 @@ class ContainerEnvironment(VerifierTurn):
             return None
         folder = AGENT_LOGS if kind == "agent" else str(VERIFIER_LOGS)
         return await execs.in_thread(live_logs.read_files, self._client.api, container, folder)
-
-    @override
-    async def _end_turn_for_verifier(self) -> None:
-        self._turn_ending = True
-        try:
-            await super()._end_turn_for_verifier()
-        finally:
-            self._turn_ending = False
 
     @override
     async def start(self, force_build: bool) -> None:
@@ -223,19 +173,14 @@ class ContainerEnvironment(VerifierTurn):
                 allowlisted=self._network_is_allowlist, disabled=self._network_disabled
             )
         self._container_id = await execs.in_thread(self._create_and_start, self.image, network)
-        if self._for_verifier:
-            # Harbor's `separate` mode: a fresh container of the task's image (or its verifier's), into
-            # which Harbor copies only the agent's collected outputs. Its writes are the verifier's.
-            self._integrity.note(
-                "the verifier ran in a container of its own; only the outputs Harbor collected came "
-                "from the agent's"
-            )
+        if self._turn.for_verifier:
+            self._turn.note_own_container()
         else:
             record_image(self.trial_paths.trial_dir, self.image)
-        if self._shared_verifier:
+        if self._turn.shared_verifier:
             assert self.image is not None, "started"
             await self._provisioning.list_image_files(self._running(), self.image)
-        if self._storage_mb and not self._for_verifier:
+        if self._storage_mb and not self._turn.for_verifier:
             # An engine's quota holds bytes only: the entries are measured wherever it has one.
             enforced = "storage" in self.enforced_limits
             self._storage_cap = StorageCap(
@@ -248,10 +193,6 @@ class ContainerEnvironment(VerifierTurn):
         # command, whichever comes first.
         self._stage().add_folders(list(LOG_DIRS), 0o777)
         await self._upload_environment_dir_after_start()
-
-    @property
-    def _owners_dir(self) -> Path:
-        return self._provisioning.owners_dir
 
     async def _image(self, force_build: bool, **source: Any) -> ResolvedImage:
         """The task's image, or a compose service's (`source`: reference, or context, dockerfile and
@@ -268,17 +209,19 @@ class ContainerEnvironment(VerifierTurn):
     async def _start_compose(self, force_build: bool) -> str:
         """Every service's image, the attempt's network and volumes, the sidecars started and waited
         for (compose/attempt.py); returns main's network."""
-        project = self._compose = self._load_compose(force_build=force_build)
+        project = self._compose = load_compose(self, force_build=force_build)
         for note in project.notes:
             self.logger.info("%s: %s", TASK_FILE, note)
-        services = self._services = ComposeServices(project)
+        max_output = self.options.max_output_mb * _MIB
+        services = self._services = ComposeServices(project, self._client.api, max_output_bytes=max_output)
         self.image, network = await services.start(
             self._client,
             self._name,
             self._provisioning.labels(),
             self.logger,
             self._image,
-            self._sidecar_config,
+            self._provisioning.config,
+            self._limits(),
             force_build=force_build,
             public=self._network_is_public,
             dns_upstreams=self.options.sandbox_dns_upstreams,
@@ -286,28 +229,9 @@ class ContainerEnvironment(VerifierTurn):
         return network
 
     def _limits(self) -> dict[str, Any]:
-        return {
-            "memory_mb": self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
-            or self.options.default_memory_mb,
-            "cpus": self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
-            or self.options.default_cpus,
-            "storage_mb": self._effective_storage_mb or self.options.default_storage_mb,
-            "logs_mb": self._effective_storage_mb or self.options.default_logs_mb,
-        }
-
-    def _sidecar_config(self, image: str, name: str) -> tuple[dict[str, Any], set[str]]:
-        """The agent's container configuration (labels, limits, hardening) for a sidecar."""
-        assert self._services is not None
-        return self._provisioning.config(
-            image=image,
-            name=name,
-            network=self._services.network,
-            workdir=None,
-            # pid 1's settings are dropped for a sidecar (compose/sidecars.PID1_KEYS), its tools mount too.
-            image_entrypoint=(),
-            image_workdir="",
-            limits=self._limits(),
-        )
+        memory = self._resource_limit_value("memory", auto_mode=ResourceMode.LIMIT)
+        cpus = self._resource_limit_value("cpu", auto_mode=ResourceMode.LIMIT)
+        return self._provisioning.limits(memory_mb=memory, cpus=cpus, storage_mb=self._effective_storage_mb)
 
     def _create_and_start(self, resolved: ResolvedImage, network: str) -> str:
         limits = self._limits()
@@ -326,25 +250,22 @@ class ContainerEnvironment(VerifierTurn):
         self.enforced_limits = made.enforced
         self._default_exec_user = made.default_user
         # From the inspect made at create: mounts never change afterwards.
-        self._platform_shell = made.platform_shell
+        self._turn.platform_shell = made.platform_shell
         return made.container_id
 
     def _created(self, container_id: str) -> None:
         # Known before it starts: a stop removes it whatever happens next.
         self._container_id = container_id
 
-    def _address(self, network: str) -> str:
-        return self._provisioning.address(self._running(), network)
-
-    @override
     def _restart_allowlist(self) -> None:
         """A restarted container may get another address on its network: its allowlist follows it."""
         state = self._allowlist
-        if state is None or self._address(self.options.allowlist_network) == state.address:
+        network = self.options.allowlist_network
+        if state is None or self._provisioning.address(self._running(), network) == state.address:
             return
         allowlist.close_attempt(state)
         self._allowlist = None
-        self._allowlist = self._open_allowlist(self.options.allowlist_network)
+        self._allowlist = self._open_allowlist(network)
 
     def _open_allowlist(self, network: str) -> allowlist.AttemptState:
         allowed = list(self.network_policy.allowed_hosts)
@@ -354,10 +275,7 @@ class ContainerEnvironment(VerifierTurn):
     async def stop(self, delete: bool) -> None:
         if self._storage_cap is not None:
             await self._storage_cap.stop()
-        if self._staged is not None:
-            self._staged.discard()
-            self._staged = None
-        self._drop_snapshot()
+        self._discard_transfers()
         try:
             await execs.in_thread(self._provisioning.remove, self._container_id, self._name, delete)
         finally:
@@ -381,34 +299,16 @@ class ContainerEnvironment(VerifierTurn):
             chmod = executable_target(command)
             if chmod is not None and self._staged is not None and self._staged.make_executable(chmod):
                 return ExecResult(stdout="", stderr="", return_code=0)
-            # Harbor removes stale reward files as the verifier starts. Emptying /logs/verifier does
-            # that too, so the agent's processes are ended and the verifier's folders emptied now, in
-            # the same exec, rather than by an exec of its own when the tests are uploaded. Not where
-            # tests come with the image (Harbor then uploads none, and /tests must stay).
-            if removes_reward_files(command) and self._shared_verifier:
-                if self._enable_environment_dir_upload:
-                    await self._prepare_verifier()
-                    return ExecResult(stdout="", stderr="", return_code=0)
-                await self._check_sandbox()
+            if await self._turn.starts_verifier(command):
+                return ExecResult(stdout="", stderr="", return_code=0)
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()
         await self._flush()
-        self._ran()
-        self._before_exec()
-        enforced = self._enforced and self._verifier_phase and self._platform_shell
-        shell = PLATFORM_SHELL if enforced else "bash"
-        argv = [shell, "-c", command]
+        self._turn.ran()
+        self._turn.before_exec()
         user_ = self._default_exec_user if resolved is None else resolved
-        test_run = None
-        wrapped = self._verifier_phase and self._platform_shell and not self._for_verifier
-        if wrapped and user_ in ROOT_USERS and runs_test_script(command):
-            # Harbor reads /logs/verifier back next: the same exec archives it (test_script.py).
-            test_run = TestScriptRun.wrapping(command, shell, self._download_budget)
-            argv = test_run.argv
-        with (
-            self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext(),
-            self._cap_is_the_reason(),
-        ):
+        argv, test_run = self._turn.command(command, user_)
+        with self._storage_cap.command() if self._storage_cap is not None else contextlib.nullcontext():
             output = await execs.run_command(
                 self._client.api,
                 self._running(),
@@ -424,16 +324,22 @@ class ContainerEnvironment(VerifierTurn):
             )
         if self._storage_cap is not None:
             self._storage_cap.raise_if_exceeded()  # the cap killed the container under the command
-        stdout, stderr = output.stdout, output.stderr
         if test_run is not None:
-            stderr = test_run.written(stderr, self._tests_uploaded, self._integrity)
-            stdout += test_run.logs.rest().decode("utf-8", "replace")
-            snapshot = await execs.in_thread(test_run.logs.snapshot)
-            if snapshot is not None:
-                # Nothing ran since the test ended: the archive answers Harbor's read, as the engine's would.
-                self._download_budget -= test_run.logs.size
-                self._snapshot = snapshot
-        return ExecResult(stdout=stdout, stderr=stderr, return_code=output.return_code)
+            return await self._turn.tests_ran(test_run, output)
+        return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
+
+    @override
+    @contextlib.contextmanager
+    def scoped_exec_env(self, env: dict[str, str]) -> Iterator[None]:
+        with self._turn.agent_scope(), super().scoped_exec_env(env):
+            yield
+
+    @override
+    def _running(self) -> str:
+        # A container the storage cap killed fails whatever touches it next with the cap's reason.
+        if self._storage_cap is not None:
+            self._storage_cap.raise_if_exceeded()
+        return super()._running()
 
     @override
     async def service_exec(
@@ -449,16 +355,8 @@ class ContainerEnvironment(VerifierTurn):
         """A command in a compose sidecar (compose/attempt.py), or in main."""
         if self.is_main_service(service):
             return await self.exec(command, cwd=cwd, env=env, timeout_sec=timeout_sec, user=user)
-        return await self._compose_services().exec(
-            self._client.api,
-            service,
-            command,
-            cwd=cwd,
-            env=env,
-            timeout_sec=timeout_sec,
-            user=user,
-            max_output_bytes=self.options.max_output_mb * _MIB,
-        )
+        services = self._compose_services()
+        return await services.exec(service, command, cwd=cwd, env=env, timeout_sec=timeout_sec, user=user)
 
     @override
     async def stop_service(self, service: str) -> None:
@@ -473,8 +371,7 @@ class ContainerEnvironment(VerifierTurn):
         self, source_path: str, target_path: Path | str, *, service: str | None = None
     ) -> None:
         if self.is_main_service(service):
-            await self.download_file(source_path, target_path)
-            return
+            return await self.download_file(source_path, target_path)
         await self._sidecar_download(files.download_file, source_path, target_path, service)
 
     @override
@@ -482,19 +379,15 @@ class ContainerEnvironment(VerifierTurn):
         self, source_dir: str, target_dir: Path | str, *, service: str | None = None
     ) -> None:
         if self.is_main_service(service):
-            await self.download_dir(source_dir, target_dir)
-            return
+            return await self.download_dir(source_dir, target_dir)
         await self._sidecar_download(files.download_dir, source_dir, target_dir, service)
 
     async def _sidecar_download(
         self, fetch: Callable[..., int], source: str, target: Path | str, service: str | None
     ) -> None:
         """Out of the same download budget as main's."""
-        services = self._compose_services()
-        size = await services.download(
-            self._client.api, fetch, source, target, service, self._download_budget
-        )
-        self._download_budget -= size
+        services, budget = self._compose_services(), self._download_budget
+        self._download_budget -= await services.download(fetch, source, target, service, budget)
 
     def _compose_services(self) -> ComposeServices:
         if self._services is None:

@@ -184,6 +184,17 @@ class Provisioning:
             self.options.sandbox_dns_upstreams,
         )
 
+    def limits(self, *, memory_mb: int | None, cpus: float | None, storage_mb: int | None) -> dict[str, Any]:
+        """The container's limits: the task's (as Harbor resolves them), else the executor's defaults;
+        its log folders get the task's storage too."""
+        options = self.options
+        return {
+            "memory_mb": memory_mb or options.default_memory_mb,
+            "cpus": cpus or options.default_cpus,
+            "storage_mb": storage_mb or options.default_storage_mb,
+            "logs_mb": storage_mb or options.default_logs_mb,
+        }
+
     def config(
         self,
         *,

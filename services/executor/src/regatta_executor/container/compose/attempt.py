@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from harbor.environments.base import ExecResult, ServiceOperationsUnsupportedError
+from harbor.environments.base import BaseEnvironment, ExecResult, ServiceOperationsUnsupportedError
 from harbor.environments.definition import should_use_prebuilt_docker_image
 from harbor.models.task.config import EnvironmentConfig
 from harbor.utils.env import resolve_env_vars
@@ -27,10 +27,29 @@ from regatta_executor.container.image.resolved import ResolvedImage
 # Resolves one service's image: (force_build, reference=…) or (force_build, context=…, dockerfile=…,
 # buildargs=…), as Provisioning.image does with the task's values.
 ImageOf = Callable[..., Awaitable[ResolvedImage]]
-SidecarConfig = Callable[[str, str], tuple[dict[str, Any], set[str]]]
+# The engine's configuration of a container of the attempt, and the limits it enforces (Provisioning.config).
+ConfigOf = Callable[..., tuple[dict[str, Any], set[str]]]
 
 
-def load_compose(
+def load_compose(environment: BaseEnvironment, *, force_build: bool) -> ComposeProject:
+    """The task's compose project merged as Harbor's docker environment merges it: its base file, the
+    task's file, run-level extra files and main's env, `${VAR}` from Harbor's infrastructure variables
+    over the task's env (never this process's environment)."""
+    env = environment
+    return _load(
+        env.environment_dir,
+        task=env.task_env_config,
+        persistent_env=env._persistent_env,
+        environment_id=env.environment_id,
+        cpus=env._effective_cpus,
+        memory_mb=env._effective_memory_mb,
+        main_environment=env._startup_env(),
+        extra_files=list(env.extra_docker_compose_paths),
+        force_build=force_build,
+    )
+
+
+def _load(
     environment_dir: Path,
     *,
     task: EnvironmentConfig,
@@ -42,9 +61,6 @@ def load_compose(
     extra_files: list[Path],
     force_build: bool,
 ) -> ComposeProject:
-    """The task's compose project merged as Harbor's docker environment merges it: its base file, the
-    task's file, run-level extra files and main's env, `${VAR}` from Harbor's infrastructure variables
-    over the task's env (never this process's environment)."""
     prebuilt = should_use_prebuilt_docker_image(
         environment_dir, docker_image=task.docker_image, force_build=force_build
     )
@@ -72,8 +88,10 @@ def load_compose(
 class ComposeServices:
     """One attempt's compose project and, once started, its services on the engine."""
 
-    def __init__(self, project: ComposeProject) -> None:
+    def __init__(self, project: ComposeProject, api: docker.APIClient, *, max_output_bytes: int) -> None:
         self.project = project
+        self.api = api
+        self.max_output_bytes = max_output_bytes
         self.run: ComposeRun | None = None
 
     async def start(
@@ -83,15 +101,16 @@ class ComposeServices:
         labels: dict[str, str],
         logger: logging.Logger,
         image_of: ImageOf,
-        sidecar_config: SidecarConfig,
+        config_of: ConfigOf,
+        limits: dict[str, Any],
         *,
         force_build: bool,
         public: bool,
         dns_upstreams: str | None,
     ) -> tuple[ResolvedImage, str]:
         """Build or pull every service's image, make the attempt's network and volumes, start the
-        sidecars in dependency order and wait for what main depends on; returns main's image and
-        network."""
+        sidecars in dependency order, each in the agent's container configuration (labels, `limits`,
+        hardening), and wait for what main depends on; returns main's image and network."""
         project = self.project
         images: dict[str, ResolvedImage] = {}
         for service in project.services.values():
@@ -108,6 +127,19 @@ class ComposeServices:
         run = self.run = ComposeRun(client, project, name, labels, logger)
         network = await execs.in_thread(run.create_network, public=public, dns_upstreams=dns_upstreams)
         await execs.in_thread(run.create_volumes)
+
+        def sidecar_config(image: str, name: str) -> tuple[dict[str, Any], set[str]]:
+            # pid 1's settings are dropped for a sidecar (sidecars.PID1_KEYS), its tools mount too.
+            return config_of(
+                image=image,
+                name=name,
+                network=run.network,
+                workdir=None,
+                image_entrypoint=(),
+                image_workdir="",
+                limits=limits,
+            )
+
         await execs.in_thread(run.start_sidecars, images, sidecar_config)
         await execs.in_thread(run.wait_for, project.main)
         return images[project.main.name], network
@@ -138,7 +170,6 @@ class ComposeServices:
 
     async def exec(
         self,
-        api: docker.APIClient,
         service: str | None,
         command: str,
         *,
@@ -146,25 +177,23 @@ class ComposeServices:
         env: dict[str, str] | None,
         timeout_sec: int | None,
         user: str | int | None,
-        max_output_bytes: int,
     ) -> ExecResult:
         """A command in a sidecar, as Harbor's docker environment runs one: `sh -c` (sidecar images often
         lack bash), without main's working folder, user or persistent env."""
         output = await execs.run_command(
-            api,
+            self.api,
             self.sidecar(service),
             ["sh", "-c", command],
             env=env or {},
             user=engine_user(user),
             workdir=cwd,
             timeout_sec=timeout_sec,
-            max_output_bytes=max_output_bytes,
+            max_output_bytes=self.max_output_bytes,
         )
         return ExecResult(stdout=output.stdout, stderr=output.stderr, return_code=output.return_code)
 
     async def download(
         self,
-        api: docker.APIClient,
         fetch: Callable[..., int],
         source: str,
         target: Path | str,
@@ -174,7 +203,7 @@ class ComposeServices:
         """A sidecar's file or folder (Harbor's sidecar artifacts), through the same checked archive
         extraction as main's and within `budget`; returns the bytes it took."""
         return await execs.in_thread(
-            fetch, api, self.sidecar(service), files.container_path(source), Path(target), budget
+            fetch, self.api, self.sidecar(service), files.container_path(source), Path(target), budget
         )
 
     async def stop(self, delete: bool) -> None:

@@ -118,11 +118,17 @@ class StorageCap:
 
     @contextlib.contextmanager
     def command(self) -> Iterator[None]:
-        """Around each command of the agent: measured more often while one runs."""
+        """Around each command of the agent: measured more often while one runs. An engine error from
+        a container the cap killed meanwhile (the exec's create or start answering 409 "not running")
+        is the cap's failure, not an infrastructure fault."""
         self._commands += 1
         self._woken.set()
         try:
             yield
+        except DockerException as exc:
+            if self.exceeded:
+                raise self.error() from exc
+            raise
         finally:
             self._commands -= 1
 

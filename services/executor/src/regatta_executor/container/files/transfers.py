@@ -1,12 +1,13 @@
 """Files in and out of the container environment's container (the base of `ContainerEnvironment`):
 uploads staged and sent as one archive before anything could see them, a folder's archive kept to
 answer several reads and `test -d` checks until anything runs, the download budget, and the check
-that the engine still sees the container's files."""
+that the engine still sees the container's files. Each transfer tells the attempt's turn first
+(verifier_turn.py: a read of the agent's logs may end it, an upload of the tests start the verifier)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import override
+from typing import Protocol, override
 
 from docker import DockerClient
 from docker.errors import DockerException, NotFound
@@ -25,6 +26,18 @@ SNAPSHOT_MAX_BYTES = 64 * _MIB
 _ALWAYS_THERE = "/proc"
 
 
+class TurnHooks(Protocol):
+    """What the attempt's turn hears of the transfers (verifier_turn.VerifierTurn)."""
+
+    async def before_operation(self) -> None: ...
+
+    async def before_download(self, path: str) -> None: ...
+
+    async def expect_tests(self, source: Path, target: str, *, single: bool) -> None: ...
+
+    async def before_upload_dir(self, source: Path, target: str) -> None: ...
+
+
 class ContainerTransfers(BaseEnvironment):
     """The file transfers of `ContainerEnvironment`; the state they use is its (made in its `__init__`)."""
 
@@ -36,6 +49,7 @@ class ContainerTransfers(BaseEnvironment):
     _download_budget: int
     # Folders downloaded as they were then on the host: (container folder, host folder, manifest).
     _downloaded: dict[str, tuple[Path, files.Manifest]]
+    _turn: TurnHooks
 
     @override
     async def is_dir(self, path: str, user: str | int | None = None) -> bool:
@@ -51,8 +65,25 @@ class ContainerTransfers(BaseEnvironment):
     @override
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
         target = files.container_path(target_path)
+        await self._turn.expect_tests(Path(source_path), target, single=True)
         self._forget_downloads(target)
         await execs.in_thread(self._stage().add_file, Path(source_path), target)
+
+    @override
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        target = files.container_path(target_dir)
+        if await self.unchanged_since_download(Path(source_dir), target):
+            # What Harbor read back, sent back unchanged: the container holds it already, as the agent
+            # left it, which is what a verifier sees where the logs are mounted (Harbor's docker).
+            return
+        self._forget_downloads(target)
+        await self._turn.before_upload_dir(Path(source_dir), target)
+        if not any(Path(source_dir).iterdir()):
+            # Nothing to archive, but the folder must exist afterwards (`mkdir -p`: an archive entry
+            # for it would reset an existing folder's owner and mode).
+            await self.exec(self._ensure_dirs_command([target], chmod=False), user="root")
+            return
+        await execs.in_thread(self._stage().add_dir, Path(source_dir), target)
 
     def _forget_downloads(self, target: str) -> None:
         """An upload into a folder read back earlier: sending the host's copy back is no longer a no-op."""
@@ -65,7 +96,8 @@ class ContainerTransfers(BaseEnvironment):
         return self._staged
 
     async def _flush(self) -> None:
-        """Send the staged uploads (before anything that could see them)."""
+        """Send the staged uploads (before anything that could see them), once the turn is settled."""
+        await self._turn.before_operation()
         staged, self._staged = self._staged, None
         if staged is None:
             return
@@ -87,6 +119,13 @@ class ContainerTransfers(BaseEnvironment):
                 snapshot.stale.extend(staged.targets)
             else:
                 self._drop_snapshot()
+
+    def _discard_transfers(self) -> None:
+        """The attempt ends: uploads not sent yet and the folder read back are dropped."""
+        if self._staged is not None:
+            self._staged.discard()
+            self._staged = None
+        self._drop_snapshot()
 
     def _drop_snapshot(self) -> None:
         if self._snapshot is not None:
@@ -164,8 +203,9 @@ class ContainerTransfers(BaseEnvironment):
         self._download_budget -= size
 
     @override
-    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        path = files.container_path(source_dir)
+    async def download_dir(self, source_dir: Path | str, target_dir: Path | str) -> None:
+        path = files.container_path(str(source_dir))
+        await self._turn.before_download(path)
         snapshot = await self._snapshot_for(path, LOGS if within(path, AGENT_LOGS) else path)
         if snapshot is not None and not snapshot.through_link(path):
             member = snapshot.member(path)
