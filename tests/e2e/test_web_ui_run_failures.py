@@ -190,9 +190,18 @@ def test_runs_that_cannot_produce_a_result_end_failed_with_their_reason_and_keep
     expect(page.get_by_test_id("run-status")).to_contain_text("failed")
     expect(page.get_by_test_id("run-status")).to_contain_text("task-1")
     expect(page.get_by_test_id("agent-results")).to_contain_text("1 passed")
-    box = banner.bounding_box()
-    table = page.get_by_test_id("agent-results").bounding_box()
-    assert box and table and box["y"] + box["height"] <= table["y"], "the banner does not cover the results"
+    # Measured in the page in one go: the results redraw live, and an element replaced between two
+    # reads from here has no box.
+    page.wait_for_function(
+        """() => {
+            const banner = document.querySelector('[data-testid="run-failed"]');
+            const table = document.querySelector('[data-testid="agent-results"]');
+            if (!banner || !table) return false;
+            const b = banner.getBoundingClientRect(), t = table.getBoundingClientRect();
+            return b.height > 0 && t.height > 0 && b.bottom <= t.top;
+        }""",
+        timeout=10_000,
+    )  # times out (fails) if the banner covers the results
     shot(page, "run-failed")
     phone_shot(page, "run-failed")
     page.get_by_role("tab", name="Logs").click()
