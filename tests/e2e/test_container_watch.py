@@ -43,7 +43,7 @@ KEY="${WATCH_TOKEN:0:3}\\u002d${WATCH_TOKEN:4}"
 STEP2=$(printf '{"step_id": 2, "source": "agent", "message": "step written at %s with key %s"}' \\
   "$(date +%s.%N)" "$KEY")
 printf '{%s, "steps": [%s, %s]}' "$HEAD" "$STEP1" "$STEP2" > /logs/agent/trajectory.json
-sleep 5
+sleep 8
 echo done > /app/out.txt"""
 # The verifier prints, then takes its time before the reward.
 TEST = """#!/bin/bash
@@ -200,14 +200,15 @@ def test_a_container_attempts_output_steps_and_verifier_are_live_while_watched(
     assert "the key is [REDACTED] and more" in shown
     start, end = quiet_window(shown)
     assert end > watcher.opened + 5, (end, watcher.opened)
-    # ...shown while the agent still ran: it ends 5 s after writing it.
-    assert watcher.received_at("output", "second line written at") < end + 4, (watcher.received, end)
+    # ...shown while the agent still ran: it ends 8 s after writing it, and a quiet folder is read every
+    # 5 s at most (docs/performance.md), plus a read's own time on a loaded machine.
+    assert watcher.received_at("output", "second line written at") < end + 7, (watcher.received, end)
     # Its trajectory's steps, the second (written after the watcher came) with its escaped key redacted.
     steps = {d["index"]: d["step"] for n, d in live if n == "step"}
     assert steps[0]["message"] == "Write done to /app/out.txt", steps
     written = float(re.search(r"step written at ([0-9.]+)", steps[1]["message"])[1])
     assert written > watcher.opened + 5 and steps[1]["message"].endswith("with key [REDACTED]"), steps
-    assert watcher.received_at("step", "step written at") < written + 4, (watcher.received, written)
+    assert watcher.received_at("step", "step written at") < written + 7, (watcher.received, written)
     # The verifier's output, before the reward was known.
     verifying = watcher.before("status", status="finished")
     assert "the verifier looks at" in text_of(verifying, "verifier/test-stdout.txt"), watcher.events

@@ -65,7 +65,9 @@ async def test_reading_the_agent_logs_after_its_turn_ends_it_in_that_exec(
 
         since = time.time()
         await env.download_dir("/logs/agent", tmp_path / "after")
-        actions = engine_actions(engine, container, since)
+        # The engine may stamp the test's own probe just before an event at `since` (seen under load):
+        # only the environment's execs count here.
+        actions = [a for a in engine_actions(engine, container, since) if IS_ALIVE not in a]
         assert execs(actions) == 1 and "archive-path" not in actions, actions
 
         after = tmp_path / "after"

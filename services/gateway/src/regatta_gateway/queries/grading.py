@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import nats.errors
 from nats.js.errors import NotFoundError
 from regatta_shared.eventstore import EventStore
 
+from regatta_gateway.errors import Unavailable
 from regatta_gateway.principals import Scope
 from regatta_gateway.queries import benchmarks as benchmark_queries
 from regatta_gateway.queries.run_activity import attempt_detail
@@ -145,13 +147,22 @@ def grading_source(
     return attempt, (run.get("submission") or {}).get("primary_reward_key")
 
 
+FETCH_TRIES = 3
+
+
 def object_fetcher(objects: Any) -> Fetch:
     """A Fetch over the NATS artifact bucket (app.state.artifacts)."""
 
     async def fetch(digest: str) -> bytes | None:
-        try:
-            return (await objects.get(digest)).data or b""
-        except NotFoundError:
-            return None
+        # A read makes a consumer on the bucket's stream: under load that request can outlast nats-py's
+        # 5 s answer time. It changes nothing, so it is tried again; still unanswered is a 503, never a 500.
+        for _ in range(FETCH_TRIES):
+            try:
+                return (await objects.get(digest)).data or b""
+            except NotFoundError:
+                return None
+            except nats.errors.TimeoutError:
+                continue
+        raise Unavailable("the object store did not answer in time; try again", code="STORE_UNAVAILABLE")
 
     return fetch
