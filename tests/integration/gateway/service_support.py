@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from regatta_gateway.authentication import authenticate, resolve_scope
 from regatta_gateway.commands import benchmarks as benchmark_commands
 from regatta_gateway.commands import identity, workspace_handlers
 from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.errors import Refused
-from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.principals import Scope
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.operations import OpsReadModels

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
-from regatta_gateway.http.auth import authenticate
+from regatta_gateway.authentication import authenticate
 from regatta_shared.events import ApiTokenCreated, MemberAdded, UserRegistered, WorkspaceCreated
 from regatta_shared.events.envelope import deterministic_id, new_event
 from regatta_shared.eventstore import EventStore

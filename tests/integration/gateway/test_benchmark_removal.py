@@ -4,7 +4,7 @@ to those whose removal would be recorded."""
 
 from __future__ import annotations
 
-from regatta_gateway.http.auth import authenticate
+from regatta_gateway.authentication import authenticate
 
 from .conftest import ADMIN_TOKEN, Gateway
 

@@ -77,7 +77,7 @@ def test_personal_overrides_workspace_and_members_see_only_their_own(gateway: Ga
 
 
 def _scope(gw: Gateway, token: str):
-    from regatta_gateway.http.auth import authenticate, resolve_scope
+    from regatta_gateway.authentication import authenticate, resolve_scope
 
     return resolve_scope(gw.store, authenticate(gw.store, f"Bearer {token}"), "default")
 

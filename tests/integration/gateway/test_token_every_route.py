@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from fastapi.routing import iter_route_contexts
+from regatta_gateway.authentication import authenticate, resolve_scope
 from regatta_gateway.commands import identity
-from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.queries.downloads import DOWNLOAD_PREFIX
 
 from .conftest import ADMIN_TOKEN, Gateway, demo_config

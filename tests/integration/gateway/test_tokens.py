@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
+from regatta_gateway.authentication import authenticate
 from regatta_gateway.commands import identity, workspace_handlers
 from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound
-from regatta_gateway.http.auth import authenticate
 from regatta_gateway.queries.benchmarks import list_benchmarks
 
 from .conftest import ADMIN_TOKEN, Gateway

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from regatta_gateway.app import create_app
+from regatta_gateway.authentication import authenticate, resolve_scope
 from regatta_gateway.commands import workspace_handlers
 from regatta_gateway.errors import Conflict, Forbidden, Invalid, NotFound
-from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.queries.members import member_list, user_workspaces
 from regatta_gateway.workspaces import aggregate as ws
 from regatta_gateway.workspaces import appends as workspace_appends

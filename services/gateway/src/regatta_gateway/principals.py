@@ -1,7 +1,8 @@
 """Who acts: a principal (the user a bearer token names) and the scope of a request (that principal in
 one workspace, with their role there). Tokens are stored only as SHA-256 hashes.
 
-The service layer takes a Scope or Principal; http/auth.py makes them from a request's headers.
+The service layer takes a Scope or Principal; authentication.py makes them from a bearer token and a
+workspace name (which the routes read from the request's headers).
 """
 
 from __future__ import annotations

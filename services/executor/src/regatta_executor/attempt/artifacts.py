@@ -12,11 +12,12 @@ regular files are read: nothing outside the trial folder is ever opened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from nats.js.errors import NotFoundError
@@ -143,11 +144,57 @@ class _KnownDigests:
 _KNOWN = _KnownDigests()
 
 
+class _OneUploadPerDigest:
+    """Two attempts finishing together in this process often carry equal files (empty logs), and
+    nats-py's put of a name stored since the check purges the chunks it replaces, which the executor's
+    NATS user may not do (a compromised executor could empty the bucket): the purge is refused and the
+    put fails after its timeout. So one upload per digest at a time; the next finds it stored."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def held(self, digest: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(digest, (asyncio.Lock(), 0))
+        self._locks[digest] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[digest]
+            if users == 1:
+                del self._locks[digest]
+            else:
+                self._locks[digest] = (lock, users - 1)
+
+
+_UPLOADS = _OneUploadPerDigest()
+
+
 async def _store(store: ObjectStore, digest: str, data: bytes) -> None:
     if digest in _KNOWN:
         return
+    async with _UPLOADS.held(digest):
+        if digest in _KNOWN:
+            return
+        await _store_once(store, digest, data)
+        _KNOWN.add(digest)
+
+
+async def _store_once(store: ObjectStore, digest: str, data: bytes) -> None:
     try:
         await store.get_info(digest)
+        return
     except NotFoundError:
+        pass
+    try:
         await store.put(digest, data)
-    _KNOWN.add(digest)
+    except Exception:
+        # Another executor stored it between the check and the put, so the put's purge of the chunks
+        # it replaced was refused; the name is the content's digest, so what is there is this data.
+        try:
+            info = await store.get_info(digest)
+        except NotFoundError:
+            info = None
+        if info is None or info.size != len(data):
+            raise

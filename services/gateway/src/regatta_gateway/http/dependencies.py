@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 
-from regatta_gateway.http.auth import authorize
+from regatta_gateway.authentication import authorize
 from regatta_gateway.principals import Scope
 
 router = APIRouter(prefix="/api/v1", tags=["v1"])

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 
+from regatta_gateway.authentication import authenticate, resolve_scope
 from regatta_gateway.commands import identity
 from regatta_gateway.commands import workspace_handlers as workspaces
-from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.http.benchmarks import default_registry
 from regatta_gateway.http.dependencies import ScopeDep, settle
 from regatta_gateway.principals import Scope

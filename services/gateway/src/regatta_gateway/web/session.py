@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from regatta_gateway.authentication import authenticate
 from regatta_gateway.errors import Refused
-from regatta_gateway.http.auth import authenticate
 from regatta_gateway.principals import Principal
 from regatta_gateway.principals import Scope as ApiScope
 from regatta_gateway.queries.members import user_workspaces

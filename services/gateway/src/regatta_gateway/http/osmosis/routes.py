@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from regatta_gateway.authentication import authenticate
 from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.errors import Invalid, NotFound
-from regatta_gateway.http.auth import authenticate
 from regatta_gateway.http.dependencies import settle
 from regatta_gateway.http.osmosis import shapes as cli_shapes
 from regatta_gateway.http.osmosis.scope import cli_scope, segment, verify

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from regatta_gateway.authentication import authenticate, resolve_scope
 from regatta_gateway.errors import Invalid, NotFound
-from regatta_gateway.http.auth import authenticate, resolve_scope
 from regatta_gateway.principals import Principal, Scope
 from regatta_gateway.readmodels import tables as t
 

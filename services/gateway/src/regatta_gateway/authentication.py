@@ -1,4 +1,5 @@
-"""Bearer tokens (stored only as SHA-256 hashes) and the workspace each request acts in."""
+"""Bearer tokens (stored only as SHA-256 hashes) and the workspace a request acts in: the service layer's
+view of who acts, with no HTTP in it (routes pass the headers' values)."""
 
 from __future__ import annotations
 
