@@ -13,7 +13,7 @@ import regatta_gateway
 
 PACKAGE = Path(regatta_gateway.__file__).parent
 SERVICE_LAYER = ("commands", "queries", "admission", "notifications", "secrets", "readmodels", "workspaces")
-SERVICE_MODULES = ("errors", "principals")
+SERVICE_MODULES = ("errors", "principals", "authentication")
 FORBIDDEN = ("regatta_gateway.http", "regatta_gateway.web", "fastapi", "starlette")
 
 
