@@ -18,6 +18,8 @@ from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.errors import Refused
 from regatta_gateway.principals import Scope
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import leaderboards as leaderboard_queries
 from regatta_gateway.queries import run_activity
 from regatta_gateway.queries.run_detail import run_detail
 from regatta_gateway.readmodels import ReadModels
@@ -123,6 +125,11 @@ class Services:
     def run(self, run_id: str, scope: Scope | None = None) -> dict[str, Any]:
         """What GET /api/v1/runs/{key} answers (the route serialises this dict as it is)."""
         return run_detail(self.store, scope or self.scope(), run_id, self.settings.gateway_url)
+
+    def leaderboard(self, benchmark: str, sort: str = "pass_at_1") -> dict[str, Any]:
+        """What GET /api/v1/benchmarks/{key}/leaderboard answers (the query makes its JSON bytes)."""
+        found = benchmark_queries.find_benchmark(self.store, self.scope(), benchmark)
+        return json.loads(leaderboard_queries.leaderboard_body(self.store, found["id"], sort))
 
     def attempts(self, run_id: str, **filters: Any) -> dict[str, Any]:
         """What GET /api/v1/runs/{key}/attempts answers, with its query parameters as `filters`."""
