@@ -27,7 +27,11 @@ def finished_run(gw: Gateway | Services) -> dict[str, Any]:
     return run
 
 
-def attempts(sv: Services, run_id: str, **filters: Any) -> list[dict[str, Any]]:
+def attempts(sv: Gateway | Services, run_id: str, **filters: Any) -> list[dict[str, Any]]:
+    """The run's attempts with their labels; through the API for the CLI's tests (test_cli_labels.py),
+    which read back what the CLI recorded over HTTP."""
+    if isinstance(sv, Gateway):
+        return sv.ok(sv.v1("GET", f"/runs/{run_id}/attempts", params=filters))["attempts"]
     return sv.attempts(run_id, **filters)["attempts"]
 
 
