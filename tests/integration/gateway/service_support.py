@@ -18,6 +18,10 @@ from regatta_gateway.commands import runs as run_commands
 from regatta_gateway.commands.bootstrap import bootstrap
 from regatta_gateway.errors import Refused
 from regatta_gateway.principals import Scope
+from regatta_gateway.queries import benchmarks as benchmark_queries
+from regatta_gateway.queries import leaderboards as leaderboard_queries
+from regatta_gateway.queries import run_activity
+from regatta_gateway.queries.run_detail import run_detail
 from regatta_gateway.readmodels import ReadModels
 from regatta_gateway.readmodels.operations import OpsReadModels
 from regatta_gateway.secrets import store as secret_store
@@ -85,16 +89,18 @@ class Services:
         tasks: list[str],
         *,
         workspace: str = "default",
+        token: str = ADMIN_TOKEN,
         ready: bool = True,
+        categories: dict[str, str] | None = None,
         metadata: BenchmarkMetadata | None = None,
     ) -> str:
         body = {"source_type": "folder", "path": f"/srv/benchmarks/{name}", "name": name}
         policy = SourcePolicy.from_settings(self.settings)
         benchmark_id = benchmark_commands.add_benchmark(
-            self.store, self.scope(workspace=workspace), body, policy
+            self.store, self.scope(token, workspace), body, policy
         )
         if ready:
-            record_sync(self.store, benchmark_id, name, tasks, metadata=metadata)
+            record_sync(self.store, benchmark_id, name, tasks, categories=categories, metadata=metadata)
         self.settle()
         return benchmark_id
 
@@ -114,11 +120,31 @@ class Services:
         self.settle()
         return secret_id
 
+    # --- what the queries answer -------------------------------------------------------------------
+
+    def run(self, run_id: str, scope: Scope | None = None) -> dict[str, Any]:
+        """What GET /api/v1/runs/{key} answers (the route serialises this dict as it is)."""
+        return run_detail(self.store, scope or self.scope(), run_id, self.settings.gateway_url)
+
+    def leaderboard(self, benchmark: str, sort: str = "pass_at_1") -> dict[str, Any]:
+        """What GET /api/v1/benchmarks/{key}/leaderboard answers (the query makes its JSON bytes)."""
+        found = benchmark_queries.find_benchmark(self.store, self.scope(), benchmark)
+        return json.loads(leaderboard_queries.leaderboard_body(self.store, found["id"], sort))
+
+    def attempts(self, run_id: str, **filters: Any) -> dict[str, Any]:
+        """What GET /api/v1/runs/{key}/attempts answers, with its query parameters as `filters`."""
+        return run_activity.attempts_page(self.store, self.scope(), run_id, **filters)
+
     # --- what was recorded ------------------------------------------------------------------------
 
     def event_count(self) -> int:
         with self.store.read_engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(events_table)).scalar_one()
+
+    def all_event_json(self) -> str:
+        with self.store.read_engine.connect() as conn:
+            rows = conn.execute(select(events_table.c.data, events_table.c.metadata)).all()
+        return json.dumps([[r[0], r[1]] for r in rows])
 
     def raw_rows(self, table: str) -> list[dict[str, Any]]:
         with self.store.read_engine.connect() as conn:

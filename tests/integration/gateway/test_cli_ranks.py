@@ -22,7 +22,8 @@ def test_ties_read_1_equals_and_an_agent_with_no_score_shows_no_value(gateway: G
     gw.progress(tied, passes=lambda _agent, _task: True)  # oracle and nop pass alike: tied at 1
     # Every attempt of the oracle errors: it has no score, nop passes both tasks.
     unscored = gw.submit(config)["id"]
-    _finish_with_errors(gw, unscored, {"t1", "t2"})
+    _finish_with_errors(gw.store, unscored, {"t1", "t2"})
+    gw.settle()
 
     shown = regatta(url, "run", "show", tied)
     assert shown.returncode == 0, shown.stdout + shown.stderr

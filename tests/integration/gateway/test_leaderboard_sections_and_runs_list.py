@@ -3,6 +3,8 @@ recommended set (whatever its name) as the only set that ranks, per-task figures
 attempt everywhere, and the runs list's paging, filters and task selection.
 
 Attempts are seeded (conftest `progress`); scores and leaderboards come from the real scoring code.
+What the leaderboard, run and runs-list queries answer is tested on the service layer; the figures as the
+CLI body and summary.csv show them, and the runs list's query bounds (FastAPI's), stay on HTTP.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ import io
 from typing import Any
 
 import pytest
+from regatta_gateway.errors import Invalid
+from regatta_gateway.queries.benchmarks import benchmark_detail
+from regatta_gateway.queries.runs import list_runs
 from regatta_shared.events import BenchmarkMetadata, Timings, Usage
 
 from .conftest import Gateway, demo_config
+from .service_support import Services, refused
 from .test_cli_downloads import fetch, urls_for
 
 TASKS = [f"t{i}" for i in range(12)]
@@ -38,26 +44,26 @@ def shown(body: dict[str, Any]) -> list[tuple[str, str, int]]:
 
 
 def test_one_ranking_of_every_group_in_the_chosen_sort_and_only_the_recommended_set_ranks(
-    gateway: Gateway,
+    services: Services,
 ) -> None:
     """Issue 28: the full list's and the recommended set's rows are one ranking (statistics.md §6); the
     tests that can tie rows run only inside a group, so rows of two groups are never tied."""
-    gw = gateway
-    benchmark_id = gw.benchmark("sets", TASKS, metadata=SETS)
-    detail = gw.ok(gw.v1("GET", f"/benchmarks/{benchmark_id}"))["benchmark"]
+    sv = services
+    benchmark_id = sv.benchmark("sets", TASKS, metadata=SETS)
+    detail = benchmark_detail(sv.store, sv.scope(), benchmark_id)["benchmark"]
     assert {s["name"]: s["recommended"] for s in detail["task_sets"]} == {"parity": False, "quick": True}
 
-    full = gw.submit(demo_config("sets"))
-    gw.progress(full["id"], usage=cheap_nop)  # oracle passes everything, nop nothing
-    quick = gw.submit(demo_config("sets", tasks_config={"task_set": "quick"}))
-    gw.progress(quick["id"], passes=lambda agent, _task: agent == 1, usage=cheap_nop)
-    parity = gw.submit(demo_config("sets", tasks_config={"task_set": "parity"}))
-    gw.progress(parity["id"], usage=cheap_nop)
+    full = sv.submit(demo_config("sets"))
+    sv.progress(full["id"], usage=cheap_nop)  # oracle passes everything, nop nothing
+    quick = sv.submit(demo_config("sets", tasks_config={"task_set": "quick"}))
+    sv.progress(quick["id"], passes=lambda agent, _task: agent == 1, usage=cheap_nop)
+    parity = sv.submit(demo_config("sets", tasks_config={"task_set": "parity"}))
+    sv.progress(parity["id"], usage=cheap_nop)
 
     # By pass@1: the two perfect rows share rank 1 (neither beats the other) without a tie; each 0% row
     # is beaten by its own group's top (12 and 6 discordant tasks: Holm rejects) and by the other group's
     # (a higher estimate in another group always ranks above). Display order: rank, estimate, name.
-    by_pass = board(gw, benchmark_id)
+    by_pass = sv.leaderboard(benchmark_id)
     assert shown(by_pass) == [
         ("quick", "nop", 1),
         ("full", "oracle", 1),
@@ -73,36 +79,36 @@ def test_one_ranking_of_every_group_in_the_chosen_sort_and_only_the_recommended_
         ("full", False, 2),
     ]
     # Lower is better, one plain ordering of every row.
-    by_cost = board(gw, benchmark_id, "cost_per_task")
+    by_cost = sv.leaderboard(benchmark_id, "cost_per_task")
     assert shown(by_cost) == [
         ("quick", "nop", 1),
         ("full", "nop", 2),
         ("full", "oracle", 3),
         ("quick", "oracle", 4),
     ]
-    by_time = board(gw, benchmark_id, "time_per_task")
+    by_time = sv.leaderboard(benchmark_id, "time_per_task")
     assert [r["harness"] for r in by_time["leaderboard"]] == ["nop", "nop", "oracle", "oracle"]
     assert parity["id"] not in {row["run_id"] for row in by_pass["leaderboard"]}, (
         "a set named parity that the benchmark does not recommend never ranks"
     )
 
-    why = gw.ok(gw.v1("GET", f"/runs/{parity['id']}"))["leaderboard_qualification"]
+    why = sv.run(parity["id"])["leaderboard_qualification"]
     assert why["qualifies"] is False
     assert why["reasons"] == [
         "task set 'parity' is neither the full task list nor the recommended set 'quick'"
     ]
-    assert gw.ok(gw.v1("GET", f"/runs/{quick['id']}"))["leaderboard_qualification"]["qualifies"] is True
-    assert gw.v1("GET", f"/benchmarks/{benchmark_id}/leaderboard", params={"sort": "nope"}).status_code == 400
+    assert sv.run(quick["id"])["leaderboard_qualification"]["qualifies"] is True
+    refused(lambda: sv.leaderboard(benchmark_id, "nope"), Invalid)
 
 
-def test_a_benchmark_without_a_recommended_set_ranks_full_runs_only(gateway: Gateway) -> None:
-    gw = gateway
+def test_a_benchmark_without_a_recommended_set_ranks_full_runs_only(services: Services) -> None:
+    sv = services
     metadata = BenchmarkMetadata(task_sets={"parity": ["t0", "t1"]})
-    benchmark_id = gw.benchmark("plain", TASKS, metadata=metadata)
-    run = gw.submit(demo_config("plain", tasks_config={"task_set": "parity"}))
-    gw.progress(run["id"])
-    assert board(gw, benchmark_id)["leaderboard"] == []
-    reasons = gw.ok(gw.v1("GET", f"/runs/{run['id']}"))["leaderboard_qualification"]["reasons"]
+    benchmark_id = sv.benchmark("plain", TASKS, metadata=metadata)
+    run = sv.submit(demo_config("plain", tasks_config={"task_set": "parity"}))
+    sv.progress(run["id"])
+    assert sv.leaderboard(benchmark_id)["leaderboard"] == []
+    reasons = sv.run(run["id"])["leaderboard_qualification"]["reasons"]
     assert reasons == ["task set 'parity' is not the full task list (this benchmark recommends no set)"]
 
 
@@ -159,12 +165,12 @@ def test_cost_tokens_and_time_per_task_are_the_mean_per_attempt_everywhere(gatew
     assert summary == expected
 
 
-def test_the_runs_list_pages_past_50_filters_and_shows_each_task_selection(gateway: Gateway) -> None:
-    gw = gateway
-    benchmark_id = gw.benchmark(
+def test_the_runs_list_pages_past_50_filters_and_shows_each_task_selection(services: Services) -> None:
+    sv = services
+    benchmark_id = sv.benchmark(
         "many", TASKS, metadata=SETS, categories={"t0": "math", "t1": "math", "t2": "text"}
     )
-    other = gw.member("default", "bea@example.com")
+    other = sv.member("default", "bea@example.com")
     chosen = [
         {},
         {"task_set": "quick"},
@@ -174,14 +180,17 @@ def test_the_runs_list_pages_past_50_filters_and_shows_each_task_selection(gatew
     submitted = []
     for index in range(55):
         extra = {"tasks_config": chosen[index % 4]} if chosen[index % 4] else {}
-        token = {"token": other} if index % 5 == 0 else {}
-        submitted.append(gw.submit(demo_config("many", name=f"run-{index:02d}", **extra), **token))
+        scope = sv.scope(other) if index % 5 == 0 else None
+        submitted.append(sv.submit(demo_config("many", name=f"run-{index:02d}", **extra), scope))
     for run in submitted[:3]:
-        gw.progress(run["id"])
-    gw.settle()
+        sv.progress(run["id"])
+    sv.settle()
 
-    def runs(**params: Any) -> dict[str, Any]:
-        return gw.ok(gw.v1("GET", "/runs", params={"benchmark": benchmark_id, **params}))
+    def runs(limit: int = 50, offset: int = 0, **filters: Any) -> dict[str, Any]:
+        """As GET /api/v1/runs?benchmark=... answers, with its defaults (limit 50, offset 0)."""
+        return list_runs(
+            sv.store, sv.scope(), limit, offset, benchmark_id, sv.settings.gateway_url, **filters
+        )
 
     first = runs()
     assert (first["total_count"], len(first["benchmark_runs"]), first["has_more"], first["next_offset"]) == (
@@ -218,6 +227,10 @@ def test_the_runs_list_pages_past_50_filters_and_shows_each_task_selection(gatew
     assert runs(submitter="bea@example.com", status="finished")["total_count"] == 1
     assert runs(submitter="nobody@example.com")["total_count"] == 0
 
+
+def test_the_runs_list_refuses_an_unknown_status_and_an_overlong_submitter(gateway: Gateway) -> None:
+    """Both bounds are the route's (the RunStatus enum, Query max_length): a request's decoding."""
+    gw = gateway
     for field, value in (("status", "done"), ("submitter", "x" * 301)):
-        refused = gw.v1("GET", "/runs", params={field: value})
-        assert refused.status_code == 400 and field in refused.text, refused.text
+        refusal = gw.v1("GET", "/runs", params={field: value})
+        assert refusal.status_code == 400 and field in refusal.text, refusal.text

@@ -4,15 +4,21 @@ attempt's grading and transcript), and a comparison picked by ticking two rows (
 `/compare?p=&p=`).
 
 Runs and attempts are seeded as the scheduler and executor record them (conftest); the expected rows are
-the seeded ones, in the order they were recorded.
+the seeded ones, in the order they were recorded. What the task history answers (its rows, paging and
+refusals) is `queries/task_history.py`'s, tested on the service layer; the pages stay on HTTP.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from regatta_gateway.errors import Invalid, NotFound
+from regatta_gateway.queries.task_history import task_history
+
 from .conftest import ADMIN_TOKEN, Gateway, demo_config
+from .service_support import Services, refused
 
 TASKS = ["t1", "t2"]
 TRAJECTORY = {
@@ -43,21 +49,34 @@ def page(gw: Gateway, path: str, **params: str):  # type: ignore[no-untyped-def]
     return gw.client.get(path, params=params, cookies={"regatta_token": ADMIN_TOKEN}, follow_redirects=False)
 
 
-def seed(gw: Gateway) -> tuple[str, str, str]:
+def seed(gw: Gateway | Services) -> tuple[str, str, str]:
     benchmark_id = gw.benchmark("hist", TASKS, categories={"t1": "parsing", "t2": "io"})
     first = gw.submit(demo_config("hist", execution_config={"attempts_per_task": 2}))["id"]
-    # Run 1: oracle (agent 0) passes t1 only; nop (agent 1) passes nothing.
-    gw.progress(first, passes=lambda agent, task: agent == 0 and task == "t1", artifacts=ARTIFACTS)
+
+    # Run 1: oracle (agent 0) passes t1 only; nop (agent 1) passes nothing. Its artifacts are for the
+    # side-by-side pages; the service layer has no object store, and the history never reads them.
+    def passes(agent: int, task: str) -> bool:
+        return agent == 0 and task == "t1"
+
+    if isinstance(gw, Gateway):
+        gw.progress(first, passes=passes, artifacts=ARTIFACTS)
+    else:
+        gw.progress(first, passes=passes)
     second = gw.submit(demo_config("hist"))["id"]
     # Run 2: nop passes t1 now.
     gw.progress(second, passes=lambda agent, task: task == "t1")
     return benchmark_id, first, second
 
 
-def test_task_history_lists_every_attempt_at_the_task_in_time_order(gateway: Gateway) -> None:
-    gw = gateway
-    benchmark_id, first, second = seed(gw)
-    body = gw.ok(gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1"}))
+def test_task_history_lists_every_attempt_at_the_task_in_time_order(services: Services) -> None:
+    sv = services
+    benchmark_id, first, second = seed(sv)
+
+    def history(task: str, benchmark: str = "hist", limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        """As GET /api/v1/benchmarks/{key}/task-history answers, with its defaults."""
+        return task_history(sv.store, sv.scope(), benchmark, task, limit, offset)
+
+    body = history("t1")
     assert body["benchmark_id"] == benchmark_id and body["task"] == {"name": "t1", "category": "parsing"}
     got = [(r["run_id"], r["agent"], r["attempt_index"], r["outcome"], r["reward"]) for r in body["attempts"]]
     assert got == [
@@ -78,26 +97,30 @@ def test_task_history_lists_every_attempt_at_the_task_in_time_order(gateway: Gat
         "outcomes": {"failed": 2, "passed": 4},
     }
     assert (body["total_count"], body["has_more"], body["next_offset"]) == (6, False, None)
-    run_name = gw.ok(gw.v1("GET", f"/runs/{second}"))["benchmark_run"]["name"]
+    run_name = sv.run(second)["benchmark_run"]["name"]
     assert body["attempts"][-1]["run_name"] == run_name
 
     # Paged: the same rows, four then two.
-    one = gw.ok(gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1", "limit": 4}))
-    two = gw.ok(gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1", "limit": 4, "offset": 4}))
+    one = history("t1", limit=4)
+    two = history("t1", limit=4, offset=4)
     assert (one["has_more"], one["next_offset"], two["has_more"]) == (True, 4, False)
     assert [r["attempt_id"] for r in one["attempts"] + two["attempts"]] == [
         r["attempt_id"] for r in body["attempts"]
     ]
 
-    # Refusals name the field and the problem.
+    # Refusals name the field and the problem (the route's default for a missing `task` is "").
+    assert refused(lambda: history(""), Invalid).field == "task"
+    assert refused(lambda: history("t1\x1b[2J"), Invalid).field == "task"
+    assert refused(lambda: history("t9"), NotFound).field == "task"
+    refused(lambda: history("t1", benchmark="nope"), NotFound)
+
+
+def test_the_task_page_shows_the_history_and_each_attempt_links_it(gateway: Gateway) -> None:
+    gw = gateway
+    benchmark_id, _, _ = seed(gw)
+    body = gw.ok(gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1"}))
     missing = gw.v1("GET", "/benchmarks/hist/task-history")
     assert missing.status_code == 400 and missing.json()["field"] == "task"
-    control = gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t1\x1b[2J"})
-    assert control.status_code == 400 and control.json()["field"] == "task"
-    unknown = gw.v1("GET", "/benchmarks/hist/task-history", params={"task": "t9"})
-    assert unknown.status_code == 404 and unknown.json()["field"] == "task"
-    nobench = gw.v1("GET", "/benchmarks/nope/task-history", params={"task": "t1"})
-    assert nobench.status_code == 404
 
     # The task page shows the same rows, each linking its run and its attempt.
     shown = page(gw, f"/benchmarks/{benchmark_id}/task", name="t1")

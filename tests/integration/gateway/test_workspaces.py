@@ -1,8 +1,14 @@
-"""Users in several workspaces: listing them, choosing one per request (API) or per session (web UI)."""
+"""Users in several workspaces: listing them, choosing one per request (API) or per session (web UI).
+Who may list a workspace's members is a rule of the service layer, tested there; choosing a workspace by a
+request's header or a session's cookie is how a request is decoded, so it stays on HTTP."""
 
 from __future__ import annotations
 
+from regatta_gateway.errors import NotFound
+from regatta_gateway.queries.members import member_list
+
 from .conftest import ADMIN_TOKEN, Gateway
+from .service_support import Services, refused
 
 UI = {"X-Regatta-UI": "1"}
 
@@ -30,20 +36,20 @@ def test_a_user_lists_only_their_workspaces_and_the_header_picks_the_current_one
     assert refused.json()["code"] == "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED"
 
 
-def test_members_of_a_workspace_are_listed_to_its_members_only(gateway: Gateway) -> None:
-    gateway.workspace("team-b")
-    bob = gateway.member("team-b", "bob@example.com")
-    carol = gateway.member("default", "carol@example.com", role="admin")
+def test_members_of_a_workspace_are_listed_to_its_members_only(services: Services) -> None:
+    """GET /api/v1/workspaces/{key}/members is `resolve_scope` (is the caller in it?) then `member_list`."""
+    sv = services
+    sv.workspace("team-b")
+    bob = sv.member("team-b", "bob@example.com")
+    carol = sv.member("default", "carol@example.com", role="admin")
 
-    listed = gateway.ok(gateway.v1("GET", "/workspaces/team-b/members", token=bob))
-    assert [(m["email"], m["role"]) for m in listed["members"]] == [
+    listed = member_list(sv.store, sv.scope(bob, "team-b").workspace_id)
+    assert [(m["email"], m["role"]) for m in listed] == [
         ("admin@localhost", "admin"),
         ("bob@example.com", "member"),
     ]
-    assert set(listed["members"][0]) == {"user_id", "email", "name", "role"}
-    refused = gateway.v1("GET", "/workspaces/team-b/members", token=carol)
-    assert refused.status_code == 404
-    assert refused.json()["code"] == "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED"
+    assert set(listed[0]) == {"user_id", "email", "name", "role"}
+    refused(lambda: sv.scope(carol, "team-b"), NotFound, "WORKSPACE_SCOPE_HEADER_ACCESS_DENIED")
 
 
 def test_the_web_ui_switches_workspace_for_its_pages_and_their_api_calls(gateway: Gateway) -> None:
