@@ -12,18 +12,18 @@ regular files are read: nothing outside the trial folder is ever opened.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import os
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from nats.js.errors import NotFoundError
 from nats.js.object_store import ObjectStore
 from regatta_shared.events import ArtifactRef
 
+from ..digest_locks import DigestLocks
 from .redaction import Redactor, strip_recorded_env
 
 COLLECTED = ("agent", "verifier", "artifacts", "steps")
@@ -144,31 +144,11 @@ class _KnownDigests:
 _KNOWN = _KnownDigests()
 
 
-class _OneUploadPerDigest:
-    """Two attempts finishing together in this process often carry equal files (empty logs), and
-    nats-py's put of a name stored since the check purges the chunks it replaces, which the executor's
-    NATS user may not do (a compromised executor could empty the bucket): the purge is refused and the
-    put fails after its timeout. So one upload per digest at a time; the next finds it stored."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def held(self, digest: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(digest, (asyncio.Lock(), 0))
-        self._locks[digest] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[digest]
-            if users == 1:
-                del self._locks[digest]
-            else:
-                self._locks[digest] = (lock, users - 1)
-
-
-_UPLOADS = _OneUploadPerDigest()
+# Two attempts finishing together in this process often carry equal files (empty logs), and nats-py's put
+# of a name stored since its check purges the chunks it replaces, which the executor's NATS user may not
+# do (a compromised executor could empty the bucket): the purge is refused and the put fails after its
+# timeout. So one upload per digest at a time; the next finds it stored.
+_UPLOADS = DigestLocks()
 
 
 async def _store(store: ObjectStore, digest: str, data: bytes) -> None:

@@ -22,6 +22,8 @@ from nats.js.object_store import ObjectStore
 from regatta_shared.rules.ceilings import TaskFileBounds
 from regatta_shared.security.task_archives import TaskArchiveRefused, discard, unpack_bounded
 
+from ..digest_locks import DigestLocks
+
 _LOCK = ".lock"
 _SIZE = ".size-"  # one per unpacked name: the bytes it holds
 
@@ -32,7 +34,7 @@ class TaskCache:
         self.store = store
         self.bounds = bounds
         self.max_bytes = max_bytes
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._unpacking = DigestLocks()
 
     @contextlib.asynccontextmanager
     async def use(self, digest: str, name: str) -> AsyncIterator[Path]:
@@ -42,8 +44,7 @@ class TaskCache:
         try:
             target = folder / _safe(name)
             if not target.exists():
-                lock = self._locks.setdefault(digest, asyncio.Lock())
-                async with lock:
+                async with self._unpacking.held(digest):
                     if not target.exists():
                         result = await self.store.get(digest)
                         data = result.data or b""
